@@ -1,0 +1,75 @@
+#pragma once
+// Graphs: seeded generators for the named workloads and loaders for SNAP / Matrix Market files.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "pipelink/tensor.hpp"
+
+namespace pipelink {
+
+/// Edge e carries a message from src[e] to dst[e]. src/dst are [E] int32 or int64 CPU tensors.
+struct EdgeList {
+  Tensor src;
+  Tensor dst;
+  Tensor weight;  // [E] float32 when the source carries edge values (Matrix Market real/integer)
+  std::int64_t num_nodes = 0;
+  std::int64_t num_edges() const { return src.numel(); }
+};
+
+enum class EdgeOrder : std::uint8_t { random, dst_sorted };
+std::string_view edge_order_name(EdgeOrder o) noexcept;
+EdgeOrder parse_edge_order(std::string_view s);  // "random" | "dst-sorted"
+
+/// E edges with src, dst uniform in [0, N). Deterministic for a seed.
+EdgeList uniform_graph(std::int64_t num_nodes, std::int64_t num_edges, std::uint64_t seed,
+                       DType index_dtype = DType::i64);
+/// R-MAT over N = 2^scale nodes with quadrant probabilities a, b, c (d = 1 - a - b - c).
+EdgeList rmat_graph(int scale, std::int64_t num_edges, double a, double b, double c,
+                    std::uint64_t seed, DType index_dtype = DType::i64);
+/// Stable reorder of the edges by destination.
+void sort_by_destination(EdgeList& g);
+
+/// A named workload of PROTOCOL.md §1.
+struct WorkloadSpec {
+  std::string name;
+  std::int64_t num_nodes = 0;
+  std::int64_t num_edges = 0;
+  bool rmat = false;
+  int rmat_scale = 0;
+  double a = 0, b = 0, c = 0;
+  std::int64_t features = 64;
+  std::string why;
+};
+const std::vector<WorkloadSpec>& named_workloads();
+/// Throws LookupError listing the names.
+const WorkloadSpec& workload_spec(std::string_view name);
+
+struct WorkloadData {
+  WorkloadSpec spec;
+  EdgeOrder order = EdgeOrder::random;
+  EdgeList graph;
+  Tensor x;  // [N, F] float32, N(0, 1)
+  Tensor w;  // [E] float32, U(-1, 1)
+};
+/// Builds the graph and features for a workload (features/edges may be scaled for tests).
+WorkloadData make_workload(const WorkloadSpec& spec, EdgeOrder order, std::uint64_t seed = 42,
+                           DType index_dtype = DType::i64);
+
+/// Fills a float tensor with N(0,1) / U(lo,hi) values, deterministic for a seed.
+void fill_normal(const TensorView& v, std::uint64_t seed);
+void fill_uniform(const TensorView& v, double lo, double hi, std::uint64_t seed);
+
+/// SNAP edge list: '#' comment lines, then "a b" per line (whitespace-separated, extra columns
+/// ignored): an edge from a to b. num_nodes = max id + 1 unless `num_nodes` > 0 is given.
+/// Throws ParseError with file and line on malformed lines or negative ids.
+EdgeList load_snap(const std::string& path, std::int64_t num_nodes = 0);
+/// Matrix Market "coordinate" file (pattern/real/integer, general/symmetric). 1-based ids:
+/// entry (i, j) is an edge from j-1 to i-1 (row = destination, as in A·x). Symmetric files give
+/// both directions. Throws ParseError.
+EdgeList load_matrix_market(const std::string& path);
+/// Picks by content: a "%%MatrixMarket" header means Matrix Market, anything else SNAP.
+EdgeList load_graph(const std::string& path, std::int64_t num_nodes = 0);
+
+}  // namespace pipelink

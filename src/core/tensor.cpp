@@ -1,0 +1,224 @@
+#include "pipelink/tensor.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <stdexcept>
+
+namespace pipelink {
+
+TensorView::TensorView(void* base, DType dtype, Device device, std::span<const std::int64_t> shape,
+                       std::span<const std::int64_t> strides, std::int64_t byte_offset,
+                       Layout layout, SourceSite origin)
+    : base_(base), dtype_(dtype), device_(device), layout_(layout), byte_offset_(byte_offset),
+      origin_(origin) {
+  if (shape.size() > std::size_t(kMaxRank))
+    throw std::invalid_argument(fmt::format("tensor rank {} exceeds the maximum {}", shape.size(), kMaxRank));
+  if (!strides.empty() && strides.size() != shape.size())
+    throw std::invalid_argument(fmt::format("tensor has {} strides for rank {}", strides.size(), shape.size()));
+  rank_ = int(shape.size());
+  std::int64_t running = 1;
+  for (int i = rank_ - 1; i >= 0; --i) {
+    auto n = shape[std::size_t(i)];
+    if (n < 0) throw std::invalid_argument(fmt::format("tensor dimension {} is negative ({})", i, n));
+    shape_[std::size_t(i)] = n;
+    strides_[std::size_t(i)] = strides.empty() ? running : strides[std::size_t(i)];
+    running *= std::max<std::int64_t>(n, 1);
+  }
+}
+
+std::int64_t TensorView::numel() const noexcept {
+  std::int64_t n = 1;
+  for (int i = 0; i < rank_; ++i) n *= shape_[std::size_t(i)];
+  return n;
+}
+
+bool TensorView::is_contiguous() const noexcept {
+  std::int64_t expect = 1;
+  for (int i = rank_ - 1; i >= 0; --i) {
+    auto n = shape_[std::size_t(i)];
+    if (n != 1 && strides_[std::size_t(i)] != expect) return false;
+    expect *= n;
+  }
+  return true;
+}
+
+bool TensorView::rows_contiguous() const noexcept {
+  return rank_ == 0 || shape_[std::size_t(rank_ - 1)] <= 1 || strides_[std::size_t(rank_ - 1)] == 1;
+}
+
+std::size_t TensorView::alignment() const noexcept {
+  auto addr = reinterpret_cast<std::uintptr_t>(data());
+  if (addr == 0) return 4096;
+  std::size_t a = 1;
+  while (a < 4096 && (addr % (a * 2)) == 0) a *= 2;
+  return a;
+}
+
+std::pair<std::int64_t, std::int64_t> TensorView::byte_extent() const noexcept {
+  if (numel() == 0) return {0, 0};
+  std::int64_t lo = 0, hi = 0;
+  for (int i = 0; i < rank_; ++i) {
+    auto span = (shape_[std::size_t(i)] - 1) * strides_[std::size_t(i)];
+    (span < 0 ? lo : hi) += span;
+  }
+  auto sz = std::int64_t(itemsize());
+  return {lo * sz, (hi + 1) * sz};
+}
+
+bool TensorView::overlaps(const TensorView& o) const noexcept {
+  if (numel() == 0 || o.numel() == 0 || !(device_ == o.device_)) return false;
+  auto [a0, a1] = byte_extent();
+  auto [b0, b1] = o.byte_extent();
+  auto pa = reinterpret_cast<std::intptr_t>(data()), pb = reinterpret_cast<std::intptr_t>(o.data());
+  return pa + a0 < pb + b1 && pb + b0 < pa + a1;
+}
+
+TensorView TensorView::slice_rows(std::int64_t begin, std::int64_t end) const {
+  if (rank_ == 0 || begin < 0 || end < begin || end > shape_[0])
+    throw std::out_of_range(fmt::format("slice_rows({}, {}) out of range for shape {}", begin, end, shape_str()));
+  TensorView v = *this;
+  v.shape_[0] = end - begin;
+  v.byte_offset_ += begin * strides_[0] * std::int64_t(itemsize());
+  return v;
+}
+
+std::string TensorView::shape_str() const {
+  std::string s = "[";
+  for (int i = 0; i < rank_; ++i) s += (i ? ", " : "") + std::to_string(shape_[std::size_t(i)]);
+  return s + "]";
+}
+
+// ---------------------------------------------------------------------------------------------
+namespace {
+std::mutex g_hooks_mu;
+DeviceAllocatorHooks g_cuda_hooks;
+bool g_cuda_hooks_set = false;
+
+std::size_t round_up(std::size_t n, std::size_t m) { return m ? (n + m - 1) / m * m : n; }
+}  // namespace
+
+void set_device_allocator_hooks(DeviceKind kind, const DeviceAllocatorHooks& hooks) {
+  if (kind != DeviceKind::cuda) throw std::invalid_argument("allocator hooks exist for cuda only");
+  std::lock_guard lock(g_hooks_mu);
+  g_cuda_hooks = hooks;
+  g_cuda_hooks_set = true;
+}
+
+const DeviceAllocatorHooks* device_allocator_hooks(DeviceKind kind) noexcept {
+  std::lock_guard lock(g_hooks_mu);
+  return (kind == DeviceKind::cuda && g_cuda_hooks_set) ? &g_cuda_hooks : nullptr;
+}
+
+Tensor TensorBuilder::build(std::source_location loc) const {
+  if (shape_.size() > std::size_t(kMaxRank))
+    throw std::invalid_argument(fmt::format("TensorBuilder: rank {} exceeds {}", shape_.size(), kMaxRank));
+  if (alignment_ == 0 || (alignment_ & (alignment_ - 1)) != 0)
+    throw std::invalid_argument(fmt::format("TensorBuilder: alignment {} is not a power of two", alignment_));
+  const std::size_t item = dtype_size(dtype_);
+  if (pitch_ != 0 && pitch_ % item != 0)
+    throw std::invalid_argument(fmt::format("TensorBuilder: row pitch alignment {} is not a multiple of the element size {}", pitch_, item));
+  for (auto n : shape_)
+    if (n < 0) throw std::invalid_argument(fmt::format("TensorBuilder: negative dimension {}", n));
+
+  std::vector<std::int64_t> strides(shape_.size());
+  std::size_t bytes = item;
+  if (!shape_.empty()) {
+    auto inner = std::size_t(shape_.back());
+    auto row_elems = pitch_ ? round_up(inner * item, pitch_) / item : inner;
+    std::int64_t stride = 1;
+    strides.back() = 1;
+    std::int64_t running = std::int64_t(row_elems);
+    for (int i = int(shape_.size()) - 2; i >= 0; --i) {
+      strides[std::size_t(i)] = running;
+      running *= shape_[std::size_t(i)];
+    }
+    (void)stride;
+    bytes = std::size_t(running) * item;
+    if (shape_.size() == 1) bytes = inner * item;
+    for (auto n : shape_)
+      if (n == 0) bytes = 0;
+  }
+
+  std::shared_ptr<void> storage;
+  const std::size_t alloc_bytes = std::max<std::size_t>(round_up(bytes, alignment_), alignment_);
+  if (device_.kind == DeviceKind::cpu) {
+    void* p = std::aligned_alloc(std::max<std::size_t>(alignment_, sizeof(void*)), alloc_bytes);
+    if (!p) throw std::bad_alloc();
+    storage = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  } else {
+    const auto* hooks = device_allocator_hooks(device_.kind);
+    if (!hooks)
+      throw BackendUnavailableError("cannot allocate on " + device_.str() +
+                                    ": this PipeLink build has no CUDA backend");
+    int dev = device_.index;
+    void* p = hooks->allocate(alloc_bytes, dev);
+    auto dealloc = hooks->deallocate;
+    storage = std::shared_ptr<void>(p, [dealloc, dev](void* q) { dealloc(q, dev); });
+  }
+  TensorView v(storage.get(), dtype_, device_, shape_, strides, 0, layout_, SourceSite::from(loc));
+  return Tensor(std::move(storage), alloc_bytes, v);
+}
+
+Tensor TensorBuilder::zeros(std::source_location loc) const {
+  Tensor t = build(loc);
+  if (device_.kind == DeviceKind::cpu) {
+    std::memset(t.view().base(), 0, t.storage_bytes());
+  } else {
+    device_allocator_hooks(device_.kind)->memset_zero(t.view().base(), device_.index, t.storage_bytes());
+  }
+  return t;
+}
+
+namespace {
+// Copies a strided CPU view into contiguous memory.
+void gather_contiguous(const TensorView& v, std::byte* dst) {
+  const auto item = std::int64_t(v.itemsize());
+  const auto* src = static_cast<const std::byte*>(v.data());
+  if (v.is_contiguous()) {
+    std::memcpy(dst, src, std::size_t(v.numel() * item));
+    return;
+  }
+  std::array<std::int64_t, kMaxRank> idx{};
+  const int r = v.rank();
+  for (std::int64_t n = 0; n < v.numel(); ++n) {
+    std::int64_t off = 0;
+    for (int d = 0; d < r; ++d) off += idx[std::size_t(d)] * v.stride(d);
+    std::memcpy(dst + n * item, src + off * item, std::size_t(item));
+    for (int d = r - 1; d >= 0; --d) {
+      if (++idx[std::size_t(d)] < v.dim(d)) break;
+      idx[std::size_t(d)] = 0;
+    }
+  }
+}
+}  // namespace
+
+Tensor to_device(const TensorView& v, Device device, std::source_location loc) {
+  std::vector<std::int64_t> shape(v.shape().begin(), v.shape().end());
+  Tensor out = TensorBuilder().shape(shape).dtype(v.dtype()).device(device).layout(v.layout()).build(loc);
+  const auto bytes = std::size_t(v.numel()) * v.itemsize();
+  if (bytes == 0) return out;
+  if (v.device().kind == DeviceKind::cpu && device.kind == DeviceKind::cpu) {
+    gather_contiguous(v, static_cast<std::byte*>(out.data()));
+    return out;
+  }
+  const auto* hooks = device_allocator_hooks(DeviceKind::cuda);
+  if (!hooks) throw BackendUnavailableError("this PipeLink build has no CUDA backend");
+  if (!v.is_contiguous()) {
+    if (v.device().kind != DeviceKind::cpu)
+      throw std::invalid_argument("to_device: strided device tensors are not supported yet");
+    Tensor tmp = clone(v, loc);
+    hooks->copy(out.data(), device, tmp.data(), v.device(), bytes);
+  } else {
+    hooks->copy(out.data(), device, v.data(), v.device(), bytes);
+  }
+  return out;
+}
+
+Tensor clone(const TensorView& v, std::source_location loc) { return to_device(v, v.device(), loc); }
+
+}  // namespace pipelink
