@@ -11,3 +11,4 @@
 #include "pipelink/ops/reference.hpp"
 #include "pipelink/registry.hpp"
 #include "pipelink/tensor.hpp"
+#include "pipelink/verify.hpp"

@@ -1,1 +1,43 @@
-// placeholder: implemented in a following commit
+// Portable scalar build of the fused row kernel (any x86-64 / other CPU); SLEEF's scalar u10
+// functions keep the 1-ulp accuracy of the vector paths.
+#include <sleef.h>
+
+#include <cstdint>
+
+namespace pipelink::cpu::generic {
+template <class T> struct S;
+template <> struct S<float> {
+  static constexpr int W = 1;
+  using V = float;
+  static V load(const float* p) { return *p; }
+  static void store(float* p, V v) { *p = v; }
+  static V splat(float s) { return s; }
+  static V add(V a, V b) { return a + b; }
+  static V mul(V a, V b) { return a * b; }
+  static V tanh(V v) { return Sleef_tanhf_u10(v); }
+  static V relu(V v) { return v > 0.f ? v : 0.f; }
+  static V sigmoid(V v) { return 1.f / (1.f + Sleef_expf_u10(-v)); }
+  static float scalar_tanh(float v) { return Sleef_tanhf_u10(v); }
+  static float scalar_exp(float v) { return Sleef_expf_u10(v); }
+};
+template <> struct S<double> {
+  static constexpr int W = 1;
+  using V = double;
+  static V load(const double* p) { return *p; }
+  static void store(double* p, V v) { *p = v; }
+  static V splat(double s) { return s; }
+  static V add(V a, V b) { return a + b; }
+  static V mul(V a, V b) { return a * b; }
+  static V tanh(V v) { return Sleef_tanh_u10(v); }
+  static V relu(V v) { return v > 0. ? v : 0.; }
+  static V sigmoid(V v) { return 1. / (1. + Sleef_exp_u10(-v)); }
+  static double scalar_tanh(double v) { return Sleef_tanh_u10(v); }
+  static double scalar_exp(double v) { return Sleef_exp_u10(v); }
+};
+}  // namespace pipelink::cpu::generic
+
+#define PIPELINK_ISA_NS generic
+#include "cpu/aggregate_rows.inl"
+
+void pipelink::cpu::aggregate_rows_generic(const RowsArgs& a) { generic::run(a); }
+void pipelink::cpu::map_rows_generic(const MapArgs& a) { generic::run_map(a); }

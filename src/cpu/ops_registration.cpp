@@ -1,1 +1,91 @@
-// placeholder: implemented in a following commit
+// Contracts of the message-passing ops (aggregate and its three-op reference). Kernels register
+// separately, per backend, as variants (src/cpu/*.cpp, src/cuda/*.cu).
+#include "pipelink/ops/aggregate.hpp"
+#include "pipelink/registry.hpp"
+
+namespace pipelink {
+namespace {
+
+const std::vector<DType> kFloat = {DType::f32, DType::f64};
+const std::vector<DType> kIndex = {DType::i32, DType::i64};
+const std::vector<std::string> kTransforms = {"identity", "tanh", "relu", "sigmoid"};
+
+PortContract rows_port(std::string name, std::string_view pattern) {
+  PortContract p = port(std::move(name), pattern, kFloat);
+  p.dtype_group = "float";
+  p.layout = Layout::rows;
+  p.contiguity = Contiguity::rows;  // pitched rows are fine: kernels use the row stride
+  return p;
+}
+PortContract index_port(std::string name) {
+  PortContract p = port(std::move(name), "[E]", kIndex);
+  p.dtype_group = "index";
+  return p;
+}
+PortContract weight_port() {
+  PortContract p = port("w", "[E]", kFloat);
+  p.dtype_group = "float";
+  p.optional = true;
+  p.doc = "per-edge weight; absent means 1";
+  return p;
+}
+
+}  // namespace
+
+PIPELINK_REGISTER_OP(aggregate) {
+  ExecContract e;
+  e.deterministic = true;
+  // The CPU plan: row_ptr (8 B/node) + sorted src and edge ids (8 B/edge with 32-bit indices).
+  e.workspace_bytes = [](const ShapeBindings& d, const Attrs&) {
+    return std::size_t(8 * (d.at("N") + 1) + 8 * d.at("E"));
+  };
+  PortContract out = rows_port("out", "[N, F]");
+  out.direction = PortDirection::inout;
+  out.doc = "overwritten, or added to when accumulate=true";
+  return OpBuilder("aggregate", 1)
+      .doc("out[dst[e]] (+)= phi(x[src[e]] * w[e]), fused: no [E, F] intermediate")
+      .input(rows_port("x", "[N, F]"))
+      .input(index_port("src"))
+      .input(index_port("dst"))
+      .input(weight_port())
+      .output(out)
+      .attr({"transform", std::string("tanh"), kTransforms, "elementwise phi"})
+      .attr({"accumulate", false, {}, "add into out instead of overwriting it"})
+      .exec(e)
+      .build();
+}
+
+PIPELINK_REGISTER_OP(gather_scale) {
+  return OpBuilder("gather_scale", 1)
+      .doc("m[e] = x[src[e]] * w[e] (materializes [E, F])")
+      .input(rows_port("x", "[N, F]"))
+      .input(index_port("src"))
+      .input(weight_port())
+      .output(rows_port("m", "[E, F]"))
+      .build();
+}
+
+PIPELINK_REGISTER_OP(map) {
+  ExecContract e;
+  e.may_alias = {{"in", "out"}};
+  return OpBuilder("map", 1)
+      .doc("out = phi(in), elementwise; in-place allowed")
+      .input(rows_port("in", "[R, C]"))
+      .output(rows_port("out", "[R, C]"))
+      .attr({"transform", std::string("tanh"), kTransforms, "elementwise phi"})
+      .exec(e)
+      .build();
+}
+
+PIPELINK_REGISTER_OP(index_add) {
+  PortContract out = rows_port("out", "[N, F]");
+  out.direction = PortDirection::inout;
+  return OpBuilder("index_add", 1)
+      .doc("out[dst[e]] += values[e], in edge order")
+      .input(index_port("dst"))
+      .input(rows_port("values", "[E, F]"))
+      .output(out)
+      .build();
+}
+
+}  // namespace pipelink

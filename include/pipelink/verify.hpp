@@ -1,0 +1,39 @@
+#pragma once
+// The correctness contract of PROTOCOL.md §2: a float64 oracle of the aggregate and the
+// per-element tolerance  |y - oracle| <= 2 (d_i + 4) u S  (u = 2^-24 for float32 outputs).
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "pipelink/ops/aggregate.hpp"
+#include "pipelink/tensor.hpp"
+
+namespace pipelink {
+
+struct AggregateOracle {
+  Tensor y;           // [N, F] float64: the reference in float64
+  Tensor abs_sum;     // [N, F] float64: S, sum of |phi(x[src] w)| over the row's edges (+ |out0|)
+  Tensor degree;      // [N] int64: in-degree d_i (+1 when accumulating into an initial value)
+};
+
+/// Computes the oracle on the CPU (inputs on any device are copied to the host). `initial` is the
+/// output's value before an accumulating call.
+AggregateOracle aggregate_oracle(const TensorView& x, const TensorView& src, const TensorView& dst,
+                                 const std::optional<TensorView>& w, const AggregateOptions& opts = {},
+                                 const std::optional<TensorView>& initial = std::nullopt);
+
+struct VerifyReport {
+  double max_abs_err = 0;
+  double rel_l2_err = 0;
+  bool within_tolerance = false;
+  std::int64_t violations = 0;      // elements outside the bound (NaN counts)
+  std::int64_t unwritten = 0;       // NaN elements (a poisoned output not fully written)
+  std::int64_t worst_index = -1;    // flat index of the largest err/bound ratio
+  double worst_ratio = 0;           // err / bound there
+  std::string summary() const;
+};
+
+/// Checks `y` (float32 or float64, [N, F], any device) against the oracle.
+VerifyReport verify_aggregate(const TensorView& y, const AggregateOracle& oracle);
+
+}  // namespace pipelink

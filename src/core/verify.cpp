@@ -1,0 +1,122 @@
+#include "pipelink/verify.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+namespace pipelink {
+
+namespace {
+
+double phi64(double v, Transform t) {
+  switch (t) {
+    case Transform::identity: return v;
+    case Transform::tanh: return std::tanh(v);
+    case Transform::relu: return v > 0 ? v : 0;
+    case Transform::sigmoid: return 1.0 / (1.0 + std::exp(-v));
+  }
+  return v;
+}
+
+double element(const TensorView& v, std::int64_t flat) {
+  switch (v.dtype()) {
+    case DType::f32: return v.data_as<const float>()[flat];
+    case DType::f64: return v.data_as<const double>()[flat];
+    case DType::i32: return v.data_as<const std::int32_t>()[flat];
+    case DType::i64: return double(v.data_as<const std::int64_t>()[flat]);
+    case DType::u8: return v.data_as<const std::uint8_t>()[flat];
+  }
+  return 0;
+}
+
+Tensor host_contiguous(const TensorView& v) { return to_device(v, Device::cpu()); }
+
+}  // namespace
+
+AggregateOracle aggregate_oracle(const TensorView& x_in, const TensorView& src_in, const TensorView& dst_in,
+                                 const std::optional<TensorView>& w_in, const AggregateOptions& opts,
+                                 const std::optional<TensorView>& initial) {
+  Tensor x = host_contiguous(x_in), src = host_contiguous(src_in), dst = host_contiguous(dst_in);
+  Tensor w = w_in ? host_contiguous(*w_in) : Tensor();
+  const std::int64_t N = x.dim(0), F = x.dim(1), E = src.numel();
+  AggregateOracle o;
+  o.y = TensorBuilder().shape({N, F}).dtype(DType::f64).zeros();
+  o.abs_sum = TensorBuilder().shape({N, F}).dtype(DType::f64).zeros();
+  o.degree = TensorBuilder().shape({N}).dtype(DType::i64).zeros();
+  double* y = o.y.data_as<double>();
+  double* s = o.abs_sum.data_as<double>();
+  std::int64_t* d = o.degree.data_as<std::int64_t>();
+  if (initial) {
+    Tensor init = host_contiguous(*initial);
+    for (std::int64_t i = 0; i < N * F; ++i) {
+      y[i] = element(init, i);
+      s[i] = std::fabs(y[i]);
+    }
+    for (std::int64_t i = 0; i < N; ++i) d[i] = 1;
+  }
+  std::vector<std::int64_t> sv(static_cast<std::size_t>(E)), dv(static_cast<std::size_t>(E));
+  for (std::int64_t e = 0; e < E; ++e) {
+    sv[std::size_t(e)] = std::int64_t(element(src, e));
+    dv[std::size_t(e)] = std::int64_t(element(dst, e));
+    if (sv[std::size_t(e)] < 0 || sv[std::size_t(e)] >= N || dv[std::size_t(e)] < 0 || dv[std::size_t(e)] >= N)
+      throw IndexOutOfRangeError("aggregate_oracle", "src/dst", e, sv[std::size_t(e)], N);
+    ++d[dv[std::size_t(e)]];
+  }
+  // Threads own feature columns, so every element is summed in edge order (deterministic).
+#pragma omp parallel for schedule(static)
+  for (std::int64_t f = 0; f < F; ++f) {
+    for (std::int64_t e = 0; e < E; ++e) {
+      const double we = w.defined() && w.numel() ? element(w, e) : 1.0;
+      const double t = phi64(element(x, sv[std::size_t(e)] * F + f) * we, opts.transform);
+      y[dv[std::size_t(e)] * F + f] += t;
+      s[dv[std::size_t(e)] * F + f] += std::fabs(t);
+    }
+  }
+  return o;
+}
+
+VerifyReport verify_aggregate(const TensorView& y_in, const AggregateOracle& o) {
+  Tensor y = host_contiguous(y_in);
+  const std::int64_t N = o.y.dim(0), F = o.y.dim(1);
+  if (y.numel() != N * F)
+    throw std::invalid_argument(fmt::format("verify_aggregate: output has {} elements, oracle {}", y.numel(), N * F));
+  const double u = y.dtype() == DType::f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
+  const double* ref = o.y.data_as<const double>();
+  const double* s = o.abs_sum.data_as<const double>();
+  const std::int64_t* d = o.degree.data_as<const std::int64_t>();
+  VerifyReport r;
+  double err2 = 0, ref2 = 0;
+  for (std::int64_t i = 0; i < N; ++i) {
+    for (std::int64_t f = 0; f < F; ++f) {
+      const std::int64_t k = i * F + f;
+      const double v = element(y, k);
+      const double err = std::fabs(v - ref[k]);
+      const double bound = 2.0 * double(d[i] + 4) * u * s[k];
+      if (std::isnan(v)) ++r.unwritten;
+      if (!(err <= bound)) ++r.violations;
+      const double inf = std::numeric_limits<double>::infinity();
+      const double ratio = std::isnan(err) ? inf : bound > 0 ? err / bound : (err == 0 ? 0 : inf);
+      if (r.worst_index < 0 || ratio > r.worst_ratio) {
+        r.worst_ratio = ratio;
+        r.worst_index = k;
+      }
+      if (!std::isnan(err)) r.max_abs_err = std::max(r.max_abs_err, err);
+      else r.max_abs_err = std::numeric_limits<double>::infinity();
+      err2 += (v - ref[k]) * (v - ref[k]);
+      ref2 += ref[k] * ref[k];
+    }
+  }
+  r.rel_l2_err = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  r.within_tolerance = r.violations == 0;
+  return r;
+}
+
+std::string VerifyReport::summary() const {
+  return fmt::format("max_abs_err={:.3e} rel_l2_err={:.3e} within_tolerance={} violations={} unwritten={} "
+                     "worst_index={} worst_err/bound={:.3f}",
+                     max_abs_err, rel_l2_err, within_tolerance, violations, unwritten, worst_index, worst_ratio);
+}
+
+}  // namespace pipelink

@@ -1,0 +1,245 @@
+// aggregate (fused) and its three-op reference against the float64 oracle, with the PROTOCOL.md
+// tolerance, on fresh random inputs and poisoned outputs.
+#include <omp.h>
+
+#include <functional>
+
+#include "pipelink/ops/reference.hpp"
+#include "test_util.hpp"
+
+namespace pipelink::test {
+namespace {
+
+using Runner = std::function<void(const TensorView&, const TensorView&, const TensorView&,
+                                  const std::optional<TensorView>&, const TensorView&, const AggregateOptions&)>;
+
+struct Path {
+  const char* name;
+  Runner run;
+};
+
+const Path kPaths[] = {
+    {"fused", [](auto& x, auto& s, auto& d, auto& w, auto& o, auto& opt) { aggregate(x, s, d, w, o, opt); }},
+    {"three-op", [](auto& x, auto& s, auto& d, auto& w, auto& o, auto& opt) { aggregate_three_op(x, s, d, w, o, opt); }},
+};
+
+struct Case {
+  std::int64_t N, E, F;
+  DType index = DType::i64;
+  DType value = DType::f32;
+  bool weights = true;
+  Transform transform = Transform::tanh;
+  bool accumulate = false;
+};
+
+std::string describe(const Case& c) {
+  return "N=" + std::to_string(c.N) + " E=" + std::to_string(c.E) + " F=" + std::to_string(c.F) + " index=" +
+         std::string(dtype_name(c.index)) + " value=" + std::string(dtype_name(c.value)) +
+         " weights=" + std::to_string(c.weights) + " transform=" + std::string(transform_name(c.transform)) +
+         " accumulate=" + std::to_string(c.accumulate);
+}
+
+// Runs every path on a graph and checks it against the float64 oracle.
+void check_graph(const Case& c, const EdgeList& g, std::uint64_t seed) {
+  SCOPED_TRACE(describe(c) + " seed=" + std::to_string(seed));
+  Tensor x = random_tensor({c.N, c.F}, c.value, seed + 1, -2.0, 2.0);
+  Tensor w = random_tensor({g.num_edges()}, c.value, seed + 2);
+  std::optional<TensorView> wv;
+  if (c.weights) wv = w.view();
+  Tensor init = random_tensor({c.N, c.F}, c.value, seed + 3);
+  AggregateOptions opts{c.transform, c.accumulate};
+  AggregateOracle oracle =
+      aggregate_oracle(x, g.src, g.dst, wv, opts, c.accumulate ? std::optional<TensorView>(init.view()) : std::nullopt);
+  for (const Path& p : kPaths) {
+    SCOPED_TRACE(p.name);
+    Tensor out = TensorBuilder().shape({c.N, c.F}).dtype(c.value).build();
+    if (c.accumulate) out = clone(init);
+    else poison(out);
+    p.run(x, g.src, g.dst, wv, out, opts);
+    VerifyReport r = verify_aggregate(out, oracle);
+    EXPECT_TRUE(r.within_tolerance) << r.summary();
+    EXPECT_EQ(r.unwritten, 0) << r.summary();
+    // PROTOCOL.md: rel. L2 <= 1e-6 for PipeLink paths. The three-op path *is* the reference
+    // (sequential float index_add), held to the per-element bound only.
+    if (std::string(p.name) != "three-op") {
+      EXPECT_LE(r.rel_l2_err, c.value == DType::f64 ? 1e-12 : 1e-6) << r.summary();
+    }
+  }
+}
+
+void check_case(const Case& c) {
+  const auto seed = fresh_seed();
+  check_graph(c, uniform_graph(c.N, c.E, seed, c.index), seed);
+}
+
+TEST(AggregateOracle, FeatureWidthsBothIndexTypes) {
+  for (std::int64_t F : {1, 3, 64, 100, 256})
+    for (DType idx : {DType::i32, DType::i64}) check_case({500, 4000, F, idx});
+}
+
+TEST(AggregateOracle, EveryTransformWithAndWithoutWeights) {
+  for (Transform t : {Transform::identity, Transform::tanh, Transform::relu, Transform::sigmoid})
+    for (bool weights : {true, false}) {
+      Case c{300, 2000, 17};
+      c.transform = t;
+      c.weights = weights;
+      check_case(c);
+    }
+}
+
+TEST(AggregateOracle, Float64) {
+  Case c{200, 3000, 33};
+  c.value = DType::f64;
+  check_case(c);
+}
+
+TEST(AggregateOracle, AccumulateKeepsInitialValue) {
+  Case c{400, 1000, 64};  // many rows have no edge: they must keep their value
+  c.accumulate = true;
+  check_case(c);
+}
+
+TEST(AggregateOracle, EmptyGraphOverwritesWithZeros) {
+  Case c{10, 0, 5};
+  check_case(c);
+  Tensor x = random_tensor({10, 5}, DType::f32, fresh_seed());
+  Tensor e = TensorBuilder().shape({0}).dtype(DType::i64).build();
+  Tensor out = TensorBuilder().shape({10, 5}).build();
+  poison(out);
+  aggregate(x, e, e, std::nullopt, out);
+  for (std::int64_t i = 0; i < 50; ++i) EXPECT_EQ(out.data_as<float>()[i], 0.0f);
+}
+
+TEST(AggregateOracle, SingleNodeSelfLoops) {
+  Case c{1, 777, 64};
+  check_case(c);  // every edge is 0 -> 0
+}
+
+TEST(AggregateOracle, DuplicateEdgesAndSelfLoops) {
+  const auto seed = fresh_seed();
+  Case c{50, 0, 8};
+  EdgeList g;
+  g.num_nodes = c.N;
+  std::vector<std::int64_t> s, d;
+  for (int rep = 0; rep < 20; ++rep)
+    for (std::int64_t i = 0; i < c.N; ++i) {
+      s.push_back(i);
+      d.push_back(i);  // self-loop
+      s.push_back(3);
+      d.push_back(7);  // the same edge 20 * N times
+    }
+  c.E = std::int64_t(s.size());
+  g.src = TensorBuilder().shape({c.E}).dtype(DType::i64).build();
+  g.dst = TensorBuilder().shape({c.E}).dtype(DType::i64).build();
+  std::copy(s.begin(), s.end(), g.src.data_as<std::int64_t>());
+  std::copy(d.begin(), d.end(), g.dst.data_as<std::int64_t>());
+  check_graph(c, g, seed);
+}
+
+TEST(AggregateOracle, HubRowsOfInDegreeAbove1e5) {
+  const auto seed = fresh_seed();
+  Case c{2000, 0, 64};
+  EdgeList g = uniform_graph(c.N, 60000, seed, DType::i32);
+  // Append 120,000 edges into node 17 and 100,000 into node 1999.
+  const std::int64_t hub = 220000, E = 60000 + hub;
+  EdgeList h;
+  h.num_nodes = c.N;
+  h.src = TensorBuilder().shape({E}).dtype(DType::i32).build();
+  h.dst = TensorBuilder().shape({E}).dtype(DType::i32).build();
+  std::copy_n(g.src.data_as<std::int32_t>(), 60000, h.src.data_as<std::int32_t>());
+  std::copy_n(g.dst.data_as<std::int32_t>(), 60000, h.dst.data_as<std::int32_t>());
+  EdgeList extra = uniform_graph(c.N, hub, seed + 9, DType::i32);
+  for (std::int64_t e = 0; e < hub; ++e) {
+    h.src.data_as<std::int32_t>()[60000 + e] = extra.src.data_as<std::int32_t>()[e];
+    h.dst.data_as<std::int32_t>()[60000 + e] = e < 120000 ? 17 : 1999;
+  }
+  c.E = E;
+  c.index = DType::i32;
+  check_graph(c, h, seed);
+}
+
+TEST(AggregateOracle, PitchedRowsAndRMatSkew) {
+  const auto seed = fresh_seed();
+  EdgeList g = rmat_graph(10, 20000, 0.57, 0.19, 0.19, seed);
+  const std::int64_t N = g.num_nodes, F = 20;
+  Tensor x = TensorBuilder().shape({N, F}).pitched_rows(128).build();
+  fill_uniform(x, -1, 1, seed + 1);  // fills padding too; harmless
+  Tensor w = random_tensor({g.num_edges()}, DType::f32, seed + 2);
+  Tensor out = TensorBuilder().shape({N, F}).pitched_rows(256).build();
+  ASSERT_EQ(x.view().stride(0), 32);
+  aggregate(x, g.src, g.dst, w.view(), out);
+  AggregateOracle o = aggregate_oracle(x, g.src, g.dst, w.view());
+  VerifyReport r = verify_aggregate(out, o);
+  EXPECT_TRUE(r.within_tolerance) << r.summary();
+}
+
+// ---- bad indices: the error names the first bad edge and the output stays untouched --------
+
+TEST(AggregateIndices, OutOfRangeAndNegativeLeaveOutputUntouched) {
+  const std::int64_t N = 100, E = 5000, F = 8;
+  for (const Path& p : kPaths) {
+    for (const char* port : {"src", "dst"}) {
+      for (std::int64_t bad : {std::int64_t(-1), N, std::int64_t(1) << 40, std::int64_t(-7)}) {
+        for (DType idx : {DType::i32, DType::i64}) {
+          if (idx == DType::i32 && bad > (1 << 30)) continue;
+          SCOPED_TRACE(std::string(p.name) + " " + port + " bad=" + std::to_string(bad));
+          const auto seed = fresh_seed();
+          EdgeList g = uniform_graph(N, E, seed, idx);
+          const std::int64_t pos = 1234 + (seed % 3000);
+          TensorView target = std::string(port) == "src" ? g.src.view() : g.dst.view();
+          if (idx == DType::i32) target.data_as<std::int32_t>()[pos] = std::int32_t(bad);
+          else target.data_as<std::int64_t>()[pos] = bad;
+          if (idx == DType::i32) target.data_as<std::int32_t>()[pos + 100] = -3;  // a later bad one
+          Tensor x = random_tensor({N, F}, DType::f32, seed);
+          Tensor out = random_tensor({N, F}, DType::f32, seed + 1);
+          Tensor before = clone(out);
+          try {
+            p.run(x, g.src, g.dst, std::nullopt, out, {});
+            ADD_FAILURE() << "no error raised";
+          } catch (const IndexOutOfRangeError& e) {
+            EXPECT_EQ(e.port(), port);
+            EXPECT_EQ(e.position(), pos);
+            EXPECT_EQ(e.value(), bad);
+            EXPECT_EQ(e.bound(), N);
+            EXPECT_NE(std::string(e.what()).find(std::to_string(pos)), std::string::npos);
+          }
+          EXPECT_TRUE(bitwise_equal(out, before)) << "output was modified";
+        }
+      }
+    }
+  }
+}
+
+// ---- determinism --------------------------------------------------------------------------
+
+TEST(AggregateDeterminism, BitwiseAcrossRunsAndThreadCounts) {
+  const auto seed = fresh_seed();
+  EdgeList g = rmat_graph(12, 200000, 0.57, 0.19, 0.19, seed);
+  const std::int64_t N = g.num_nodes, F = 64;
+  Tensor x = random_tensor({N, F}, DType::f32, seed + 1, -3, 3);
+  Tensor w = random_tensor({g.num_edges()}, DType::f32, seed + 2);
+  Tensor first = TensorBuilder().shape({N, F}).build();
+  aggregate(x, g.src, g.dst, w.view(), first);
+  const int threads = omp_get_max_threads();
+  for (int run = 0; run < 6; ++run) {
+    omp_set_num_threads(run % 2 ? 1 : std::max(2, threads));
+    Tensor again = TensorBuilder().shape({N, F}).build();
+    poison(again);
+    aggregate(x, g.src, g.dst, w.view(), again);
+    EXPECT_TRUE(bitwise_equal(first, again)) << "run " << run;
+  }
+  omp_set_num_threads(threads);
+}
+
+TEST(AggregateDeterminism, ThreeOpIsBitwiseRepeatable) {
+  const auto seed = fresh_seed();
+  EdgeList g = uniform_graph(3000, 50000, seed);
+  Tensor x = random_tensor({3000, 16}, DType::f32, seed + 1);
+  Tensor a = TensorBuilder().shape({3000, 16}).build(), b = TensorBuilder().shape({3000, 16}).build();
+  aggregate_three_op(x, g.src, g.dst, std::nullopt, a);
+  aggregate_three_op(x, g.src, g.dst, std::nullopt, b);
+  EXPECT_TRUE(bitwise_equal(a, b));
+}
+
+}  // namespace
+}  // namespace pipelink::test

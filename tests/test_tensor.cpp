@@ -1,0 +1,105 @@
+// TensorView / Tensor / TensorBuilder.
+#include "test_util.hpp"
+
+namespace pipelink::test {
+namespace {
+
+TEST(TensorView, ContiguousStridesAndExtent) {
+  float buf[24];
+  TensorView v(buf, DType::f32, Device::cpu(), {2, 3, 4});
+  EXPECT_EQ(v.rank(), 3);
+  EXPECT_EQ(v.numel(), 24);
+  EXPECT_EQ(v.stride(0), 12);
+  EXPECT_EQ(v.stride(-1), 1);
+  EXPECT_TRUE(v.is_contiguous());
+  EXPECT_TRUE(v.rows_contiguous());
+  EXPECT_EQ(v.byte_extent(), (std::pair<std::int64_t, std::int64_t>{0, 96}));
+  EXPECT_EQ(v.shape_str(), "[2, 3, 4]");
+  EXPECT_FALSE(v.origin().known());
+}
+
+TEST(TensorView, StridedViewsAndOverlap) {
+  float buf[40];
+  const std::int64_t shape[] = {4, 5}, strides[] = {10, 2};
+  TensorView v(buf, DType::f32, Device::cpu(), shape, strides);
+  EXPECT_FALSE(v.is_contiguous());
+  EXPECT_FALSE(v.rows_contiguous());
+  TensorView a(buf, DType::f32, Device::cpu(), {10});
+  TensorView b(buf + 10, DType::f32, Device::cpu(), {10});
+  EXPECT_FALSE(a.overlaps(b));
+  EXPECT_TRUE(a.overlaps(TensorView(buf + 9, DType::f32, Device::cpu(), {2})));
+  EXPECT_FALSE(a.overlaps(TensorView(buf, DType::f32, Device::cuda(0), {2})));  // other device
+}
+
+TEST(TensorView, ByteOffsetAndAlignment) {
+  alignas(64) std::uint8_t buf[256];
+  const std::int64_t shape[] = {8};
+  TensorView v(buf, DType::f32, Device::cpu(), shape, {}, 4);
+  EXPECT_EQ(v.data(), buf + 4);
+  EXPECT_EQ(v.alignment(), 4u);
+  EXPECT_GE(TensorView(buf, DType::f32, Device::cpu(), {8}).alignment(), 64u);
+}
+
+TEST(TensorView, RejectsBadSpecs) {
+  float buf[4];
+  const std::int64_t neg[] = {-1};
+  EXPECT_THROW(TensorView(buf, DType::f32, Device::cpu(), neg), std::invalid_argument);
+  const std::int64_t big[] = {1, 1, 1, 1, 1, 1, 1};
+  EXPECT_THROW(TensorView(buf, DType::f32, Device::cpu(), big), std::invalid_argument);
+  const std::int64_t shape[] = {2, 2}, strides[] = {1};
+  EXPECT_THROW(TensorView(buf, DType::f32, Device::cpu(), shape, strides), std::invalid_argument);
+}
+
+TEST(TensorView, SliceRows) {
+  float buf[12];
+  TensorView v(buf, DType::f32, Device::cpu(), {4, 3});
+  TensorView s = v.slice_rows(1, 3);
+  EXPECT_EQ(s.dim(0), 2);
+  EXPECT_EQ(s.data(), buf + 3);
+  EXPECT_THROW(v.slice_rows(3, 5), std::out_of_range);
+}
+
+TEST(TensorBuilder, AlignmentPitchAndOrigin) {
+  Tensor t = TensorBuilder().shape({5, 3}).dtype(DType::f32).alignment(256).pitched_rows(64).build();
+  EXPECT_EQ(t.view().stride(0), 16);  // 3 floats padded to 64 bytes
+  EXPECT_EQ(t.view().stride(1), 1);
+  EXPECT_GE(t.view().alignment(), 256u);
+  EXPECT_FALSE(t.view().is_contiguous());
+  EXPECT_TRUE(t.view().rows_contiguous());
+  ASSERT_TRUE(t.view().origin().known());
+  EXPECT_NE(std::string(t.view().origin().file).find("test_tensor.cpp"), std::string::npos);
+  EXPECT_EQ(t.view().origin().line, std::uint32_t(__LINE__ - 8));
+}
+
+TEST(TensorBuilder, ZerosAndClone) {
+  Tensor z = TensorBuilder().shape({7, 9}).dtype(DType::f64).zeros();
+  for (std::int64_t i = 0; i < 63; ++i) EXPECT_EQ(z.data_as<double>()[i], 0.0);
+  Tensor p = TensorBuilder().shape({4, 3}).pitched_rows(32).build();
+  for (std::int64_t r = 0; r < 4; ++r)
+    for (std::int64_t c = 0; c < 3; ++c) p.data_as<float>()[r * 8 + c] = float(r * 3 + c);
+  Tensor c = clone(p);
+  EXPECT_TRUE(c.view().is_contiguous());
+  for (std::int64_t i = 0; i < 12; ++i) EXPECT_EQ(c.data_as<float>()[i], float(i));
+}
+
+TEST(TensorBuilder, RejectsBadSpecsAndMissingBackend) {
+  EXPECT_THROW(TensorBuilder().shape({-2}).build(), std::invalid_argument);
+  EXPECT_THROW(TensorBuilder().shape({2}).alignment(48).build(), std::invalid_argument);
+  EXPECT_THROW(TensorBuilder().shape({2}).dtype(DType::f64).pitched_rows(12).build(), std::invalid_argument);
+  if (!device_allocator_hooks(DeviceKind::cuda)) {
+    EXPECT_THROW(TensorBuilder().shape({2}).device(Device::cuda(0)).build(), BackendUnavailableError);
+  }
+}
+
+TEST(DTypeAndDevice, NamesRoundTrip) {
+  for (DType t : {DType::f32, DType::f64, DType::i32, DType::i64, DType::u8})
+    EXPECT_EQ(parse_dtype(dtype_name(t)), t);
+  EXPECT_FALSE(parse_dtype("float16").has_value());
+  EXPECT_EQ(Device::parse("cuda:3"), Device::cuda(3));
+  EXPECT_EQ(Device::parse("cpu").str(), "cpu");
+  EXPECT_THROW(Device::parse("gpu"), std::invalid_argument);
+  EXPECT_THROW(Device::parse("cuda:x"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace pipelink::test
