@@ -205,9 +205,17 @@ CheckResult check_contract(const std::string& op, const std::vector<PortContract
       bool allowed = std::any_of(exec.may_alias.begin(), exec.may_alias.end(), [&](const auto& pr) {
         return (pr.first == q.name && pr.second == p.name) || (pr.first == p.name && pr.second == q.name);
       });
+      // In-place means the very same elements; a shifted overlap would race in a parallel kernel.
+      const TensorView &a = out->second, &b = other->second;
+      const bool same_elements = a.data() == b.data() && a.dtype() == b.dtype() &&
+                                 std::equal(a.shape().begin(), a.shape().end(), b.shape().begin(), b.shape().end()) &&
+                                 std::equal(a.strides().begin(), a.strides().end(), b.strides().begin(), b.strides().end());
       if (!allowed)
         throw violation(p, field::alias, fmt::format("no overlap with port '{}'", q.name),
                         fmt::format("overlaps port '{}'", q.name), &out->second);
+      if (!same_elements)
+        throw violation(p, field::alias, fmt::format("exactly the elements of port '{}' (in-place) or no overlap", q.name),
+                        fmt::format("partial overlap with port '{}'", q.name), &out->second);
     }
   }
 

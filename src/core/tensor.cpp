@@ -53,7 +53,7 @@ bool TensorView::rows_contiguous() const noexcept {
 
 std::size_t TensorView::alignment() const noexcept {
   auto addr = reinterpret_cast<std::uintptr_t>(data());
-  if (addr == 0) return 4096;
+  if (addr == 0 || numel() == 0) return 4096;
   std::size_t a = 1;
   while (a < 4096 && (addr % (a * 2)) == 0) a *= 2;
   return a;
@@ -130,14 +130,12 @@ Tensor TensorBuilder::build(std::source_location loc) const {
   if (!shape_.empty()) {
     auto inner = std::size_t(shape_.back());
     auto row_elems = pitch_ ? round_up(inner * item, pitch_) / item : inner;
-    std::int64_t stride = 1;
     strides.back() = 1;
     std::int64_t running = std::int64_t(row_elems);
     for (int i = int(shape_.size()) - 2; i >= 0; --i) {
       strides[std::size_t(i)] = running;
       running *= shape_[std::size_t(i)];
     }
-    (void)stride;
     bytes = std::size_t(running) * item;
     if (shape_.size() == 1) bytes = inner * item;
     for (auto n : shape_)
@@ -145,9 +143,11 @@ Tensor TensorBuilder::build(std::source_location loc) const {
   }
 
   std::shared_ptr<void> storage;
-  const std::size_t alloc_bytes = std::max<std::size_t>(round_up(bytes, alignment_), alignment_);
+  // aligned_alloc wants the size to be a multiple of the alignment, which is at least a pointer.
+  const std::size_t align = std::max<std::size_t>(alignment_, sizeof(void*));
+  const std::size_t alloc_bytes = std::max<std::size_t>(round_up(bytes, align), align);
   if (device_.kind == DeviceKind::cpu) {
-    void* p = std::aligned_alloc(std::max<std::size_t>(alignment_, sizeof(void*)), alloc_bytes);
+    void* p = std::aligned_alloc(align, alloc_bytes);
     if (!p) throw std::bad_alloc();
     storage = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   } else {
@@ -202,6 +202,7 @@ Tensor to_device(const TensorView& v, Device device, std::source_location loc) {
   Tensor out = TensorBuilder().shape(shape).dtype(v.dtype()).device(device).layout(v.layout()).build(loc);
   const auto bytes = std::size_t(v.numel()) * v.itemsize();
   if (bytes == 0) return out;
+  if (v.base() == nullptr) throw std::invalid_argument("to_device: view of " + v.shape_str() + " has no data pointer");
   if (v.device().kind == DeviceKind::cpu && device.kind == DeviceKind::cpu) {
     gather_contiguous(v, static_cast<std::byte*>(out.data()));
     return out;

@@ -1,1 +1,98 @@
-int main() { return 0; }
+// The `pipelink` command-line tool: ops, demo, aggregate, bench aggregate, inspect.
+// Library errors are exceptions; here they become one line on stderr and exit status 2
+// (status 1 for a failed verification).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "aggregate_bench.hpp"
+#include "commands.hpp"
+#include "pipelink/pipelink.hpp"
+
+int main(int argc, char** argv) {
+  using namespace pipelink;
+  CLI::App app{"PipeLink: contract-checked, composable GPU operators"};
+  app.require_subcommand(1);
+  std::string log_level;
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error|off (default: $PIPELINK_LOG_LEVEL or warn)");
+
+  // ops
+  tools::OpsOptions ops_opts;
+  auto* ops = app.add_subcommand("ops", "List every op with its contract, as a table");
+  ops->add_option("--arch", ops_opts.arch, "Also show which variant each op would use on this device (cpu, sm_80, sm_90)");
+  ops->add_flag("--json", ops_opts.json, "Machine-readable output");
+
+  // demo
+  tools::DemoOptions demo_opts;
+  auto* demo = app.add_subcommand("demo", "The main job: the fused aggregate on an embedded workload, checked and "
+                                          "compared with the materialized three-op path");
+  demo->add_option("--workload", demo_opts.workload, "Named workload")->capture_default_str();
+  demo->add_option("--repeats", demo_opts.repeats, "Timed repeats")->capture_default_str();
+
+  // aggregate
+  tools::AggregateFileOptions agg;
+  auto* aggc = app.add_subcommand("aggregate", "Run the aggregate on files: out[dst] += phi(x[src] * w)");
+  aggc->add_option("--graph", agg.graph, "SNAP edge list ('a b': a message from a to b) or Matrix Market file")->required();
+  aggc->add_option("--x", agg.x, "Node features, .npy [N, F] float32|float64")->required();
+  aggc->add_option("--w", agg.w, "Edge weights, .npy [E] (default: the graph file's values, else 1)");
+  aggc->add_option("--transform", agg.transform, "identity|tanh|relu|sigmoid")->capture_default_str();
+  aggc->add_option("--out", agg.out, "Output .npy [N, F] (written atomically)")->required();
+  aggc->add_option("--device", agg.device, "cpu|cuda[:N]")->capture_default_str();
+  aggc->add_flag("--check", agg.check, "Verify against the float64 oracle and report the error");
+
+  // bench aggregate
+  auto* bench = app.add_subcommand("bench", "Benchmarks following PROTOCOL.md §3");
+  bench->require_subcommand(1);
+  bench::AggregateBenchOptions bopt;
+  std::string device = "cpu", json_path, md_path;
+  bool quiet = false;
+  auto* bagg = bench->add_subcommand("aggregate", "Fused aggregate vs the three-op reference");
+  bagg->add_option("--workload", bopt.workload, "arxiv-like|products-like|seed-40M|power-law")->capture_default_str();
+  bagg->add_option("--order", bopt.order, "random|dst-sorted")->capture_default_str();
+  bagg->add_option("--device", device, "cpu (cuda with the CUDA backend)")->capture_default_str();
+  bagg->add_option("--repeats", bopt.repeats, "Timed repeats (>= 10 for the protocol)")->capture_default_str();
+  bagg->add_option("--seed", bopt.seed, "Workload seed")->capture_default_str();
+  bagg->add_option("--edge-scale", bopt.edge_scale, "Scale the workload's edge count (1 = as registered)");
+  bagg->add_flag("!--no-null-test", bopt.null_test, "Skip the 4x-edges null test");
+  bagg->add_option("--json", json_path, "Write the versioned JSON result here");
+  bagg->add_option("--markdown", md_path, "Write the Markdown table here");
+  bagg->add_flag("--quiet", quiet, "No progress lines on stderr");
+
+  // inspect
+  std::string inspect_path;
+  auto* insp = app.add_subcommand("inspect", "Describe a .npy file or a debug_dump prefix");
+  insp->add_option("path", inspect_path, "file.npy or dump prefix")->required();
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (!log_level.empty()) set_log_level(parse_log_level(log_level));
+    if (*ops) return tools::cmd_ops(ops_opts);
+    if (*demo) return tools::cmd_demo(demo_opts);
+    if (*aggc) return tools::cmd_aggregate(agg);
+    if (*insp) {
+      Tensor t = inspect_path.ends_with(".npy") ? read_npy(inspect_path) : debug_load(inspect_path);
+      std::cout << inspect_tensor(t) << "\n";
+      return 0;
+    }
+    if (*bagg) {
+      bopt.device = Device::parse(device);
+      if (!quiet) bopt.progress = [](const std::string& s) { std::cerr << "[bench] " << s << std::endl; };
+      bench::AggregateBenchResult r = bench::run_aggregate_bench(bopt);
+      const std::string md = r.to_markdown();
+      std::cout << md;
+      if (!json_path.empty()) tools::write_text_atomically(json_path, r.to_json() + "\n");
+      if (!md_path.empty()) tools::write_text_atomically(md_path, md);
+      for (const auto& v : r.variants)
+        if (!v.within_tolerance) return 1;
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pipelink: error: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

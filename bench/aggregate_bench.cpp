@@ -1,0 +1,231 @@
+#include "aggregate_bench.hpp"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "pipelink/pipelink.hpp"
+
+namespace pipelink::bench {
+
+namespace {
+
+struct Inputs {
+  WorkloadData data;
+  AggregateOracle oracle;
+};
+
+double max_abs_diff(const TensorView& a, const TensorView& b) {
+  double m = 0;
+  const float* pa = a.data_as<const float>();
+  const float* pb = b.data_as<const float>();
+  for (std::int64_t i = 0; i < a.numel(); ++i) m = std::max(m, double(std::fabs(pa[i] - pb[i])));
+  return m;
+}
+
+}  // namespace
+
+const VariantResult* AggregateBenchResult::find(const std::string& name) const {
+  for (const auto& v : variants)
+    if (v.name == name) return &v;
+  return nullptr;
+}
+
+AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& o) {
+  auto say = [&](const std::string& s) {
+    if (o.progress) o.progress(s);
+  };
+  if (o.device.kind != DeviceKind::cpu)
+    throw BackendUnavailableError("bench aggregate --device " + o.device.str() +
+                                  ": the GPU half of the protocol arrives with the CUDA aggregate; use --device cpu");
+  if (o.repeats < 1) throw std::invalid_argument("--repeats must be >= 1");
+
+  AggregateBenchResult r;
+  r.options = o;
+  r.git = git_revision();
+  r.date = iso_time_utc();
+  r.device_name = host_cpu_name();
+  r.threads = omp_get_max_threads();
+  const DeviceDesc& dev = describe(Device::cpu());
+  r.isa = dev.features.contains("avx512f") ? "avx512f" : dev.features.contains("avx2") ? "avx2" : "scalar";
+
+  WorkloadSpec spec = workload_spec(o.workload);
+  spec.num_edges = std::max<std::int64_t>(1, std::llround(double(spec.num_edges) * o.edge_scale));
+  say(fmt::format("generating {} ({} order): N={} E={} F={}", spec.name, o.order, spec.num_nodes, spec.num_edges,
+                  spec.features));
+  WorkloadData d = make_workload(spec, parse_edge_order(o.order), o.seed);
+  r.workload_name = spec.name;
+  r.nodes = spec.num_nodes;
+  r.edges = d.graph.num_edges();
+  r.features = spec.features;
+  const std::int64_t N = r.nodes, E = r.edges, F = r.features;
+  r.output_bytes = N * F * 4;
+  r.must_move_bytes = E * (F * 4 + 2 * std::int64_t(dtype_size(d.graph.src.dtype())) + 4) + N * F * 4;
+
+  say("computing the float64 oracle");
+  AggregateOracle oracle = aggregate_oracle(d.x, d.graph.src, d.graph.dst, d.w.view());
+
+  say("measuring the copy bandwidth");
+  r.copy_gbs = host_copy_bandwidth() / 1e9;
+
+  struct Path {
+    std::string name;
+    std::function<void(const TensorView&)> run;
+  };
+  const std::vector<Path> paths = {
+      {"three-op", [&](const TensorView& out) { aggregate_three_op(d.x, d.graph.src, d.graph.dst, d.w.view(), out); }},
+      {"fused", [&](const TensorView& out) { aggregate(d.x, d.graph.src, d.graph.dst, d.w.view(), out); }},
+  };
+  auto new_out = [&] { return TensorBuilder().shape({N, F}).dtype(DType::f32).build(); };
+
+  // Protocol step 2: the in-service reference's run-to-run spread, before anything is timed.
+  {
+    const int runs = std::min(o.repeats, 5);
+    say(fmt::format("reference spread: {} runs of three-op", runs));
+    Tensor first = new_out();
+    paths[0].run(first);
+    for (int i = 1; i < runs; ++i) {
+      Tensor again = new_out();
+      paths[0].run(again);
+      r.reference_spread_max_abs = std::max(r.reference_spread_max_abs, max_abs_diff(first, again));
+    }
+    r.reference_spread_runs = runs;
+  }
+
+  for (const Path& p : paths) {
+    VariantResult v;
+    v.name = p.name;
+    // Cold call: memory growth including the output allocation, then verification.
+    Tensor out;
+    MemoryGrowth g = peak_rss_growth([&] {
+      v.cold_ms = time_ms([&] {
+        out = new_out();
+        p.run(out);
+      });
+    });
+    v.extra_peak_bytes = g.bytes;
+    v.memory_exact = g.exact;
+    VerifyReport rep = verify_aggregate(out, oracle);
+    v.max_abs_err = rep.max_abs_err;
+    v.rel_l2_err = rep.rel_l2_err;
+    v.within_tolerance = rep.within_tolerance;
+    say(fmt::format("{}: cold {:.1f} ms, +{:.1f} MB peak RSS, {}", p.name, v.cold_ms, double(v.extra_peak_bytes) / 1e6,
+                    rep.summary()));
+    if (!rep.within_tolerance) {
+      v.note = "failed verification: not timed";
+      r.variants.push_back(v);
+      continue;
+    }
+    for (int i = 0; i < o.warmup; ++i) p.run(out);
+    std::vector<double> samples;
+    for (int i = 0; i < o.repeats; ++i) {
+      samples.push_back(time_ms([&] { p.run(out); }));
+      say(fmt::format("{}: repeat {}/{}: {:.2f} ms", p.name, i + 1, o.repeats, samples.back()));
+    }
+    v.time = stats_of(samples);
+    v.timed = true;
+    v.effective_gbs = double(r.must_move_bytes) / (v.time.median * 1e-3) / 1e9;
+    r.variants.push_back(v);
+  }
+
+  // Null test: 4x the edges on the same nodes should cost about 4x.
+  if (o.null_test && r.find("fused") && r.find("fused")->timed) {
+    say("null test: fused with 4x the edges");
+    EdgeList g4 = uniform_graph(N, 4 * E, o.seed + 17, d.graph.src.dtype());
+    Tensor w4 = TensorBuilder().shape({4 * E}).dtype(DType::f32).build();
+    fill_uniform(w4, -1, 1, o.seed + 18);
+    Tensor out = new_out();
+    aggregate(d.x, g4.src, g4.dst, w4.view(), out);
+    std::vector<double> s;
+    for (int i = 0; i < std::max(3, o.repeats / 2); ++i)
+      s.push_back(time_ms([&] { aggregate(d.x, g4.src, g4.dst, w4.view(), out); }));
+    r.null_ratio = stats_of(s).median / r.find("fused")->time.median;
+  }
+  return r;
+}
+
+std::string AggregateBenchResult::to_json() const {
+  using nlohmann::json;
+  json j;
+  j["schema_version"] = 1;
+  j["workload"] = {{"name", workload_name},
+                   {"order", options.order},
+                   {"nodes", nodes},
+                   {"edges", edges},
+                   {"features", features},
+                   {"seed", options.seed},
+                   {"edge_scale", options.edge_scale},
+                   {"cost_variable", "E"},
+                   {"production_range", "40M-62M edges"},
+                   {"oracle", "reference computed in float64"},
+                   {"tolerance", "|y - oracle| <= 2 (d_i + 4) 2^-24 S_i per element; rel L2 reported"}};
+  j["device"] = {{"kind", "cpu"}, {"name", device_name}, {"threads", threads}, {"isa", isa},
+                 {"copy_bandwidth_gbs", copy_gbs}};
+  j["git"] = git;
+  j["date"] = date;
+  j["knobs"] = {{"repeats", options.repeats}, {"warmup", options.warmup}, {"threads", threads},
+                {"summation_block", 32}};
+  j["reference_spread"] = {{"variant", "three-op"}, {"runs", reference_spread_runs},
+                           {"max_abs_diff", reference_spread_max_abs}};
+  j["must_move_bytes"] = must_move_bytes;
+  j["output_bytes"] = output_bytes;
+  json vs = json::array();
+  for (const auto& v : variants) {
+    vs.push_back({{"name", v.name},
+                  {"timed", v.timed},
+                  {"median_ms", v.time.median},
+                  {"min_ms", v.time.min},
+                  {"max_ms", v.time.max},
+                  {"cold_ms", v.cold_ms},
+                  {"samples_ms", v.time.samples},
+                  {"extra_peak_bytes", v.extra_peak_bytes},
+                  {"extra_peak_bytes_exact", v.memory_exact},
+                  {"max_abs_err", v.max_abs_err},
+                  {"rel_l2_err", v.rel_l2_err},
+                  {"within_tolerance", v.within_tolerance},
+                  {"effective_gbs", v.effective_gbs},
+                  {"share_of_copy_bandwidth", copy_gbs > 0 ? v.effective_gbs / copy_gbs : 0.0},
+                  {"note", v.note}});
+  }
+  j["variants"] = vs;
+  const VariantResult *a = find("three-op"), *b = find("fused");
+  if (a && b && a->timed && b->timed)
+    j["comparisons"] = json::array({{{"baseline", "three-op"}, {"variant", "fused"},
+                                     {"speedup", a->time.median / b->time.median},
+                                     {"text", ratio_text(a->time.median / b->time.median)}}});
+  j["null_test"] = {{"variant", "fused"}, {"edge_factor", 4}, {"time_ratio", null_ratio}};
+  return j.dump(2);
+}
+
+std::string AggregateBenchResult::to_markdown() const {
+  std::string s = fmt::format(
+      "`{}` ({} order): N={}, E={}, F={}, float32, tanh. Device: {} ({} threads, {}), copy bandwidth {:.1f} GB/s. "
+      "Git {}, {}.\n\n",
+      workload_name, options.order, nodes, edges, features, device_name, threads, isa, copy_gbs, git, date);
+  s += "| variant | median ms | min ms | max ms | cold ms | extra peak RSS | eff. GB/s (% copy) | max abs err | rel L2 err | within tol |\n";
+  s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|\n";
+  for (const auto& v : variants) {
+    s += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.1f} MB{} | {:.1f} ({:.0f}%) | {:.2e} | {:.2e} | {} |\n", v.name,
+                     v.timed ? fmt::format("{:.2f}", v.time.median) : "not timed",
+                     v.timed ? fmt::format("{:.2f}", v.time.min) : "-",
+                     v.timed ? fmt::format("{:.2f}", v.time.max) : "-", v.cold_ms, double(v.extra_peak_bytes) / 1e6,
+                     v.memory_exact ? "" : " (approx.)", v.effective_gbs,
+                     copy_gbs > 0 ? 100 * v.effective_gbs / copy_gbs : 0.0, v.max_abs_err, v.rel_l2_err,
+                     v.within_tolerance ? "yes" : "**no**");
+  }
+  const VariantResult *a = find("three-op"), *b = find("fused");
+  s += "\n";
+  if (a && b && a->timed && b->timed)
+    s += fmt::format("- fused vs three-op, same run: {}\n", ratio_text(a->time.median / b->time.median));
+  s += fmt::format("- reference (three-op) run-to-run spread over {} runs: max abs diff {:.3g}\n", reference_spread_runs,
+                   reference_spread_max_abs);
+  if (null_ratio > 0) s += fmt::format("- null test: fused with 4x the edges took {:.2f}x the time\n", null_ratio);
+  s += fmt::format("- output size {:.1f} MB; bound for fused extra peak: output + 16 B/edge = {:.1f} MB\n",
+                   double(output_bytes) / 1e6, double(output_bytes + 16 * edges) / 1e6);
+  return s;
+}
+
+}  // namespace pipelink::bench

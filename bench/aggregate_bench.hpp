@@ -1,0 +1,62 @@
+#pragma once
+// `pipelink bench aggregate`: the CPU half of PROTOCOL.md §3 for the aggregate, comparing the
+// fused op with the materialized three-op reference in one run.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "measure.hpp"
+#include "pipelink/dtype.hpp"
+
+namespace pipelink::bench {
+
+struct AggregateBenchOptions {
+  std::string workload = "arxiv-like";
+  std::string order = "random";  // random | dst-sorted
+  Device device = Device::cpu();
+  int repeats = 10;
+  int warmup = 1;
+  std::uint64_t seed = 42;
+  double edge_scale = 1.0;      // shrink/grow E (tests use small graphs); 1 for the named workload
+  bool null_test = true;        // 4x edges -> ~4x time?
+  std::function<void(const std::string&)> progress;  // one line per step, for long runs
+};
+
+struct VariantResult {
+  std::string name;
+  bool timed = false;             // false when it failed verification (protocol: not timed)
+  Stats time;                     // ms
+  double cold_ms = 0;
+  std::int64_t extra_peak_bytes = 0;  // peak RSS growth of one call, output allocation included
+  bool memory_exact = false;
+  double max_abs_err = 0, rel_l2_err = 0;
+  bool within_tolerance = false;
+  double effective_gbs = 0;       // bytes that must move / median time
+  std::string note;
+};
+
+struct AggregateBenchResult {
+  AggregateBenchOptions options;
+  std::string workload_name;
+  std::int64_t nodes = 0, edges = 0, features = 0;
+  std::string device_name;
+  int threads = 0;
+  std::string isa;
+  double copy_gbs = 0;
+  std::int64_t must_move_bytes = 0;
+  std::int64_t output_bytes = 0;
+  double reference_spread_max_abs = 0;  // three-op run-to-run
+  int reference_spread_runs = 0;
+  std::vector<VariantResult> variants;
+  double null_ratio = 0;                // time(4E) / time(E), fused
+  std::string git, date;
+
+  const VariantResult* find(const std::string& name) const;
+  std::string to_json() const;       // schema_version 1
+  std::string to_markdown() const;
+};
+
+AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& opts);
+
+}  // namespace pipelink::bench

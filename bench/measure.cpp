@@ -1,0 +1,114 @@
+#include "measure.hpp"
+
+#include <fmt/format.h>
+#include <malloc.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#ifndef PIPELINK_GIT_REVISION
+#define PIPELINK_GIT_REVISION "unknown"
+#endif
+
+namespace pipelink::bench {
+
+Stats stats_of(std::vector<double> s) {
+  Stats st;
+  st.samples = s;
+  if (s.empty()) return st;
+  std::sort(s.begin(), s.end());
+  st.min = s.front();
+  st.max = s.back();
+  const std::size_t n = s.size();
+  st.median = n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+  return st;
+}
+
+double time_ms(const std::function<void()>& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+namespace {
+std::int64_t status_field(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  const std::size_t klen = std::strlen(key);
+  while (std::getline(f, line))
+    if (line.compare(0, klen, key) == 0) return std::stoll(line.substr(klen)) * 1024;  // kB
+  return 0;
+}
+}  // namespace
+
+std::int64_t rss_bytes() { return status_field("VmRSS:"); }
+std::int64_t peak_rss_bytes() { return status_field("VmHWM:"); }
+
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  if (!f) return false;
+  f << "5";
+  f.flush();
+  return bool(f);
+}
+
+MemoryGrowth peak_rss_growth(const std::function<void()>& fn) {
+  // Large blocks must go back to the OS when freed, or an earlier variant's freed memory would
+  // hide the next one's growth: a fixed mmap threshold stops glibc from raising it dynamically.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  malloc_trim(0);
+  MemoryGrowth g;
+  g.exact = reset_peak_rss();
+  const auto before = rss_bytes();
+  fn();
+  g.bytes = std::max<std::int64_t>(0, peak_rss_bytes() - before);
+  return g;
+}
+
+double host_copy_bandwidth() {
+  const std::size_t bytes = std::size_t(256) << 20;
+  std::unique_ptr<char[]> a(new char[bytes]), b(new char[bytes]);
+  std::memset(a.get(), 1, bytes);
+  std::memset(b.get(), 2, bytes);
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    best = std::min(best, time_ms([&] {
+#pragma omp parallel
+      {
+        const std::size_t t = std::size_t(omp_get_thread_num()), nt = std::size_t(omp_get_num_threads());
+        const std::size_t lo = bytes * t / nt, hi = bytes * (t + 1) / nt;
+        std::memcpy(b.get() + lo, a.get() + lo, hi - lo);
+      }
+    }));
+  }
+  return double(bytes) / (best * 1e-3);  // bytes read (each written once too), as nvbench reports copies
+}
+
+std::string git_revision() { return PIPELINK_GIT_REVISION; }
+
+std::string iso_time_utc() {
+  const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
+
+std::string host_cpu_name() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  return "unknown CPU";
+}
+
+std::string ratio_text(double r) {
+  if (r < 1.5 && r > 1 / 1.5) return fmt::format("{:.2f}x: no measured difference at this precision", r);
+  return fmt::format("{:.2f}x", r);
+}
+
+}  // namespace pipelink::bench

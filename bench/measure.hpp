@@ -1,0 +1,43 @@
+#pragma once
+// Measurement helpers for the benchmark protocol (PROTOCOL.md §3): wall-clock samples and their
+// statistics, process peak RSS, and the copy bandwidth the effective bandwidth is compared to.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace pipelink::bench {
+
+struct Stats {
+  double median = 0, min = 0, max = 0;
+  std::vector<double> samples;  // milliseconds
+};
+Stats stats_of(std::vector<double> samples_ms);
+
+/// Milliseconds of one call of fn, synchronous wall time.
+double time_ms(const std::function<void()>& fn);
+
+/// Current and peak resident set (bytes) from /proc/self/status; 0 where unavailable.
+std::int64_t rss_bytes();
+std::int64_t peak_rss_bytes();
+/// Resets the kernel's peak-RSS mark (writes 5 to /proc/self/clear_refs). False if unsupported.
+bool reset_peak_rss();
+
+/// Peak RSS growth over the current RSS while fn runs (bytes), and whether the reset worked.
+struct MemoryGrowth {
+  std::int64_t bytes = 0;
+  bool exact = false;
+};
+MemoryGrowth peak_rss_growth(const std::function<void()>& fn);
+
+/// Host memcpy bandwidth in bytes/s (multi-threaded, 256 MiB, best of a few).
+double host_copy_bandwidth();
+
+std::string git_revision();
+std::string iso_time_utc();
+std::string host_cpu_name();
+
+/// "2.31x" or, below the 1.5x rule, "no measured difference at this precision".
+std::string ratio_text(double ratio);
+
+}  // namespace pipelink::bench

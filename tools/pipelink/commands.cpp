@@ -1,0 +1,204 @@
+#include "commands.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "aggregate_bench.hpp"
+#include "pipelink/pipelink.hpp"
+
+namespace pipelink::tools {
+
+void write_text_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    if (!f) throw Error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+    f << text;
+    f.flush();
+    if (!f) {
+      std::filesystem::remove(tmp);
+      throw Error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp);
+    throw Error(fmt::format("cannot write {}: {}", path, ec.message()));
+  }
+}
+
+// ---- ops -------------------------------------------------------------------------------------
+
+namespace {
+
+std::string join_dtypes(const std::vector<DType>& ts) {
+  std::string s;
+  for (auto t : ts) s += (s.empty() ? "" : "|") + std::string(dtype_name(t));
+  return s;
+}
+std::string devices(std::uint32_t mask) {
+  std::string s;
+  for (auto k : {DeviceKind::cpu, DeviceKind::cuda})
+    if (mask & device_bit(k)) s += (s.empty() ? "" : "|") + std::string(device_kind_name(k));
+  return s;
+}
+const char* dir_name(PortDirection d) { return d == PortDirection::in ? "in" : d == PortDirection::out ? "out" : "inout"; }
+
+}  // namespace
+
+int cmd_ops(const OpsOptions& o) {
+  std::optional<DeviceDesc> target;
+  if (!o.arch.empty()) target = o.arch == "cpu" ? DeviceDesc::host() : DeviceDesc::cuda_arch(o.arch);
+  auto& reg = Registry::global();
+  if (o.json) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const OpDef* d : reg.ops()) {
+      nlohmann::json ports = nlohmann::json::array();
+      for (const auto& p : d->ports)
+        ports.push_back({{"name", p.name}, {"direction", dir_name(p.direction)}, {"optional", p.optional},
+                         {"shape", shape_pattern_str(p.shape)}, {"dtypes", join_dtypes(p.dtypes)},
+                         {"layout", layout_name(p.layout)}, {"alignment", p.alignment},
+                         {"contiguity", contiguity_name(p.contiguity)}, {"devices", devices(p.device_kinds)},
+                         {"cross_device", p.cross_device}});
+      nlohmann::json attrs = nlohmann::json::array();
+      for (const auto& a : d->attrs) attrs.push_back({{"name", a.name}, {"default", attr_str(a.default_value)}, {"choices", a.choices}});
+      nlohmann::json vars = nlohmann::json::array();
+      for (const Variant* v : reg.variants(d->name))
+        vars.push_back({{"name", v->name}, {"backend", device_kind_name(v->backend)}, {"priority", v->priority},
+                        {"requires", v->requires_.str()}, {"deterministic", v->deterministic}});
+      nlohmann::json op = {{"name", d->name}, {"version", d->version}, {"doc", d->doc}, {"ports", ports},
+                           {"attributes", attrs}, {"variants", vars},
+                           {"exec", {{"async", d->exec.async}, {"max_streams", d->exec.max_streams},
+                                     {"needs_event_sync", d->exec.needs_event_sync},
+                                     {"deterministic", d->exec.deterministic}}}};
+      if (target) {
+        auto c = reg.select(d->name, *target);
+        op["selected"] = c.chosen ? nlohmann::json(c.chosen->name) : nlohmann::json(nullptr);
+      }
+      j.push_back(op);
+    }
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  for (const OpDef* d : reg.ops()) {
+    std::cout << fmt::format("{} v{}: {}\n", d->name, d->version, d->doc);
+    std::cout << fmt::format("  {:<8} {:<6} {:<10} {:<16} {:<7} {:>5} {:<11} {:<9}\n", "port", "dir", "shape", "dtypes",
+                             "layout", "align", "contiguity", "devices");
+    for (const auto& p : d->ports)
+      std::cout << fmt::format("  {:<8} {:<6} {:<10} {:<16} {:<7} {:>5} {:<11} {:<9}{}{}\n",
+                               p.name + (p.optional ? "?" : ""), dir_name(p.direction), shape_pattern_str(p.shape),
+                               join_dtypes(p.dtypes), layout_name(p.layout),
+                               p.alignment ? std::to_string(p.alignment) : "elem", contiguity_name(p.contiguity),
+                               devices(p.device_kinds), p.cross_device ? " cross-device" : "",
+                               p.dtype_group.empty() ? "" : " (dtype group " + p.dtype_group + ")");
+    for (const auto& a : d->attrs)
+      std::cout << fmt::format("  attr {} = {}{}\n", a.name, attr_str(a.default_value),
+                               a.choices.empty() ? "" : fmt::format("  ({})", fmt::join(a.choices, "|")));
+    std::cout << fmt::format("  exec: async={} max_streams={} event_sync={} deterministic={}{}\n", d->exec.async,
+                             d->exec.max_streams, d->exec.needs_event_sync, d->exec.deterministic,
+                             d->exec.may_alias.empty() ? "" : " in-place allowed");
+    for (const Variant* v : reg.variants(d->name))
+      std::cout << fmt::format("  variant {}/{} priority={} requires={}{}\n", device_kind_name(v->backend), v->name,
+                               v->priority, v->requires_.str(), v->deterministic ? "" : " (not deterministic)");
+    if (target) {
+      auto c = reg.select(d->name, *target);
+      std::cout << fmt::format("  on {}: {}\n", target->str(), c.chosen ? c.chosen->name : "no runnable variant");
+      for (auto& [v, why] : c.rejected) std::cout << fmt::format("    not {}: {}\n", v->name, why);
+    }
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+// ---- demo ------------------------------------------------------------------------------------
+
+int cmd_demo(const DemoOptions& o) {
+  bench::AggregateBenchOptions b;
+  b.workload = o.workload;
+  b.repeats = o.repeats;
+  b.null_test = false;
+  b.device = Device::cpu();  // the CUDA aggregate arrives with the CUDA backend issue
+  b.progress = [](const std::string& s) { std::cerr << "[demo] " << s << std::endl; };
+  std::cout << fmt::format("PipeLink demo: out[dst[e]] += tanh(x[src[e]] * w[e]) on the embedded '{}' workload\n",
+                           o.workload);
+  std::cout << "device: cpu (no CUDA aggregate in this build)\n\n";
+  bench::AggregateBenchResult r = bench::run_aggregate_bench(b);
+  std::cout << fmt::format("{:<10} {:>12} {:>18} {:>14} {:>12}  {}\n", "path", "median ms", "extra peak memory",
+                           "max abs err", "rel L2 err", "within tolerance");
+  for (const auto& v : r.variants)
+    std::cout << fmt::format("{:<10} {:>12.2f} {:>15.1f} MB {:>14.2e} {:>12.2e}  {}\n", v.name, v.time.median,
+                             double(v.extra_peak_bytes) / 1e6, v.max_abs_err, v.rel_l2_err,
+                             v.within_tolerance ? "yes" : "NO");
+  const auto *a = r.find("three-op"), *f = r.find("fused");
+  bool ok = true;
+  for (const auto& v : r.variants) ok = ok && v.within_tolerance;
+  if (a && f && a->timed && f->timed)
+    std::cout << fmt::format("\nfused is {} the three-op path and uses {:.1f}x less extra memory; "
+                             "both checked against the float64 oracle (PROTOCOL.md tolerance).\n",
+                             bench::ratio_text(a->time.median / f->time.median) + " faster than",
+                             double(a->extra_peak_bytes) / double(std::max<std::int64_t>(f->extra_peak_bytes, 1)));
+  std::cout << (ok ? "demo: OK\n" : "demo: FAILED verification\n");
+  return ok ? 0 : 1;
+}
+
+// ---- aggregate on files ----------------------------------------------------------------------
+
+int cmd_aggregate(const AggregateFileOptions& o) {
+  const Device dev = Device::parse(o.device);
+  const AggregateOptions opts{parse_transform(o.transform), false};
+  EdgeList g = load_graph(o.graph);
+  Tensor x = read_npy(o.x);
+  if (x.rank() != 2)
+    throw ContractViolationError("aggregate", "x", field::rank, "2 ([N, F] from " + o.x + ")",
+                                 std::to_string(x.rank()));
+  const std::int64_t N = x.dim(0);
+  // N is the number of rows of x: a graph id beyond it is an index error, named by edge.
+  Tensor w;
+  if (!o.w.empty()) w = read_npy(o.w);
+  else if (g.weight.defined() && g.weight.numel() == g.num_edges()) w = g.weight;
+  if (w.defined() && w.dtype() != x.dtype()) w = [&] {
+    // .npy weights in another float type than x are converted rather than refused.
+    Tensor c = TensorBuilder().shape({w.numel()}).dtype(x.dtype()).build();
+    for (std::int64_t i = 0; i < w.numel(); ++i) {
+      const double v = w.dtype() == DType::f64 ? w.data_as<double>()[i] : w.dtype() == DType::f32 ? w.data_as<float>()[i] : NAN;
+      if (x.dtype() == DType::f64) c.data_as<double>()[i] = v;
+      else c.data_as<float>()[i] = float(v);
+    }
+    return c;
+  }();
+  std::optional<TensorView> wv;
+  if (w.defined()) wv = w.view();
+  Tensor out = TensorBuilder().shape({N, x.dim(1)}).dtype(x.dtype()).build();
+  if (dev.kind == DeviceKind::cpu) {
+    aggregate(x.view().with_layout(Layout::rows), g.src, g.dst, wv, out, opts);
+  } else {
+    Tensor xd = to_device(x, dev), sd = to_device(g.src, dev), dd = to_device(g.dst, dev);
+    Tensor od = TensorBuilder().shape({N, x.dim(1)}).dtype(x.dtype()).device(dev).build();
+    std::optional<Tensor> wd;
+    std::optional<TensorView> wdv;
+    if (wv) {
+      wd = to_device(*wv, dev);
+      wdv = wd->view();
+    }
+    aggregate(xd, sd, dd, wdv, od, opts);
+    out = to_device(od, Device::cpu());
+  }
+  if (o.check) {
+    VerifyReport r = verify_aggregate(out, aggregate_oracle(x, g.src, g.dst, wv, opts));
+    std::cerr << "check vs float64 oracle: " << r.summary() << "\n";
+    if (!r.within_tolerance) throw Error("output outside the PROTOCOL.md tolerance; nothing written");
+  }
+  write_npy(o.out, out);
+  std::cerr << fmt::format("wrote {} [{}, {}] {} (N={}, E={}, transform={})\n", o.out, N, x.dim(1),
+                           dtype_name(x.dtype()), N, g.num_edges(), o.transform);
+  return 0;
+}
+
+}  // namespace pipelink::tools

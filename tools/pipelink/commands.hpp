@@ -1,0 +1,29 @@
+#pragma once
+#include <string>
+
+namespace pipelink::tools {
+
+struct OpsOptions {
+  std::string arch;
+  bool json = false;
+};
+int cmd_ops(const OpsOptions& o);
+
+struct DemoOptions {
+  std::string workload = "arxiv-like";
+  int repeats = 5;
+};
+int cmd_demo(const DemoOptions& o);
+
+struct AggregateFileOptions {
+  std::string graph, x, w, out;
+  std::string transform = "tanh";
+  std::string device = "cpu";
+  bool check = false;
+};
+int cmd_aggregate(const AggregateFileOptions& o);
+
+/// Temp file next to `path`, then rename: readers never see a partial file.
+void write_text_atomically(const std::string& path, const std::string& text);
+
+}  // namespace pipelink::tools
