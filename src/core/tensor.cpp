@@ -9,7 +9,25 @@
 #include <new>
 #include <stdexcept>
 
+#include <sys/mman.h>
+
+#include "core/host_memory.hpp"
+
 namespace pipelink {
+
+namespace detail {
+HostBuffer allocate_host(std::size_t bytes, std::size_t align, std::size_t* allocated) {
+  constexpr std::size_t kHuge = std::size_t(2) << 20;
+  const bool huge = bytes >= 4 * kHuge;
+  align = std::max({align, sizeof(void*), huge ? kHuge : std::size_t(1)});
+  const std::size_t n = std::max(align, (bytes + align - 1) / align * align);
+  void* p = std::aligned_alloc(align, n);
+  if (!p) throw std::bad_alloc();
+  if (huge) ::madvise(p, n, MADV_HUGEPAGE);  // advisory: failure only costs speed
+  if (allocated) *allocated = n;
+  return HostBuffer(p);
+}
+}  // namespace detail
 
 TensorView::TensorView(void* base, DType dtype, Device device, std::span<const std::int64_t> shape,
                        std::span<const std::int64_t> strides, std::int64_t byte_offset,
@@ -147,9 +165,7 @@ Tensor TensorBuilder::build(std::source_location loc) const {
   const std::size_t align = std::max<std::size_t>(alignment_, sizeof(void*));
   const std::size_t alloc_bytes = std::max<std::size_t>(round_up(bytes, align), align);
   if (device_.kind == DeviceKind::cpu) {
-    void* p = std::aligned_alloc(align, alloc_bytes);
-    if (!p) throw std::bad_alloc();
-    storage = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+    storage = std::shared_ptr<void>(detail::allocate_host(alloc_bytes, align).release(), detail::FreeDeleter{});
   } else {
     const auto* hooks = device_allocator_hooks(device_.kind);
     if (!hooks)

@@ -13,13 +13,15 @@ template <> struct S<float> {
   static V splat(float s) { return _mm256_set1_ps(s); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
-  static V tanh(V v) { return Sleef_tanhf8_u10avx2(v); }
+  static V tanh(V v) { return Sleef_tanhf8_u35avx2(v); }
   static V relu(V v) { return _mm256_max_ps(v, _mm256_setzero_ps()); }
   static V sigmoid(V v) {
     const V one = _mm256_set1_ps(1.f);
     return _mm256_div_ps(one, _mm256_add_ps(one, Sleef_expf8_u10avx2(_mm256_sub_ps(_mm256_setzero_ps(), v))));
   }
-  static float scalar_tanh(float v) { return Sleef_tanhf_u10(v); }
+  static V tanh_u10(V v) { return Sleef_tanhf8_u10avx2(v); }
+  static float scalar_tanh(float v) { return Sleef_tanhf_u35(v); }
+  static float scalar_tanh_u10(float v) { return Sleef_tanhf_u10(v); }
   static float scalar_exp(float v) { return Sleef_expf_u10(v); }
 };
 template <> struct S<double> {
@@ -36,7 +38,9 @@ template <> struct S<double> {
     const V one = _mm256_set1_pd(1.);
     return _mm256_div_pd(one, _mm256_add_pd(one, Sleef_expd4_u10avx2(_mm256_sub_pd(_mm256_setzero_pd(), v))));
   }
+  static V tanh_u10(V v) { return Sleef_tanhd4_u10avx2(v); }
   static double scalar_tanh(double v) { return Sleef_tanh_u10(v); }
+  static double scalar_tanh_u10(double v) { return Sleef_tanh_u10(v); }
   static double scalar_exp(double v) { return Sleef_exp_u10(v); }
 };
 }  // namespace pipelink::cpu::avx2

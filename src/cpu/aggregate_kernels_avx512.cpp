@@ -13,14 +13,16 @@ template <> struct S<float> {
   static V splat(float s) { return _mm512_set1_ps(s); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-  static V tanh(V v) { return Sleef_tanhf16_u10avx512f(v); }
+  static V tanh(V v) { return Sleef_tanhf16_u35avx512f(v); }
   // The masked form: GCC 12 flags the unmasked intrinsic's undefined pass-through as uninitialised.
   static V relu(V v) { return _mm512_mask_max_ps(_mm512_setzero_ps(), __mmask16(0xFFFF), v, _mm512_setzero_ps()); }
   static V sigmoid(V v) {
     const V one = _mm512_set1_ps(1.f);
     return _mm512_div_ps(one, _mm512_add_ps(one, Sleef_expf16_u10avx512f(_mm512_sub_ps(_mm512_setzero_ps(), v))));
   }
-  static float scalar_tanh(float v) { return Sleef_tanhf_u10(v); }
+  static V tanh_u10(V v) { return Sleef_tanhf16_u10avx512f(v); }
+  static float scalar_tanh(float v) { return Sleef_tanhf_u35(v); }
+  static float scalar_tanh_u10(float v) { return Sleef_tanhf_u10(v); }
   static float scalar_exp(float v) { return Sleef_expf_u10(v); }
 };
 template <> struct S<double> {
@@ -37,7 +39,9 @@ template <> struct S<double> {
     const V one = _mm512_set1_pd(1.);
     return _mm512_div_pd(one, _mm512_add_pd(one, Sleef_expd8_u10avx512f(_mm512_sub_pd(_mm512_setzero_pd(), v))));
   }
+  static V tanh_u10(V v) { return Sleef_tanhd8_u10avx512f(v); }
   static double scalar_tanh(double v) { return Sleef_tanh_u10(v); }
+  static double scalar_tanh_u10(double v) { return Sleef_tanh_u10(v); }
   static double scalar_exp(double v) { return Sleef_exp_u10(v); }
 };
 }  // namespace pipelink::cpu::avx512

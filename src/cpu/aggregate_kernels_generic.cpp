@@ -1,5 +1,5 @@
-// Portable scalar build of the fused row kernel (any x86-64 / other CPU); SLEEF's scalar u10
-// functions keep the 1-ulp accuracy of the vector paths.
+// Portable scalar build of the fused row kernel (any x86-64 / other CPU), with the same SLEEF
+// accuracy classes as the vector paths (see aggregate_rows.inl for the tanh choice).
 #include <sleef.h>
 
 #include <cstdint>
@@ -14,10 +14,12 @@ template <> struct S<float> {
   static V splat(float s) { return s; }
   static V add(V a, V b) { return a + b; }
   static V mul(V a, V b) { return a * b; }
-  static V tanh(V v) { return Sleef_tanhf_u10(v); }
+  static V tanh(V v) { return Sleef_tanhf_u35(v); }
   static V relu(V v) { return v > 0.f ? v : 0.f; }
   static V sigmoid(V v) { return 1.f / (1.f + Sleef_expf_u10(-v)); }
-  static float scalar_tanh(float v) { return Sleef_tanhf_u10(v); }
+  static V tanh_u10(V v) { return Sleef_tanhf_u10(v); }
+  static float scalar_tanh(float v) { return Sleef_tanhf_u35(v); }
+  static float scalar_tanh_u10(float v) { return Sleef_tanhf_u10(v); }
   static float scalar_exp(float v) { return Sleef_expf_u10(v); }
 };
 template <> struct S<double> {
@@ -31,7 +33,9 @@ template <> struct S<double> {
   static V tanh(V v) { return Sleef_tanh_u10(v); }
   static V relu(V v) { return v > 0. ? v : 0.; }
   static V sigmoid(V v) { return 1. / (1. + Sleef_exp_u10(-v)); }
+  static V tanh_u10(V v) { return Sleef_tanh_u10(v); }
   static double scalar_tanh(double v) { return Sleef_tanh_u10(v); }
+  static double scalar_tanh_u10(double v) { return Sleef_tanh_u10(v); }
   static double scalar_exp(double v) { return Sleef_exp_u10(v); }
 };
 }  // namespace pipelink::cpu::generic

@@ -36,33 +36,39 @@ void validate_indices(const char* op, const char* port, const TensorView& idx, s
   if (auto bad = find_first_bad_index(idx, bound)) throw IndexOutOfRangeError(op, port, bad->position, bad->value, bound);
 }
 
-std::size_t AggregatePlan::bytes() const noexcept {
-  return row_ptr.size() * 8 + (src32.size() + eid32.size()) * 4 + (src64.size() + eid64.size()) * 8;
-}
-
 namespace {
 
 // Stable counting sort by destination over `chunks` contiguous edge blocks: per-block histograms,
 // then each block scatters its edges in order behind the blocks before it.
+// Returns the first edge with an index outside [0, N), or -1. Indices are validated in the same
+// pass that counts them (a separate pass cost 3 ms of 18 on arxiv-like, one thread).
 template <class I, class O>
-void counting_sort(const I* src, const I* dst, std::int64_t E, std::int64_t N, int chunks,
-                   std::vector<std::int64_t>& row_ptr, O* src_out, O* eid_out) {
+std::int64_t counting_sort(const I* src, const I* dst, std::int64_t E, std::int64_t N, int chunks,
+                           std::int64_t* row_ptr, EdgeSlot<O>* slots) {
   std::vector<std::vector<std::int64_t>> hist(static_cast<std::size_t>(chunks));
-  auto block = [&](int c) {
-    return std::make_pair(E * c / chunks, E * (c + 1) / chunks);
-  };
+  std::vector<std::int64_t> first_bad(static_cast<std::size_t>(chunks), -1);
+  auto block = [&](int c) { return std::make_pair(E * c / chunks, E * (c + 1) / chunks); };
+  const auto bound = std::uint64_t(N);
 #pragma omp parallel for num_threads(chunks) schedule(static, 1)
   for (int c = 0; c < chunks; ++c) {
     auto& h = hist[std::size_t(c)];
     h.assign(std::size_t(N), 0);
     auto [b, e] = block(c);
-    for (std::int64_t k = b; k < e; ++k) ++h[std::size_t(dst[k])];
+    for (std::int64_t k = b; k < e; ++k) {
+      // Unsigned compare: negative indices wrap to huge values and fail too.
+      if (std::uint64_t(std::int64_t(src[k])) >= bound || std::uint64_t(std::int64_t(dst[k])) >= bound) {
+        first_bad[std::size_t(c)] = k;
+        break;
+      }
+      ++h[std::size_t(dst[k])];
+    }
   }
+  for (auto k : first_bad)  // blocks are in edge order: the first block with a bad edge has the first one
+    if (k >= 0) return k;
   // Exclusive scan: row_ptr from the totals; each block's histogram becomes its write cursor.
-  row_ptr.assign(std::size_t(N + 1), 0);
   std::int64_t running = 0;
   for (std::int64_t i = 0; i < N; ++i) {
-    row_ptr[std::size_t(i)] = running;
+    row_ptr[i] = running;
     for (int c = 0; c < chunks; ++c) {
       auto& h = hist[std::size_t(c)][std::size_t(i)];
       const auto n = h;
@@ -70,25 +76,20 @@ void counting_sort(const I* src, const I* dst, std::int64_t E, std::int64_t N, i
       running += n;
     }
   }
-  row_ptr[std::size_t(N)] = running;
+  row_ptr[N] = running;
 #pragma omp parallel for num_threads(chunks) schedule(static, 1)
   for (int c = 0; c < chunks; ++c) {
     auto& cursor = hist[std::size_t(c)];
     auto [b, e] = block(c);
-    for (std::int64_t k = b; k < e; ++k) {
-      const auto pos = cursor[std::size_t(dst[k])]++;
-      src_out[pos] = O(src[k]);
-      eid_out[pos] = O(k);
-    }
+    for (std::int64_t k = b; k < e; ++k) slots[cursor[std::size_t(dst[k])]++] = {O(src[k]), O(k)};
   }
+  return -1;
 }
 
 }  // namespace
 
 AggregatePlan AggregatePlan::build(const TensorView& src, const TensorView& dst, std::int64_t num_nodes,
                                    const char* op) {
-  validate_indices(op, "src", src, num_nodes);
-  validate_indices(op, "dst", dst, num_nodes);
   AggregatePlan p;
   p.num_nodes = num_nodes;
   p.num_edges = src.numel();
@@ -101,21 +102,25 @@ AggregatePlan AggregatePlan::build(const TensorView& src, const TensorView& dst,
   const std::int64_t by_memory = std::max<std::int64_t>(1, (std::int64_t(64) << 20) / (8 * (N + 1)));
   const std::int64_t by_work = std::max<std::int64_t>(1, E / 65536);
   const int chunks = int(std::min<std::int64_t>({threads, by_memory, by_work}));
-  auto run = [&](auto* s, auto* d) {
-    if (p.wide) {
-      p.src64.resize(std::size_t(E));
-      p.eid64.resize(std::size_t(E));
-      counting_sort(s, d, E, N, chunks, p.row_ptr, p.src64.data(), p.eid64.data());
-    } else {
-      p.src32.resize(std::size_t(E));
-      p.eid32.resize(std::size_t(E));
-      counting_sort(s, d, E, N, chunks, p.row_ptr, p.src32.data(), p.eid32.data());
-    }
+  std::size_t a = 0, b = 0;
+  p.row_ptr_buf = detail::allocate_host(std::size_t(N + 1) * 8, 64, &a);
+  p.slots_buf = detail::allocate_host(std::size_t(E) * (p.wide ? 16 : 8), 64, &b);
+  p.bytes_reserved = a + b;
+  auto* row_ptr = static_cast<std::int64_t*>(p.row_ptr_buf.get());
+  auto run = [&](auto* s, auto* d) -> std::int64_t {
+    if (p.wide) return counting_sort(s, d, E, N, chunks, row_ptr, static_cast<EdgeSlot<std::int64_t>*>(p.slots_buf.get()));
+    return counting_sort(s, d, E, N, chunks, row_ptr, static_cast<EdgeSlot<std::int32_t>*>(p.slots_buf.get()));
   };
-  if (src.dtype() == DType::i32)
-    run(src.data_as<const std::int32_t>(), dst.data_as<const std::int32_t>());
-  else
-    run(src.data_as<const std::int64_t>(), dst.data_as<const std::int64_t>());
+  const std::int64_t bad = src.dtype() == DType::i32
+                               ? run(src.data_as<const std::int32_t>(), dst.data_as<const std::int32_t>())
+                               : run(src.data_as<const std::int64_t>(), dst.data_as<const std::int64_t>());
+  if (bad >= 0) {
+    auto value = [&](const TensorView& v) {
+      return v.dtype() == DType::i32 ? std::int64_t(v.data_as<const std::int32_t>()[bad]) : v.data_as<const std::int64_t>()[bad];
+    };
+    const bool src_bad = value(src) < 0 || value(src) >= N;  // src is named first when both are bad
+    throw IndexOutOfRangeError(op, src_bad ? "src" : "dst", bad, src_bad ? value(src) : value(dst), N);
+  }
   PIPELINK_LOG_DEBUG("aggregate plan: N={} E={} wide={} chunks={} bytes={}", N, E, p.wide, chunks, p.bytes());
   return p;
 }

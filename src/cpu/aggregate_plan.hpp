@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/host_memory.hpp"
 #include "pipelink/tensor.hpp"
 
 namespace pipelink::cpu {
@@ -22,16 +23,27 @@ std::optional<BadIndex> find_first_bad_index(const TensorView& idx, std::int64_t
 /// Throws IndexOutOfRangeError(op, port, ...) for the first bad element of `idx`.
 void validate_indices(const char* op, const char* port, const TensorView& idx, std::int64_t bound);
 
+/// One destination-ordered edge: its source row and its original id (to find w[e]). Interleaved,
+/// so the counting sort's scatter touches one cache line per edge instead of two.
+template <class I>
+struct EdgeSlot {
+  I src;
+  I eid;
+};
+
 struct AggregatePlan {
   std::int64_t num_nodes = 0;
   std::int64_t num_edges = 0;
-  /// 32-bit src and edge ids while N and E fit (8 bytes/edge), 64-bit otherwise (16 bytes/edge).
+  /// 32-bit slots while N and E fit (8 bytes/edge), 64-bit otherwise (16 bytes/edge).
   bool wide = false;
-  std::vector<std::int64_t> row_ptr;     // [N + 1]
-  std::vector<std::int32_t> src32, eid32;  // [E] when !wide
-  std::vector<std::int64_t> src64, eid64;  // [E] when wide
+  detail::HostBuffer row_ptr_buf;  // int64 [N + 1]
+  detail::HostBuffer slots_buf;    // EdgeSlot<int32|int64> [E]
+  std::size_t bytes_reserved = 0;
 
-  std::size_t bytes() const noexcept;
+  const std::int64_t* row_ptr() const noexcept { return static_cast<const std::int64_t*>(row_ptr_buf.get()); }
+  template <class I>
+  const EdgeSlot<I>* slots() const noexcept { return static_cast<const EdgeSlot<I>*>(slots_buf.get()); }
+  std::size_t bytes() const noexcept { return bytes_reserved; }
 
   /// Validates src and dst (IndexOutOfRangeError for the first bad edge, src before dst), then
   /// sorts. Nothing is written anywhere else.

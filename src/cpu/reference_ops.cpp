@@ -1,6 +1,7 @@
 // CPU kernels of the materialized three-op reference: gather_scale, map, index_add. They keep the
-// seed's semantics (two [E, F] intermediates) but are not handicapped: OpenMP everywhere and the
-// same SLEEF tanh as the fused op, so the benchmark ratio measures fusion, not a slow baseline.
+// seed's semantics (two [E, F] intermediates) but are not handicapped: OpenMP everywhere, the
+// same row prefetch as the fused op, and SLEEF's u10 tanh, the one torch.tanh uses on CPU (the
+// fused op uses u35; see aggregate_rows.inl).
 #include <omp.h>
 
 #include <algorithm>
@@ -64,6 +65,10 @@ void gather_rows(const TensorView& x, const I* src, const T* w, const TensorView
   const std::int64_t E = m.dim(0), xs = x.stride(0), ms = m.stride(0);
 #pragma omp parallel for schedule(static)
   for (std::int64_t e = 0; e < E; ++e) {
+    // Same prefetch as the fused kernel, so the baseline is not slowed by DRAM latency alone.
+    const char* next = reinterpret_cast<const char*>(xp + std::int64_t(src[std::min(e + 8, E - 1)]) * xs);
+    for (std::int64_t off = 0; off < std::min<std::int64_t>(F * std::int64_t(sizeof(T)), 512); off += 64)
+      __builtin_prefetch(next + off, 0, 3);
     const T* xr = xp + std::int64_t(src[e]) * xs;
     T* mr = mp + e * ms;
     const T we = w ? w[e] : T(1);
