@@ -140,6 +140,11 @@ void invoke(std::string_view op, const PortMap& ports, const Attrs& attrs = {},
 const DeviceDesc& describe(Device d);
 /// Installed by the CUDA backend.
 void set_cuda_describer(DeviceDesc (*fn)(int index));
+void set_cuda_device_counter(int (*fn)() noexcept);
+/// Whether this build has the CUDA backend, and how many CUDA devices are usable now (0 when the
+/// backend is not built, no driver is loaded or no GPU is present).
+bool cuda_backend_built() noexcept;
+int cuda_device_count() noexcept;
 
 namespace detail {
 bool register_op_static(OpDef (*make)());

@@ -193,9 +193,13 @@ VariantChoice Registry::select(std::string_view op_name, const DeviceDesc& dev) 
 
 namespace {
 DeviceDesc (*g_cuda_describer)(int) = nullptr;
-}
+int (*g_cuda_counter)() noexcept = nullptr;
+}  // namespace
 
 void set_cuda_describer(DeviceDesc (*fn)(int)) { g_cuda_describer = fn; }
+void set_cuda_device_counter(int (*fn)() noexcept) { g_cuda_counter = fn; }
+bool cuda_backend_built() noexcept { return g_cuda_counter != nullptr; }
+int cuda_device_count() noexcept { return g_cuda_counter ? g_cuda_counter() : 0; }
 
 const DeviceDesc& describe(Device d) {
   static std::mutex mu;
