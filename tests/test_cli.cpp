@@ -1,0 +1,127 @@
+// The `pipelink` command-line tool, run as a user would: exit codes, files written or not.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "test_util.hpp"
+
+namespace fs = std::filesystem;
+
+namespace pipelink::test {
+namespace {
+
+struct CliRun {
+  int status = -1;
+  std::string output;
+};
+
+CliRun run_cli(const std::string& args) {
+  CliRun r;
+  const std::string cmd = std::string(PIPELINK_CLI_PATH) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  while (std::fgets(buf, sizeof buf, p)) r.output += buf;
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::string(PIPELINK_CLI_PATH).empty()) GTEST_SKIP() << "SKIPPED: CLI not built";
+    dir = fs::temp_directory_path() / ("pipelink_cli_" + std::to_string(fresh_seed()));
+    fs::create_directories(dir);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::string path(const std::string& name) const { return (dir / name).string(); }
+  fs::path dir;
+};
+
+TEST_F(Cli, OpsListsEveryOpWithItsContract) {
+  CliRun r = run_cli("ops");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* s : {"aggregate v1", "gather_scale", "index_add", "map", "sobel_3x3", "gamma_correct", "[N, F]",
+                        "csr_row_serial", "NHWC"})
+    EXPECT_NE(r.output.find(s), std::string::npos) << s;
+  CliRun j = run_cli("ops --json --arch sm_80");
+  ASSERT_EQ(j.status, 0) << j.output;
+  EXPECT_NE(j.output.find("\"selected\""), std::string::npos);
+}
+
+TEST_F(Cli, AggregateOnFilesMatchesTheLibrary) {
+  const std::int64_t N = 40, F = 5;
+  std::ofstream(path("g.txt")) << "# a SNAP graph\n0 1\n1 2\n2\t0\n5 39\n39 5\n7 7\n3 1 extra-column\n";
+  Tensor x = random_tensor({N, F}, DType::f32, fresh_seed());
+  write_npy(path("x.npy"), x);
+  CliRun r = run_cli("aggregate --graph " + path("g.txt") + " --x " + path("x.npy") + " --out " + path("y.npy") +
+                  " --transform tanh --check");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("within_tolerance=true"), std::string::npos) << r.output;
+  Tensor y = read_npy(path("y.npy"));
+  EdgeList g = load_snap(path("g.txt"));
+  Tensor expect = TensorBuilder().shape({N, F}).build();
+  aggregate(x, g.src, g.dst, std::nullopt, expect);
+  EXPECT_TRUE(bitwise_equal(y, expect));
+  // SNAP "a b": a message from a to b, so row 1 gets tanh(x[0]) + tanh(x[3]) and row 0 stays 0 except 2->0.
+  EXPECT_NEAR(y.data_as<float>()[1 * F], std::tanh(x.data_as<float>()[0]) + std::tanh(x.data_as<float>()[3 * F]), 1e-6);
+}
+
+TEST_F(Cli, BadIndexLeavesNoOutputAndKeepsAnOldOne) {
+  std::ofstream(path("g.txt")) << "0 1\n1 2\n2 50\n";  // node 50 but x has 10 rows
+  write_npy(path("x.npy"), random_tensor({10, 3}, DType::f32, fresh_seed()));
+  CliRun r = run_cli("aggregate --graph " + path("g.txt") + " --x " + path("x.npy") + " --out " + path("y.npy"));
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("element 2 is 50"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("y.npy")));
+  std::ofstream(path("old.npy")) << "previous result";
+  r = run_cli("aggregate --graph " + path("g.txt") + " --x " + path("x.npy") + " --out " + path("old.npy"));
+  EXPECT_EQ(r.status, 2);
+  std::ifstream f(path("old.npy"));
+  std::string content((std::istreambuf_iterator<char>(f)), {});
+  EXPECT_EQ(content, "previous result");
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << "temp file left: " << e.path();
+}
+
+TEST_F(Cli, MalformedInputsAreClearErrors) {
+  std::ofstream(path("bad.txt")) << "0 1\nzero one\n";
+  write_npy(path("x.npy"), random_tensor({4, 2}, DType::f32, fresh_seed()));
+  CliRun r = run_cli("aggregate --graph " + path("bad.txt") + " --x " + path("x.npy") + " --out " + path("y.npy"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("bad.txt:2"), std::string::npos) << r.output;
+  std::ofstream(path("g.txt")) << "0 1\n";
+  r = run_cli("aggregate --graph " + path("g.txt") + " --x " + path("nope.npy") + " --out " + path("y.npy"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("nope.npy"), std::string::npos) << r.output;
+  r = run_cli("aggregate --graph " + path("g.txt") + " --x " + path("x.npy") + " --out " + path("y.npy") +
+              " --transform gelu");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("identity|tanh|relu|sigmoid"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("y.npy")));
+}
+
+TEST_F(Cli, BenchWritesVersionedJsonAndMarkdown) {
+  CliRun r = run_cli("bench aggregate --workload arxiv-like --device cpu --edge-scale 0.01 --repeats 3 --quiet --json " +
+                  path("b.json") + " --markdown " + path("b.md"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream f(path("b.json"));
+  std::string json((std::istreambuf_iterator<char>(f)), {});
+  for (const char* key : {"\"schema_version\": 1", "\"workload\"", "\"device\"", "\"git\"", "\"variants\"",
+                          "\"name\": \"three-op\"", "\"name\": \"fused\"", "\"median_ms\"", "\"min_ms\"", "\"max_ms\"",
+                          "\"extra_peak_bytes\"", "\"max_abs_err\"", "\"rel_l2_err\"", "\"within_tolerance\": true"})
+    EXPECT_NE(json.find(key), std::string::npos) << key;
+  EXPECT_TRUE(fs::exists(path("b.md")));
+  CliRun bad = run_cli("bench aggregate --workload nope --quiet");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.output.find("arxiv-like"), std::string::npos) << bad.output;
+}
+
+}  // namespace
+}  // namespace pipelink::test
