@@ -3,7 +3,27 @@
 #include <immintrin.h>
 #include <sleef.h>
 
+#include "cpu/tanh_f32.inl"
+
 namespace pipelink::cpu::avx512 {
+struct P16 {  // primitives for tanh_f32
+  using V = __m512;
+  static V splat(float s) { return _mm512_set1_ps(s); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V abs(V v) { return _mm512_abs_ps(v); }
+  static V sign(V v) { return _mm512_and_ps(v, _mm512_set1_ps(-0.0f)); }
+  static V or_(V a, V b) { return _mm512_or_ps(a, b); }
+  static V min(V a, V b) { return _mm512_min_ps(a, b); }  // returns b when either is NaN
+  static V round(V v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static V scale2(V v, V n) { return _mm512_scalef_ps(v, n); }
+  static __mmask16 less(V a, V b) { return _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ); }
+  static V select(__mmask16 m, V t, V f) { return _mm512_mask_blend_ps(m, f, t); }
+};
+
 template <class T> struct S;
 template <> struct S<float> {
   static constexpr int W = 16;
@@ -13,15 +33,14 @@ template <> struct S<float> {
   static V splat(float s) { return _mm512_set1_ps(s); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-  static V tanh(V v) { return Sleef_tanhf16_u35avx512f(v); }
-  // The masked form: GCC 12 flags the unmasked intrinsic's undefined pass-through as uninitialised.
-  static V relu(V v) { return _mm512_mask_max_ps(_mm512_setzero_ps(), __mmask16(0xFFFF), v, _mm512_setzero_ps()); }
+  static V tanh(V v) { return tanh_f32<P16>(v); }
+  static V relu(V v) { return _mm512_max_ps(v, _mm512_setzero_ps()); }
   static V sigmoid(V v) {
     const V one = _mm512_set1_ps(1.f);
     return _mm512_div_ps(one, _mm512_add_ps(one, Sleef_expf16_u10avx512f(_mm512_sub_ps(_mm512_setzero_ps(), v))));
   }
   static V tanh_u10(V v) { return Sleef_tanhf16_u10avx512f(v); }
-  static float scalar_tanh(float v) { return Sleef_tanhf_u35(v); }
+  static float scalar_tanh(float v) { return tanh_f32_scalar(v); }
   static float scalar_tanh_u10(float v) { return Sleef_tanhf_u10(v); }
   static float scalar_exp(float v) { return Sleef_expf_u10(v); }
 };
@@ -34,7 +53,7 @@ template <> struct S<double> {
   static V add(V a, V b) { return _mm512_add_pd(a, b); }
   static V mul(V a, V b) { return _mm512_mul_pd(a, b); }
   static V tanh(V v) { return Sleef_tanhd8_u10avx512f(v); }
-  static V relu(V v) { return _mm512_mask_max_pd(_mm512_setzero_pd(), __mmask8(0xFF), v, _mm512_setzero_pd()); }
+  static V relu(V v) { return _mm512_max_pd(v, _mm512_setzero_pd()); }
   static V sigmoid(V v) {
     const V one = _mm512_set1_pd(1.);
     return _mm512_div_pd(one, _mm512_add_pd(one, Sleef_expd8_u10avx512f(_mm512_sub_pd(_mm512_setzero_pd(), v))));
@@ -51,3 +70,9 @@ template <> struct S<double> {
 
 void pipelink::cpu::aggregate_rows_avx512(const RowsArgs& a) { avx512::run(a); }
 void pipelink::cpu::map_rows_avx512(const MapArgs& a) { avx512::run_map(a); }
+void pipelink::cpu::tanh_batch_avx512(const float* in, float* out, std::int64_t n) {
+  using Sf = avx512::S<float>;
+  std::int64_t i = 0;
+  for (; i + Sf::W <= n; i += Sf::W) Sf::store(out + i, Sf::tanh(Sf::load(in + i)));
+  for (; i < n; ++i) out[i] = Sf::scalar_tanh(in[i]);
+}

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "cpu/tanh_f32.inl"
+
 namespace pipelink::cpu::generic {
 template <class T> struct S;
 template <> struct S<float> {
@@ -14,11 +16,11 @@ template <> struct S<float> {
   static V splat(float s) { return s; }
   static V add(V a, V b) { return a + b; }
   static V mul(V a, V b) { return a * b; }
-  static V tanh(V v) { return Sleef_tanhf_u35(v); }
+  static V tanh(V v) { return tanh_f32_scalar(v); }
   static V relu(V v) { return v > 0.f ? v : 0.f; }
   static V sigmoid(V v) { return 1.f / (1.f + Sleef_expf_u10(-v)); }
   static V tanh_u10(V v) { return Sleef_tanhf_u10(v); }
-  static float scalar_tanh(float v) { return Sleef_tanhf_u35(v); }
+  static float scalar_tanh(float v) { return tanh_f32_scalar(v); }
   static float scalar_tanh_u10(float v) { return Sleef_tanhf_u10(v); }
   static float scalar_exp(float v) { return Sleef_expf_u10(v); }
 };
@@ -45,3 +47,9 @@ template <> struct S<double> {
 
 void pipelink::cpu::aggregate_rows_generic(const RowsArgs& a) { generic::run(a); }
 void pipelink::cpu::map_rows_generic(const MapArgs& a) { generic::run_map(a); }
+void pipelink::cpu::tanh_batch_generic(const float* in, float* out, std::int64_t n) {
+  using Sf = generic::S<float>;
+  std::int64_t i = 0;
+  for (; i + Sf::W <= n; i += Sf::W) Sf::store(out + i, Sf::tanh(Sf::load(in + i)));
+  for (; i < n; ++i) out[i] = Sf::scalar_tanh(in[i]);
+}

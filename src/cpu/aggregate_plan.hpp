@@ -81,6 +81,10 @@ struct MapArgs {
 void aggregate_rows_generic(const RowsArgs& a);
 void aggregate_rows_avx2(const RowsArgs& a);
 void aggregate_rows_avx512(const RowsArgs& a);
+/// The fused kernel's float tanh over a contiguous array (tests measure its ulp error with this).
+void tanh_batch_generic(const float* in, float* out, std::int64_t n);
+void tanh_batch_avx2(const float* in, float* out, std::int64_t n);
+void tanh_batch_avx512(const float* in, float* out, std::int64_t n);
 void map_rows_generic(const MapArgs& a);
 void map_rows_avx2(const MapArgs& a);
 void map_rows_avx512(const MapArgs& a);

@@ -6,11 +6,9 @@
 // Why this shape: for each destination row the accumulator (F values) stays in L1 while the
 // row's edges stream by; x rows are gathered once per edge and no [E, F] buffer exists.
 //
-// tanh dominates the cost. float32 uses SLEEF's u35 class (bound 3.5 ulp, measured max 2.8 ulp
-// over [-3, 3]) at 0.94 ns/element against 2.0 ns for u10 on the 2-core CI machine, AVX-512: the
-// u10 kernel could not reach the 60 ms arxiv-like target. The PROTOCOL bound 2 (d+4) u S still
-// holds with margin (tanh error <= 3.5 u |t| per term); it forbids approximations of ~2^-11, which
-// this is not. float64 keeps u10.
+// tanh dominates the cost. float32 uses the inlined tanh_f32 (measured max 1.5 ulp, within the
+// PROTOCOL's "faithful, <= 2 ulp" assumption); float64 uses SLEEF u10. History in
+// docs/perf-notes.md: SLEEF u10 calls made the kernel miss the 60 ms arxiv-like target.
 #include <omp.h>
 
 #include <algorithm>
