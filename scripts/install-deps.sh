@@ -2,7 +2,7 @@
 # Installs what PipeLink needs to build and test, from Debian's packages. Does nothing for
 # packages already present, so it is fast (and offline-safe) on a prepared machine.
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build pkg-config git
+pkgs=(build-essential cmake ninja-build git
       libgtest-dev libgmock-dev libbenchmark-dev
       libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libsleef-dev)
 missing=()

@@ -11,6 +11,14 @@ cmake --preset cpu >/dev/null
 cmake --build --preset cpu -j "$jobs"
 ctest --preset cpu -j "$jobs"
 
+echo "=== find_package(PipeLink) from a scratch install ==="
+prefix=$(mktemp -d)
+cmake --install build/cpu --prefix "$prefix" >/dev/null
+cmake -S examples/consumer -B build/consumer -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build build/consumer
+LD_LIBRARY_PATH="$prefix/lib:${LD_LIBRARY_PATH:-}" build/consumer/consumer
+rm -rf "$prefix"
+
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "=== build and test: CUDA on ==="
   cmake --preset cuda >/dev/null

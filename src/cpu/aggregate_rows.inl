@@ -54,21 +54,27 @@ void rows(const RowsArgs& a, const EdgeSlot<Idx>* slots) {
   // bitwise the same for any thread count. Dynamic chunks balance skewed in-degrees.
 #pragma omp parallel
   {
-    // Two-level summation: `part` sums a block of kBlock edges, `acc` sums the blocks. A hub row's
-    // rounding error then grows with kBlock + d/kBlock instead of d (measured on a 120k-edge row:
-    // rel. L2 error 5.7e-6 with one level, see docs/perf-notes.md), for one extra add per block.
+    // Rows of up to kBlock edges (most of them: arxiv-like averages 7) sum in T straight into
+    // `part`. Longer rows sum blocks of kBlock edges in T and add the blocks in double, so a hub
+    // row's rounding error stays near kBlock * u * S whatever its degree. Measured: a single
+    // float accumulator gave rel. L2 5.7e-6 on two 10^5-edge hub rows; float blocks added in
+    // float, 1.04e-6 on one seed; see docs/perf-notes.md.
     constexpr std::int64_t kBlock = 32;
-    std::vector<T> buf(2 * std::size_t(F) + 64);
-    T* acc = buf.data();
-    T* part = acc + F;
+    std::vector<T> part_buf(std::size_t(F) + 64);
+    std::vector<double> acc_buf(std::size_t(F) + 8);
+    T* part = part_buf.data();
+    double* acc = acc_buf.data();
 #pragma omp for schedule(dynamic, 64)
     for (std::int64_t i = 0; i < N; ++i) {
-      for (std::int64_t f = 0; f < F; ++f) acc[f] = T(0);
-      for (std::int64_t k0 = row_ptr[i]; k0 < row_ptr[i + 1]; k0 += kBlock) {
-        const std::int64_t k1 = std::min(k0 + kBlock, row_ptr[i + 1]);
-        T* sum = k0 == row_ptr[i] ? acc : part;  // the first block sums straight into acc
-        if (sum == part)
+      const std::int64_t begin = row_ptr[i], end = row_ptr[i + 1];
+      const bool blocked = end - begin > kBlock;
+      for (std::int64_t f = 0; f < F; ++f) part[f] = T(0);
+      if (blocked)
+        for (std::int64_t f = 0; f < F; ++f) acc[f] = 0.0;
+      for (std::int64_t k0 = begin; k0 < end; k0 += kBlock) {
+        if (blocked && k0 != begin)
           for (std::int64_t f = 0; f < F; ++f) part[f] = T(0);
+        const std::int64_t k1 = std::min(k0 + kBlock, end);
         for (std::int64_t k = k0; k < k1; ++k) {
           // Random x rows miss every cache and TLB; without a prefetch each edge waited for DRAM
           // (arxiv-like, one thread: 405 ms -> 137 ms with a distance of 4-8 edges).
@@ -81,17 +87,24 @@ void rows(const RowsArgs& a, const EdgeSlot<Idx>* slots) {
           const Vt wv = S<T>::splat(wk);
           std::int64_t f = 0;
           for (; f < Fv; f += W)
-            S<T>::store(sum + f, S<T>::add(S<T>::load(sum + f), phi_vec<T, Tr>(S<T>::mul(S<T>::load(xr + f), wv))));
-          for (; f < F; ++f) sum[f] += phi_scalar<T, Tr>(xr[f] * wk);
+            S<T>::store(part + f, S<T>::add(S<T>::load(part + f), phi_vec<T, Tr>(S<T>::mul(S<T>::load(xr + f), wv))));
+          for (; f < F; ++f) part[f] += phi_scalar<T, Tr>(xr[f] * wk);
         }
-        if (sum == part)
-          for (std::int64_t f = 0; f < F; ++f) acc[f] += part[f];
+        if (blocked)
+          for (std::int64_t f = 0; f < F; ++f) acc[f] += double(part[f]);
       }
       T* o = out + i * a.out_stride;
-      if (a.accumulate)
-        for (std::int64_t f = 0; f < F; ++f) o[f] += acc[f];
-      else
-        for (std::int64_t f = 0; f < F; ++f) o[f] = acc[f];
+      if (blocked) {
+        if (a.accumulate)
+          for (std::int64_t f = 0; f < F; ++f) o[f] = T(double(o[f]) + acc[f]);
+        else
+          for (std::int64_t f = 0; f < F; ++f) o[f] = T(acc[f]);
+      } else {
+        if (a.accumulate)
+          for (std::int64_t f = 0; f < F; ++f) o[f] += part[f];
+        else
+          for (std::int64_t f = 0; f < F; ++f) o[f] = part[f];
+      }
     }
   }
 }

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The GPU machine cannot download anything. This fetches the Debian packages PipeLink builds
+# against and unpacks them under .deps/ (git-ignored), which scripts/gpu-check.sh uses there:
+# pass `carry: [".deps"]` to the device tool.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+pkgs=(libfmt-dev libfmt9 libspdlog-dev libspdlog1.10 nlohmann-json3-dev libcli11-dev
+      libsleef-dev libsleef3 libgtest-dev libgmock-dev)
+rm -rf .deps && mkdir -p .deps/debs
+(cd .deps/debs && apt-get download "${pkgs[@]}" >/dev/null)
+for d in .deps/debs/*.deb; do dpkg -x "$d" .deps/root; done
+rm -rf .deps/debs
+du -sh .deps

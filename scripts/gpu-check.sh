@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build with CUDA, run every test, run the GPU tests under
+# compute-sanitizer (memcheck, racecheck), run the benchmark; full results under $OUT, a short
+# table last. The machine cannot download: run scripts/fetch-gpu-deps.sh here first and pass
+# `carry: [".deps"]` to the device tool.
+#   usage: OUT=/some/dir scripts/gpu-check.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out/gpu-check}
+mkdir -p "$OUT"
+DEPS=$PWD/.deps/root/usr
+[ -d "$DEPS" ] || { echo "no .deps/: run scripts/fetch-gpu-deps.sh and carry .deps"; exit 2; }
+export LD_LIBRARY_PATH=$DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+jobs=$(nproc)
+status=()
+step() {  # name, command...: runs, logs to $OUT/name.log, records pass/fail
+  local name=$1; shift
+  local t0=$(date +%s)
+  if "$@" >"$OUT/$name.log" 2>&1; then status+=("$name|ok|$(( $(date +%s) - t0 ))s"); else status+=("$name|FAILED (see $name.log)|$(( $(date +%s) - t0 ))s"); fi
+}
+
+nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
+{ nvcc --version; cmake --version; g++ --version; } >"$OUT/toolchain.txt" 2>&1
+step configure cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPIPELINK_CUDA=ON -DPIPELINK_WERROR=ON \
+  -DCMAKE_PREFIX_PATH="$DEPS" -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu
+step build cmake --build build/gpu -j "$jobs"
+step ctest ctest --test-dir build/gpu -j 8 --output-on-failure --output-junit "$OUT/ctest.xml"
+for t in build/gpu/tests/test_cuda_*; do
+  n=$(basename "$t")
+  step "memcheck-$n" compute-sanitizer --tool memcheck --error-exitcode 3 "$t"
+  step "racecheck-$n" compute-sanitizer --tool racecheck --error-exitcode 3 "$t"
+done
+step bench-cpu build/gpu/tools/pipelink/pipelink bench aggregate --workload arxiv-like --device cpu \
+  --json "$OUT/bench-cpu-arxiv.json" --markdown "$OUT/bench-cpu-arxiv.md"
+
+echo
+grep -E "tests passed|tests failed" "$OUT/ctest.log" || true
+grep -h "ERROR SUMMARY" "$OUT"/memcheck-*.log "$OUT"/racecheck-*.log 2>/dev/null | sort | uniq -c || true
+head -1 "$OUT/nvidia-smi.txt" >/dev/null 2>&1 && grep -m1 -E "H200|H100|NVIDIA" "$OUT/nvidia-smi.txt" || true
+printf '%-40s %-28s %s\n' step result time
+for s in "${status[@]}"; do IFS='|' read -r a b c <<<"$s"; printf '%-40s %-28s %s\n' "$a" "$b" "$c"; done
