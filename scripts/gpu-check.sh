@@ -13,29 +13,31 @@ DEPS=$PWD/.deps/root/usr
 export LD_LIBRARY_PATH=$DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 jobs=$(nproc)
 status=()
-step() {  # name, command...: runs, logs to $OUT/name.log, records pass/fail
-  local name=$1; shift
+# The device tool returns at most 8 files: steps append to a few shared logs.
+step() {  # name, log, command...: runs, appends to $OUT/log, records pass/fail
+  local name=$1 log=$2; shift 2
   local t0=$(date +%s)
-  if "$@" >"$OUT/$name.log" 2>&1; then status+=("$name|ok|$(( $(date +%s) - t0 ))s"); else status+=("$name|FAILED (see $name.log)|$(( $(date +%s) - t0 ))s"); fi
+  echo "=== $name: $*" >>"$OUT/$log"
+  if "$@" >>"$OUT/$log" 2>&1; then status+=("$name|ok|$(( $(date +%s) - t0 ))s"); else status+=("$name|FAILED (see $log)|$(( $(date +%s) - t0 ))s"); fi
 }
 
-nvidia-smi >"$OUT/nvidia-smi.txt" 2>&1
-{ nvcc --version; cmake --version; g++ --version; } >"$OUT/toolchain.txt" 2>&1
-step configure cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPIPELINK_CUDA=ON -DPIPELINK_WERROR=ON \
-  -DCMAKE_PREFIX_PATH="$DEPS" -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu
-step build cmake --build build/gpu -j "$jobs"
-step ctest ctest --test-dir build/gpu -j 8 --output-on-failure --output-junit "$OUT/ctest.xml"
-for t in build/gpu/tests/test_cuda_*; do
+{ nvidia-smi; nvcc --version; cmake --version; g++ --version; } >"$OUT/env.txt" 2>&1
+rev=${PIPELINK_GIT_REVISION:-$(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)}
+step configure build.log cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPIPELINK_CUDA=ON -DPIPELINK_WERROR=ON \
+  -DCMAKE_PREFIX_PATH="$DEPS" -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu -DPIPELINK_GIT_REVISION="$rev"
+step build build.log cmake --build build/gpu -j "$jobs"
+step ctest ctest.log ctest --test-dir build/gpu -j 8 --output-on-failure --output-junit "$OUT/ctest.xml"
+for t in $(find build/gpu/tests -maxdepth 1 -type f -executable -name 'test_cuda_*' | sort); do
   n=$(basename "$t")
-  step "memcheck-$n" compute-sanitizer --tool memcheck --error-exitcode 3 "$t"
-  step "racecheck-$n" compute-sanitizer --tool racecheck --error-exitcode 3 "$t"
+  step "memcheck $n" sanitizer.log compute-sanitizer --tool memcheck --error-exitcode 3 "$t"
+  step "racecheck $n" sanitizer.log compute-sanitizer --tool racecheck --error-exitcode 3 "$t"
 done
-step bench-cpu build/gpu/tools/pipelink/pipelink bench aggregate --workload arxiv-like --device cpu \
+step bench-cpu bench.log build/gpu/tools/pipelink/pipelink bench aggregate --workload arxiv-like --device cpu \
   --json "$OUT/bench-cpu-arxiv.json" --markdown "$OUT/bench-cpu-arxiv.md"
 
 echo
+grep -m1 -E "H200|H100|NVIDIA [A-Z]" "$OUT/env.txt" || true
 grep -E "tests passed|tests failed" "$OUT/ctest.log" || true
-grep -h "ERROR SUMMARY" "$OUT"/memcheck-*.log "$OUT"/racecheck-*.log 2>/dev/null | sort | uniq -c || true
-head -1 "$OUT/nvidia-smi.txt" >/dev/null 2>&1 && grep -m1 -E "H200|H100|NVIDIA" "$OUT/nvidia-smi.txt" || true
+grep -h "ERROR SUMMARY" "$OUT/sanitizer.log" 2>/dev/null | sort | uniq -c || true
 printf '%-40s %-28s %s\n' step result time
 for s in "${status[@]}"; do IFS='|' read -r a b c <<<"$s"; printf '%-40s %-28s %s\n' "$a" "$b" "$c"; done

@@ -65,18 +65,30 @@ std::int64_t counting_sort(const I* src, const I* dst, std::int64_t E, std::int6
   }
   for (auto k : first_bad)  // blocks are in edge order: the first block with a bad edge has the first one
     if (k >= 0) return k;
-  // Exclusive scan: row_ptr from the totals; each block's histogram becomes its write cursor.
-  std::int64_t running = 0;
+  // Exclusive scan in three parallel steps (a serial N x chunks loop took ~10 ms with 16 chunks on
+  // arxiv-like): per row, each block's count becomes its offset within the row and row_ptr holds
+  // the row total; a scan of the totals gives row_ptr; each block's offset gets its row's start.
+#pragma omp parallel for num_threads(chunks) schedule(static)
   for (std::int64_t i = 0; i < N; ++i) {
-    row_ptr[i] = running;
+    std::int64_t within = 0;
     for (int c = 0; c < chunks; ++c) {
       auto& h = hist[std::size_t(c)][std::size_t(i)];
       const auto n = h;
-      h = running;
-      running += n;
+      h = within;
+      within += n;
     }
+    row_ptr[i] = within;
+  }
+  std::int64_t running = 0;
+  for (std::int64_t i = 0; i < N; ++i) {
+    const auto n = row_ptr[i];
+    row_ptr[i] = running;
+    running += n;
   }
   row_ptr[N] = running;
+#pragma omp parallel for num_threads(chunks) schedule(static)
+  for (std::int64_t i = 0; i < N; ++i)
+    for (int c = 0; c < chunks; ++c) hist[std::size_t(c)][std::size_t(i)] += row_ptr[i];
 #pragma omp parallel for num_threads(chunks) schedule(static, 1)
   for (int c = 0; c < chunks; ++c) {
     auto& cursor = hist[std::size_t(c)];
