@@ -93,7 +93,13 @@ std::int64_t counting_sort(const I* src, const I* dst, std::int64_t E, std::int6
   for (int c = 0; c < chunks; ++c) {
     auto& cursor = hist[std::size_t(c)];
     auto [b, e] = block(c);
-    for (std::int64_t k = b; k < e; ++k) slots[cursor[std::size_t(dst[k])]++] = {O(src[k]), O(k)};
+    // The scatter is latency-bound on random writes; prefetching the slot of the edge 16 ahead
+    // (its cursor may still move by a few slots: same or next cache line) overlaps the misses.
+    constexpr std::int64_t kAhead = 16;
+    for (std::int64_t k = b; k < e; ++k) {
+      if (k + kAhead < e) __builtin_prefetch(slots + cursor[std::size_t(dst[k + kAhead])], 1, 3);
+      slots[cursor[std::size_t(dst[k])]++] = {O(src[k]), O(k)};
+    }
   }
   return -1;
 }
