@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -89,7 +90,19 @@ double host_copy_bandwidth() {
   return double(bytes) / (best * 1e-3);  // bytes read (each written once too), as nvbench reports copies
 }
 
-std::string git_revision() { return PIPELINK_GIT_REVISION; }
+// Asked of git at run time when the source tree is there (a configure-time value goes stale with
+// every commit); the compiled-in value covers trees without .git (the GPU machine's copy).
+std::string git_revision() {
+  std::string rev;
+  const std::string cmd = std::string("git -C '") + PIPELINK_SOURCE_DIR + "' describe --always --dirty --abbrev=12 2>/dev/null";
+  if (FILE* p = popen(cmd.c_str(), "r")) {
+    char buf[128];
+    while (std::fgets(buf, sizeof buf, p)) rev += buf;
+    pclose(p);
+  }
+  while (!rev.empty() && (rev.back() == '\n' || rev.back() == ' ')) rev.pop_back();
+  return rev.empty() ? PIPELINK_GIT_REVISION : rev;
+}
 
 std::string iso_time_utc() {
   const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
