@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <source_location>
 #include <string>
@@ -123,8 +124,11 @@ class Registry {
   /// Downgrade policy: among the op's variants for the device's backend, the highest priority one
   /// whose requirements the device meets. `chosen` is null when none runs (the reasons say why).
   VariantChoice select(std::string_view op, const DeviceDesc& device) const;
+  /// The same, among the variants whose determinism matches `deterministic`.
+  VariantChoice select(std::string_view op, const DeviceDesc& device, bool deterministic) const;
 
  private:
+  VariantChoice select_impl(std::string_view op, const DeviceDesc& device, std::optional<bool> deterministic) const;
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<OpDef>> defs_;
   std::vector<std::unique_ptr<Variant>> variants_;
@@ -135,6 +139,13 @@ class Registry {
 /// BackendUnavailableError, IndexOutOfRangeError, or what the kernel throws.
 void invoke(std::string_view op, const PortMap& ports, const Attrs& attrs = {},
             void* stream = nullptr, const std::string& force_variant = {});
+
+struct InvokeOptions {
+  void* stream = nullptr;
+  std::string variant;                 // force this variant by name
+  std::optional<bool> deterministic;   // restrict the policy to (non-)deterministic variants
+};
+void invoke(std::string_view op, const PortMap& ports, const Attrs& attrs, const InvokeOptions& options);
 
 /// The device description used for a given device (cached).
 const DeviceDesc& describe(Device d);

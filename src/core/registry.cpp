@@ -167,10 +167,20 @@ std::vector<const Variant*> Registry::variants(std::string_view op) const {
 }
 
 VariantChoice Registry::select(std::string_view op_name, const DeviceDesc& dev) const {
+  return select_impl(op_name, dev, std::nullopt);
+}
+
+VariantChoice Registry::select(std::string_view op_name, const DeviceDesc& dev, bool deterministic) const {
+  return select_impl(op_name, dev, deterministic);
+}
+
+VariantChoice Registry::select_impl(std::string_view op_name, const DeviceDesc& dev,
+                                    std::optional<bool> deterministic) const {
   (void)op(op_name);  // LookupError for an unknown op
   VariantChoice choice;
   for (const Variant* v : variants(op_name)) {
     if (v->backend != dev.kind) continue;
+    if (deterministic && v->deterministic != *deterministic) continue;
     std::string why;
     if (v->requires_.min_sm && dev.sm < v->requires_.min_sm)
       why = fmt::format("needs sm_{}, device is sm_{}", v->requires_.min_sm, dev.sm);
@@ -218,6 +228,14 @@ const DeviceDesc& describe(Device d) {
 
 void invoke(std::string_view op_name, const PortMap& ports, const Attrs& attrs, void* stream,
             const std::string& force_variant) {
+  InvokeOptions o;
+  o.stream = stream;
+  o.variant = force_variant;
+  invoke(op_name, ports, attrs, o);
+}
+
+void invoke(std::string_view op_name, const PortMap& ports, const Attrs& attrs, const InvokeOptions& options) {
+  const std::string& force_variant = options.variant;
   const OpDef& def = Registry::global().op(op_name);
   CheckResult checked = check_contract(def.name, def.ports, def.attrs, def.exec, ports, attrs);
   const DeviceDesc& dev = describe(checked.device);
@@ -234,7 +252,8 @@ void invoke(std::string_view op_name, const PortMap& ports, const Attrs& attrs, 
       throw LookupError(fmt::format("op '{}' has no variant '{}' on {}; available: {}", op_name, force_variant,
                                     device_kind_name(dev.kind), names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
   } else {
-    VariantChoice choice = Registry::global().select(op_name, dev);
+    VariantChoice choice = options.deterministic ? Registry::global().select(op_name, dev, *options.deterministic)
+                                                 : Registry::global().select(op_name, dev);
     chosen = choice.chosen;
     if (!chosen) {
       std::vector<std::string> have;
@@ -242,7 +261,8 @@ void invoke(std::string_view op_name, const PortMap& ports, const Attrs& attrs, 
         have.push_back(fmt::format("{}/{}", device_kind_name(v->backend), v->name));
       std::vector<std::string> why;
       for (auto& [v, r] : choice.rejected) why.push_back(v->name + ": " + r);
-      throw LookupError(fmt::format("op '{}' has no runnable kernel for backend {} ({}); registered kernels: {}{}", op_name,
+      throw LookupError(fmt::format("op '{}' has no runnable {}kernel for backend {} ({}); registered kernels: {}{}", op_name,
+                                    !options.deterministic ? "" : *options.deterministic ? "deterministic " : "non-deterministic (lean) ",
                                     device_kind_name(dev.kind), dev.str(),
                                     have.empty() ? "none" : fmt::format("{}", fmt::join(have, ", ")),
                                     why.empty() ? "" : fmt::format("; rejected: {}", fmt::join(why, "; "))));
@@ -256,7 +276,7 @@ void invoke(std::string_view op_name, const PortMap& ports, const Attrs& attrs, 
   ctx.dims = std::move(checked.dims);
   ctx.device = checked.device;
   ctx.device_desc = dev;
-  ctx.stream = stream;
+  ctx.stream = options.stream;
   chosen->fn(ctx);
 }
 

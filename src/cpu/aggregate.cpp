@@ -3,35 +3,11 @@
 #include "pipelink/ops/aggregate.hpp"
 
 #include "core/log_internal.hpp"
+#include "core/aggregate_plan_impl.hpp"
 #include "cpu/aggregate_plan.hpp"
 #include "pipelink/registry.hpp"
 
 namespace pipelink {
-
-std::string_view transform_name(Transform t) noexcept {
-  switch (t) {
-    case Transform::identity: return "identity";
-    case Transform::tanh: return "tanh";
-    case Transform::relu: return "relu";
-    case Transform::sigmoid: return "sigmoid";
-  }
-  return "?";
-}
-
-Transform parse_transform(std::string_view name, std::string_view op) {
-  for (auto t : {Transform::identity, Transform::tanh, Transform::relu, Transform::sigmoid})
-    if (transform_name(t) == name) return t;
-  throw ContractViolationError(std::string(op), "transform", field::attribute, "one of identity|tanh|relu|sigmoid",
-                               "'" + std::string(name) + "'");
-}
-
-void aggregate(const TensorView& x, const TensorView& src, const TensorView& dst, const std::optional<TensorView>& w,
-               const TensorView& out, const AggregateOptions& opts) {
-  PortMap ports{{"x", x}, {"src", src}, {"dst", dst}, {"out", out}};
-  if (w) ports.emplace("w", *w);
-  invoke("aggregate", ports,
-         {{"transform", std::string(transform_name(opts.transform))}, {"accumulate", opts.accumulate}});
-}
 
 namespace cpu {
 
@@ -64,6 +40,41 @@ void aggregate_csr_kernel(OpContext& ctx) {
   const AggregatePlan plan = AggregatePlan::build(ctx.port("src"), ctx.port("dst"), ctx.dim("N"));
   run_rows(rows_args(ctx, plan), ctx.device_desc);
 }
+
+// pipelink::AggregatePlan on the CPU: the same plan, kept between calls.
+struct CpuPlan final : pipelink::AggregatePlan::Impl {
+  AggregatePlan plan;
+  void run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts) override {
+    RowsArgs a;
+    a.plan = &plan;
+    a.x = x.data();
+    a.x_stride = x.stride(0);
+    a.w = w ? w->data() : nullptr;
+    a.out = out.data();
+    a.out_stride = out.stride(0);
+    a.features = x.dim(1);
+    a.f64 = x.dtype() == DType::f64;
+    a.transform = int(opts.transform);
+    a.accumulate = opts.accumulate;
+    run_rows(a, describe(Device::cpu()));
+  }
+};
+
+std::shared_ptr<pipelink::AggregatePlan::Impl> build_cpu_plan(const TensorView& src, const TensorView& dst,
+                                                              std::int64_t num_nodes, void*) {
+  auto p = std::make_shared<CpuPlan>();
+  p->plan = AggregatePlan::build(src, dst, num_nodes);
+  p->device = Device::cpu();
+  p->num_nodes = num_nodes;
+  p->num_edges = src.numel();
+  p->bytes = p->plan.bytes();
+  return p;
+}
+
+const bool g_cpu_plan_builder = [] {
+  detail::set_plan_builder(DeviceKind::cpu, &build_cpu_plan);
+  return true;
+}();
 }  // namespace
 
 }  // namespace cpu

@@ -3,10 +3,15 @@
 // CUDA aggregate (next issue); this file only needs the CUDA runtime API.
 #include <cuda_runtime_api.h>
 
+#include <atomic>
 #include <cstdio>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "cuda/check.cuh"
+#include "cuda/memory.cuh"
+#include "pipelink/cuda.hpp"
 #include "pipelink/registry.hpp"
 #include "pipelink/tensor.hpp"
 
@@ -24,6 +29,78 @@ void log_cuda_error(cudaError_t err, const char* call, const char* file, int lin
 }  // namespace detail
 
 namespace {
+std::atomic<std::size_t> g_current{0}, g_peak{0};
+
+void note_alloc(std::size_t bytes) noexcept {
+  const std::size_t now = g_current.fetch_add(bytes) + bytes;
+  std::size_t peak = g_peak.load();
+  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
+  }
+}
+void note_free(std::size_t bytes) noexcept { g_current.fetch_sub(bytes); }
+
+// Sizes of TensorBuilder allocations, whose deallocation hook gets only the pointer.
+std::mutex g_sizes_mu;
+std::unordered_map<void*, std::size_t> g_sizes;
+}  // namespace
+
+namespace detail {
+void* alloc_async(std::size_t bytes, cudaStream_t stream) {
+  void* p = nullptr;
+  PIPELINK_CUDA_CHECK(cudaMallocAsync(&p, bytes, stream));
+  note_alloc(bytes);
+  return p;
+}
+void free_async(void* p, std::size_t bytes, cudaStream_t stream) noexcept {
+  PIPELINK_CUDA_CHECK_NOEXCEPT(cudaFreeAsync(p, stream));
+  note_free(bytes);
+}
+}  // namespace detail
+
+MemoryStats memory_stats() noexcept { return {g_current.load(), g_peak.load()}; }
+void reset_peak_memory() noexcept { g_peak.store(g_current.load()); }
+
+std::pair<std::size_t, std::size_t> device_memory_info(int device) {
+  PIPELINK_CUDA_CHECK(cudaSetDevice(device));
+  std::size_t free_b = 0, total_b = 0;
+  PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return {free_b, total_b};
+}
+void synchronize(int device) {
+  PIPELINK_CUDA_CHECK(cudaSetDevice(device));
+  PIPELINK_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+Stream::Stream(int device) : device_(device) {
+  PIPELINK_CUDA_CHECK(cudaSetDevice(device));
+  cudaStream_t s = nullptr;
+  PIPELINK_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  handle_ = s;
+}
+Stream::~Stream() {
+  if (handle_) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaStreamDestroy(static_cast<cudaStream_t>(handle_)));
+}
+void Stream::synchronize() const { PIPELINK_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(handle_))); }
+
+Event::Event() {
+  cudaEvent_t e = nullptr;
+  PIPELINK_CUDA_CHECK(cudaEventCreate(&e));
+  handle_ = e;
+}
+Event::~Event() {
+  if (handle_) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(static_cast<cudaEvent_t>(handle_)));
+}
+void Event::record(void* stream) {
+  PIPELINK_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(handle_), static_cast<cudaStream_t>(stream)));
+}
+void Event::synchronize() const { PIPELINK_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(handle_))); }
+float Event::elapsed_ms(const Event& start) const {
+  float ms = 0;
+  PIPELINK_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start.handle_), static_cast<cudaEvent_t>(handle_)));
+  return ms;
+}
+
+namespace {
 
 int device_count() noexcept {
   int n = 0;
@@ -38,11 +115,19 @@ void* allocate(std::size_t bytes, int device) {
   PIPELINK_CUDA_CHECK(cudaSetDevice(device));
   void* p = nullptr;
   PIPELINK_CUDA_CHECK(cudaMalloc(&p, bytes));
+  note_alloc(bytes);
+  std::lock_guard lock(g_sizes_mu);
+  g_sizes[p] = bytes;
   return p;
 }
 void deallocate(void* p, int device) noexcept {
   PIPELINK_CUDA_CHECK_NOEXCEPT(cudaSetDevice(device));
   PIPELINK_CUDA_CHECK_NOEXCEPT(cudaFree(p));
+  std::lock_guard lock(g_sizes_mu);
+  if (auto it = g_sizes.find(p); it != g_sizes.end()) {
+    note_free(it->second);
+    g_sizes.erase(it);
+  }
 }
 void copy(void* dst, Device dd, const void* src, Device sd, std::size_t bytes) {
   if (dd.kind == DeviceKind::cuda) PIPELINK_CUDA_CHECK(cudaSetDevice(dd.index));

@@ -5,6 +5,8 @@
 // Ports: x [N, F] float32|float64 rows; src, dst [E] int32|int64 (same type); w [E] optional,
 // same float type as x; out [N, F] same float type as x.
 // Attributes: transform = identity|tanh|relu|sigmoid (default tanh); accumulate = false.
+#include <cstdint>
+#include <memory>
 #include <optional>
 #include <string_view>
 
@@ -17,14 +19,50 @@ std::string_view transform_name(Transform t) noexcept;
 /// Throws ContractViolationError (field "attribute") naming the allowed values.
 Transform parse_transform(std::string_view name, std::string_view op = "aggregate");
 
+/// Which algorithm runs. `automatic` lets the downgrade policy choose (the deterministic
+/// one-shot path where it exists); the others force a variant.
+enum class AggregatePath : std::uint8_t {
+  automatic,
+  one_shot,  // build a destination-ordered plan, run it, free it: deterministic
+  lean,      // no scratch memory: atomic accumulation (CUDA), not deterministic
+};
+
 struct AggregateOptions {
   Transform transform = Transform::tanh;
   bool accumulate = false;  // false: rows without edges become 0; true: out += contributions
+  AggregatePath path = AggregatePath::automatic;
+  void* stream = nullptr;   // cudaStream_t for CUDA tensors; the call is asynchronous there
 };
 
 /// Fused aggregate on the device the tensors live on.
 void aggregate(const TensorView& x, const TensorView& src, const TensorView& dst,
                const std::optional<TensorView>& w, const TensorView& out,
                const AggregateOptions& opts = {});
+
+/// A destination-ordered plan built once from (src, dst, N) and reused with new x and w.
+/// Building validates the indices (IndexOutOfRangeError for the first bad edge). Runs with a
+/// plan are deterministic: every output row is summed in edge order by one owner.
+class AggregatePlan {
+ public:
+  struct Impl;
+  AggregatePlan() = default;
+  static AggregatePlan build(const TensorView& src, const TensorView& dst, std::int64_t num_nodes,
+                             void* stream = nullptr);
+  bool defined() const noexcept { return impl_ != nullptr; }
+  Device device() const;
+  std::int64_t num_nodes() const;
+  std::int64_t num_edges() const;
+  /// Device (or host) bytes the plan holds.
+  std::size_t bytes() const;
+  const std::shared_ptr<Impl>& impl() const noexcept { return impl_; }
+  explicit AggregatePlan(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+/// Runs a plan: x [N, F], w [E] (optional), out [N, F], on the plan's device.
+void aggregate(const AggregatePlan& plan, const TensorView& x, const std::optional<TensorView>& w,
+               const TensorView& out, const AggregateOptions& opts = {});
 
 }  // namespace pipelink

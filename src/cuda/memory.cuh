@@ -1,0 +1,46 @@
+#pragma once
+// Stream-ordered device allocations (cudaMallocAsync from the device's default pool) that feed
+// the peak/current counters of pipelink::cuda::memory_stats().
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <utility>
+
+namespace pipelink::cuda::detail {
+
+void* alloc_async(std::size_t bytes, cudaStream_t stream);
+void free_async(void* p, std::size_t bytes, cudaStream_t stream) noexcept;
+
+/// Owning, stream-ordered device buffer.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(std::size_t bytes, cudaStream_t stream)
+      : p_(bytes ? alloc_async(bytes, stream) : nullptr), bytes_(bytes), stream_(stream) {}
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      p_ = std::exchange(o.p_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+      stream_ = o.stream_;
+    }
+    return *this;
+  }
+  void reset() noexcept {
+    if (p_) free_async(p_, bytes_, stream_);
+    p_ = nullptr;
+    bytes_ = 0;
+  }
+  template <class T> T* as() const noexcept { return static_cast<T*>(p_); }
+  void* get() const noexcept { return p_; }
+  std::size_t bytes() const noexcept { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  std::size_t bytes_ = 0;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace pipelink::cuda::detail
