@@ -30,6 +30,7 @@ struct Case {
   bool weights = true;
   Transform transform = Transform::tanh;
   bool accumulate = false;
+  bool hubs = false;  // rows of 10^5 edges: the power-law allowance for rel. L2
 };
 
 std::string describe(const Case& c) {
@@ -59,10 +60,13 @@ void check_graph(const Case& c, const EdgeList& g, std::uint64_t seed) {
     VerifyReport r = verify_aggregate(out, oracle);
     EXPECT_TRUE(r.within_tolerance) << r.summary();
     EXPECT_EQ(r.unwritten, 0) << r.summary();
-    // PROTOCOL.md: rel. L2 <= 1e-6 for PipeLink paths. The three-op path *is* the reference
-    // (sequential float index_add), held to the per-element bound only.
-    if (std::string(p.name) != "three-op") {
-      EXPECT_LE(r.rel_l2_err, c.value == DType::f64 ? 1e-12 : 1e-6) << r.summary();
+    // PROTOCOL.md's rel. L2 criterion is a statistic over a workload: <= 1e-6 on uniform graphs,
+    // <= 2x the reference's own (2 x 1.2e-6) on power-law hubs. It means little for a handful of
+    // rows whose sums cancel, so it applies here only from 100 rows on. The three-op path *is*
+    // the reference (sequential float index_add) and is held to the per-element bound only.
+    const double l2_bound = c.value == DType::f64 ? 1e-12 : (c.hubs ? 2.4e-6 : 1e-6);
+    if (std::string(p.name) != "three-op" && c.N >= 100) {
+      EXPECT_LE(r.rel_l2_err, l2_bound) << r.summary();
     }
   }
 }
@@ -155,7 +159,10 @@ TEST(AggregateOracle, HubRowsOfInDegreeAbove1e5) {
   }
   c.E = E;
   c.index = DType::i32;
+  c.hubs = true;
   check_graph(c, h, seed);
+  c.accumulate = true;  // the blocked (double) path with an initial value
+  check_graph(c, h, seed + 1);
 }
 
 TEST(AggregateOracle, PitchedRowsAndRMatSkew) {
@@ -163,14 +170,16 @@ TEST(AggregateOracle, PitchedRowsAndRMatSkew) {
   EdgeList g = rmat_graph(10, 20000, 0.57, 0.19, 0.19, seed);
   const std::int64_t N = g.num_nodes, F = 20;
   Tensor x = TensorBuilder().shape({N, F}).pitched_rows(128).build();
-  fill_uniform(x, -1, 1, seed + 1);  // fills padding too; harmless
+  fill_uniform(x, -1, 1, seed + 1);
   Tensor w = random_tensor({g.num_edges()}, DType::f32, seed + 2);
   Tensor out = TensorBuilder().shape({N, F}).pitched_rows(256).build();
+  std::fill_n(out.data_as<float>(), out.storage_bytes() / 4, std::numeric_limits<float>::quiet_NaN());
   ASSERT_EQ(x.view().stride(0), 32);
   aggregate(x, g.src, g.dst, w.view(), out);
   AggregateOracle o = aggregate_oracle(x, g.src, g.dst, w.view());
   VerifyReport r = verify_aggregate(out, o);
   EXPECT_TRUE(r.within_tolerance) << r.summary();
+  EXPECT_EQ(r.unwritten, 0) << r.summary();
 }
 
 // ---- bad indices: the error names the first bad edge and the output stays untouched --------
@@ -207,6 +216,51 @@ TEST(AggregateIndices, OutOfRangeAndNegativeLeaveOutputUntouched) {
         }
       }
     }
+  }
+}
+
+TEST(AggregateIndices, FirstBadEdgeAcrossBlocksAndPorts) {
+  // Enough edges for several counting-sort blocks (65,536 edges each): a bad dst in the first
+  // block and a bad src in a later one. The fused op names the first bad edge of either array;
+  // the three-op chain, like the seed's eager code, fails in gather_scale on the first bad src.
+  const std::int64_t N = 1000, E = 4 * 65536 + 17, F = 4;
+  const auto seed = fresh_seed();
+  EdgeList g = uniform_graph(N, E, seed);
+  const std::int64_t early = 1000 + std::int64_t(seed % 5000), late = 3 * 65536 + 99;
+  g.dst.data_as<std::int64_t>()[early] = N + 5;
+  g.src.data_as<std::int64_t>()[late] = -2;
+  Tensor x = random_tensor({N, F}, DType::f32, seed);
+  Tensor out = random_tensor({N, F}, DType::f32, seed + 1), before = clone(out);
+  try {
+    aggregate(x, g.src, g.dst, std::nullopt, out);
+    ADD_FAILURE() << "no error";
+  } catch (const IndexOutOfRangeError& e) {
+    EXPECT_EQ(e.port(), "dst");
+    EXPECT_EQ(e.position(), early);
+    EXPECT_EQ(e.value(), N + 5);
+  }
+  try {
+    aggregate_three_op(x, g.src, g.dst, std::nullopt, out);
+    ADD_FAILURE() << "no error";
+  } catch (const IndexOutOfRangeError& e) {
+    EXPECT_EQ(e.op(), "gather_scale");
+    EXPECT_EQ(e.port(), "src");
+    EXPECT_EQ(e.position(), late);
+  }
+  EXPECT_TRUE(bitwise_equal(out, before));
+}
+
+TEST(AggregateContract, SelfOverlappingOutputIsRefused) {
+  float buf[16];
+  Tensor x = random_tensor({4, 4}, DType::f32, fresh_seed());
+  EdgeList g = uniform_graph(4, 10, fresh_seed());
+  const std::int64_t shape[] = {4, 4}, strides[] = {0, 1};  // every row is the same memory
+  try {
+    aggregate(x, g.src, g.dst, std::nullopt, TensorView(buf, DType::f32, Device::cpu(), shape, strides));
+    FAIL() << "no error";
+  } catch (const ContractViolationError& e) {
+    EXPECT_EQ(e.port(), "out");
+    EXPECT_EQ(e.field(), "alias");
   }
 }
 

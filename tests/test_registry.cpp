@@ -45,7 +45,7 @@ TEST(Registry, BuiltinOpsAreRegisteredStatically) {
   EXPECT_EQ(shape_pattern_str(agg.find_port("x")->shape), "[N, F]");
   EXPECT_TRUE(agg.find_port("w")->optional);
   EXPECT_TRUE(agg.exec.deterministic);
-  EXPECT_EQ(agg.exec.workspace_bytes({{"N", 10}, {"E", 100}, {"F", 4}}, {}), std::size_t(8 * 11 + 800));
+  EXPECT_EQ(agg.exec.workspace_bytes({{"N", 10}, {"E", 100}, {"F", 4}}, {}), std::size_t(8 * 11 + 800 + 80));
 }
 
 TEST(Registry, MissingOpListsWhatExists) {
@@ -106,6 +106,24 @@ TEST(Invoke, RunsChosenVariantAndForcedVariant) {
                LookupError);
 }
 
+TEST(Invoke, ForcedVariantStillNeedsItsRequirements) {
+  register_test_op();
+  float a[4], b[4];
+  const PortMap ports{{"in", TensorView(a, DType::f32, Device::cpu(), {4})},
+                      {"out", TensorView(b, DType::f32, Device::cpu(), {4})}};
+  const int before = g_calls_cpu_avx;
+  try {
+    invoke("test_copy", ports, {}, nullptr, "needs_magic");  // the host has no "magic_feature"
+    FAIL() << "no error";
+  } catch (const LookupError& e) {
+    EXPECT_NE(std::string(e.what()).find("magic_feature"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(g_calls_cpu_avx, before);
+  const int slow = g_calls_cpu_fallback;
+  invoke("test_copy", ports, {}, nullptr, "scalar_loop");
+  EXPECT_EQ(g_calls_cpu_fallback, slow + 1);
+}
+
 TEST(Invoke, DevicePortRestrictionIsAContractField) {
   register_test_op();
   float a[4], b[4];
@@ -138,16 +156,6 @@ TEST(Invoke, MissingBackendKernelListsWhatExists) {
   } catch (const LookupError& e) {
     EXPECT_NE(std::string(e.what()).find("cpu/row_copy"), std::string::npos);
   }
-}
-
-TEST(LogLevel, ParsesEveryName) {
-  EXPECT_EQ(parse_log_level("trace"), LogLevel::trace);
-  EXPECT_EQ(parse_log_level("error"), LogLevel::error);
-  EXPECT_THROW(parse_log_level("loud"), std::invalid_argument);
-  const LogLevel old = log_level();
-  set_log_level(LogLevel::debug);
-  EXPECT_EQ(log_level(), LogLevel::debug);
-  set_log_level(old);
 }
 
 }  // namespace

@@ -91,6 +91,26 @@ TEST(TensorBuilder, RejectsBadSpecsAndMissingBackend) {
   }
 }
 
+TEST(TensorView, SelfOverlapAndEmptyViews) {
+  float buf[64];
+  const std::int64_t shape[] = {4, 8};
+  const std::int64_t zero_row[] = {0, 1}, short_row[] = {7, 1}, pitched[] = {10, 1}, transposed[] = {1, 4};
+  EXPECT_TRUE(TensorView(buf, DType::f32, Device::cpu(), shape, zero_row).self_overlaps());
+  EXPECT_TRUE(TensorView(buf, DType::f32, Device::cpu(), shape, short_row).self_overlaps());
+  EXPECT_FALSE(TensorView(buf, DType::f32, Device::cpu(), shape, pitched).self_overlaps());
+  EXPECT_FALSE(TensorView(buf, DType::f32, Device::cpu(), shape, transposed).self_overlaps());
+  const std::int64_t empty[] = {5, 0};
+  EXPECT_TRUE(TensorView(buf, DType::f32, Device::cpu(), empty).is_contiguous());
+}
+
+TEST(TensorBuilder, OverflowingShapesAreRejected) {
+  EXPECT_THROW(TensorBuilder().shape({std::int64_t(1) << 62, 4}).build(), std::invalid_argument);
+  EXPECT_THROW(TensorBuilder().shape({std::int64_t(1) << 40, std::int64_t(1) << 40}).build(), std::invalid_argument);
+  float buf[1];
+  const std::int64_t huge[] = {std::int64_t(1) << 62, 8};
+  EXPECT_THROW(TensorView(buf, DType::f32, Device::cpu(), huge), std::invalid_argument);
+}
+
 TEST(DTypeAndDevice, NamesRoundTrip) {
   for (DType t : {DType::f32, DType::f64, DType::i32, DType::i64, DType::u8})
     EXPECT_EQ(parse_dtype(dtype_name(t)), t);

@@ -102,6 +102,9 @@ class OpBuilder {
 /// Shorthand for a port contract.
 PortContract port(std::string name, std::string_view shape_pattern, std::vector<DType> dtypes);
 
+/// Why `v` cannot run on `dev` (empty when it can).
+std::string unmet_requirement(const Variant& v, const DeviceDesc& dev);
+
 struct VariantChoice {
   const Variant* chosen = nullptr;
   std::vector<std::pair<const Variant*, std::string>> rejected;  // variant, why not
@@ -133,6 +136,9 @@ class Registry {
   std::vector<std::unique_ptr<OpDef>> defs_;
   std::vector<std::unique_ptr<Variant>> variants_;
 };
+
+/// Check a registered op's contract without running it (ContractViolationError on a violation).
+CheckResult check(std::string_view op, const PortMap& ports, const Attrs& attrs = {});
 
 /// Check the contract, pick a variant for the execution device, run it.
 /// Throws ContractViolationError, LookupError (no variant for the backend, listing what exists),

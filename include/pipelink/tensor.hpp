@@ -57,6 +57,8 @@ class TensorView {
   /// Byte range [lo, hi) that the view can touch, relative to data(); {0,0} when empty.
   std::pair<std::int64_t, std::int64_t> byte_extent() const noexcept;
   bool overlaps(const TensorView& other) const noexcept;
+  /// Whether two distinct indices can address the same element (e.g. a zero or too-small stride).
+  bool self_overlaps() const noexcept;
 
   TensorView with_layout(Layout l) const { auto v = *this; v.layout_ = l; return v; }
   TensorView with_origin(SourceSite s) const { auto v = *this; v.origin_ = s; return v; }
@@ -135,6 +137,9 @@ struct DeviceAllocatorHooks {
   void (*deallocate)(void* p, int device) noexcept = nullptr;
   void (*copy)(void* dst, Device dd, const void* src, Device sd, std::size_t bytes) = nullptr;
   void (*memset_zero)(void* dst, int device, std::size_t bytes) = nullptr;
+  /// `height` rows of `width` bytes, with row pitches in bytes.
+  void (*copy2d)(void* dst, std::size_t dpitch, Device dd, const void* src, std::size_t spitch, Device sd,
+                 std::size_t width, std::size_t height) = nullptr;
 };
 void set_device_allocator_hooks(DeviceKind kind, const DeviceAllocatorHooks& hooks);
 const DeviceAllocatorHooks* device_allocator_hooks(DeviceKind kind) noexcept;
@@ -142,6 +147,10 @@ const DeviceAllocatorHooks* device_allocator_hooks(DeviceKind kind) noexcept;
 /// Copy a view into a new contiguous tensor on `device`.
 Tensor to_device(const TensorView& v, Device device,
                  std::source_location loc = std::source_location::current());
+/// Copies `src` into the existing `dst` (same shape and dtype; any devices). Rank <= 2 views with
+/// unit inner stride are copied row-wise on CUDA; other strided device views throw.
+void copy_into(const TensorView& dst, const TensorView& src);
+
 /// Contiguous deep copy on the same device.
 Tensor clone(const TensorView& v, std::source_location loc = std::source_location::current());
 

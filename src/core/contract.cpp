@@ -193,11 +193,19 @@ CheckResult check_contract(const std::string& op, const std::vector<PortContract
     }
   }
 
-  // aliasing: an output may overlap another port only where the op allows in-place
+  // aliasing: an output may overlap another port only where the op allows in-place, and never
+  // itself (rows written in parallel would race)
   for (const auto& p : ports) {
     if (p.direction == PortDirection::in) continue;
     auto out = views.find(p.name);
     if (out == views.end()) continue;
+    if (out->second.self_overlaps())
+      throw violation(p, field::alias, "distinct memory for every element",
+                      "a view whose elements overlap (strides " + [&] {
+                        std::string st;
+                        for (int d = 0; d < out->second.rank(); ++d) st += (d ? ", " : "") + std::to_string(out->second.stride(d));
+                        return st;
+                      }() + ")", &out->second);
     for (const auto& q : ports) {
       if (&q == &p) continue;
       auto other = views.find(q.name);

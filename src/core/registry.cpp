@@ -102,6 +102,16 @@ PortContract port(std::string name, std::string_view shape_pattern, std::vector<
 
 // ---- Registry --------------------------------------------------------------------------------
 
+std::string unmet_requirement(const Variant& v, const DeviceDesc& dev) {
+  if (v.requires_.min_sm && dev.sm < v.requires_.min_sm)
+    return fmt::format("needs sm_{}, device is sm_{}", v.requires_.min_sm, dev.sm);
+  for (const auto& f : v.requires_.features)
+    if (!dev.features.contains(f)) return "needs feature '" + f + "'";
+  if (v.requires_.shared_mem > dev.shared_mem_per_block)
+    return fmt::format("needs {} B shared memory, device has {}", v.requires_.shared_mem, dev.shared_mem_per_block);
+  return {};
+}
+
 Registry& Registry::global() {
   static Registry r;
   return r;
@@ -181,13 +191,7 @@ VariantChoice Registry::select_impl(std::string_view op_name, const DeviceDesc& 
   for (const Variant* v : variants(op_name)) {
     if (v->backend != dev.kind) continue;
     if (deterministic && v->deterministic != *deterministic) continue;
-    std::string why;
-    if (v->requires_.min_sm && dev.sm < v->requires_.min_sm)
-      why = fmt::format("needs sm_{}, device is sm_{}", v->requires_.min_sm, dev.sm);
-    for (const auto& f : v->requires_.features)
-      if (why.empty() && !dev.features.contains(f)) why = "needs feature '" + f + "'";
-    if (why.empty() && v->requires_.shared_mem > dev.shared_mem_per_block)
-      why = fmt::format("needs {} B shared memory, device has {}", v->requires_.shared_mem, dev.shared_mem_per_block);
+    const std::string why = unmet_requirement(*v, dev);
     if (!why.empty()) {
       choice.rejected.emplace_back(v, why);
     } else if (!choice.chosen) {
@@ -226,6 +230,11 @@ const DeviceDesc& describe(Device d) {
 
 // ---- invoke ----------------------------------------------------------------------------------
 
+CheckResult check(std::string_view op_name, const PortMap& ports, const Attrs& attrs) {
+  const OpDef& def = Registry::global().op(op_name);
+  return check_contract(def.name, def.ports, def.attrs, def.exec, ports, attrs);
+}
+
 void invoke(std::string_view op_name, const PortMap& ports, const Attrs& attrs, void* stream,
             const std::string& force_variant) {
   InvokeOptions o;
@@ -247,6 +256,10 @@ void invoke(std::string_view op_name, const PortMap& ports, const Attrs& attrs, 
       if (v->backend != dev.kind) continue;
       names.push_back(v->name);
       if (v->name == force_variant) chosen = v;
+    }
+    if (chosen) {
+      if (const std::string why = unmet_requirement(*chosen, dev); !why.empty())
+        throw LookupError(fmt::format("op '{}': variant '{}' cannot run on {}: {}", op_name, force_variant, dev.str(), why));
     }
     if (!chosen)
       throw LookupError(fmt::format("op '{}' has no variant '{}' on {}; available: {}", op_name, force_variant,

@@ -45,7 +45,8 @@ TensorView::TensorView(void* base, DType dtype, Device device, std::span<const s
     if (n < 0) throw std::invalid_argument(fmt::format("tensor dimension {} is negative ({})", i, n));
     shape_[std::size_t(i)] = n;
     strides_[std::size_t(i)] = strides.empty() ? running : strides[std::size_t(i)];
-    running *= std::max<std::int64_t>(n, 1);
+    if (__builtin_mul_overflow(running, std::max<std::int64_t>(n, 1), &running))
+      throw std::invalid_argument("tensor shape overflows 64-bit element counts");
   }
 }
 
@@ -56,6 +57,7 @@ std::int64_t TensorView::numel() const noexcept {
 }
 
 bool TensorView::is_contiguous() const noexcept {
+  if (numel() == 0) return true;
   std::int64_t expect = 1;
   for (int i = rank_ - 1; i >= 0; --i) {
     auto n = shape_[std::size_t(i)];
@@ -94,6 +96,23 @@ bool TensorView::overlaps(const TensorView& o) const noexcept {
   auto [b0, b1] = o.byte_extent();
   auto pa = reinterpret_cast<std::intptr_t>(data()), pb = reinterpret_cast<std::intptr_t>(o.data());
   return pa + a0 < pb + b1 && pb + b0 < pa + a1;
+}
+
+bool TensorView::self_overlaps() const noexcept {
+  // Sorted by |stride|, each stride must step past everything the inner dimensions span.
+  std::array<std::pair<std::int64_t, std::int64_t>, kMaxRank> dims{};  // (|stride|, size)
+  int n = 0;
+  for (int i = 0; i < rank_; ++i)
+    if (shape_[std::size_t(i)] > 1) dims[std::size_t(n++)] = {std::abs(strides_[std::size_t(i)]), shape_[std::size_t(i)]};
+  for (int i = 1; i < n; ++i)  // insertion sort: at most kMaxRank entries
+    for (int j = i; j > 0 && dims[std::size_t(j)] < dims[std::size_t(j - 1)]; --j)
+      std::swap(dims[std::size_t(j)], dims[std::size_t(j - 1)]);
+  std::int64_t span = 0;  // elements covered by the inner dimensions, minus one
+  for (int i = 0; i < n; ++i) {
+    if (dims[std::size_t(i)].first <= span) return true;
+    span += (dims[std::size_t(i)].second - 1) * dims[std::size_t(i)].first;
+  }
+  return false;
 }
 
 TensorView TensorView::slice_rows(std::int64_t begin, std::int64_t end) const {
@@ -146,16 +165,21 @@ Tensor TensorBuilder::build(std::source_location loc) const {
   std::vector<std::int64_t> strides(shape_.size());
   std::size_t bytes = item;
   if (!shape_.empty()) {
+    // Every product is checked: a shape whose byte size overflows must not become a tiny buffer.
+    auto mul = [](std::int64_t a, std::int64_t b) {
+      std::int64_t r = 0;
+      if (__builtin_mul_overflow(a, b, &r)) throw std::invalid_argument("TensorBuilder: shape overflows 64-bit sizes");
+      return r;
+    };
     auto inner = std::size_t(shape_.back());
     auto row_elems = pitch_ ? round_up(inner * item, pitch_) / item : inner;
     strides.back() = 1;
     std::int64_t running = std::int64_t(row_elems);
     for (int i = int(shape_.size()) - 2; i >= 0; --i) {
       strides[std::size_t(i)] = running;
-      running *= shape_[std::size_t(i)];
+      running = mul(running, shape_[std::size_t(i)]);
     }
-    bytes = std::size_t(running) * item;
-    if (shape_.size() == 1) bytes = inner * item;
+    bytes = std::size_t(mul(shape_.size() == 1 ? std::int64_t(inner) : running, std::int64_t(item)));
     for (auto n : shape_)
       if (n == 0) bytes = 0;
   }
@@ -237,5 +261,45 @@ Tensor to_device(const TensorView& v, Device device, std::source_location loc) {
 }
 
 Tensor clone(const TensorView& v, std::source_location loc) { return to_device(v, v.device(), loc); }
+
+void copy_into(const TensorView& dst, const TensorView& src) {
+  if (dst.dtype() != src.dtype() || !std::equal(dst.shape().begin(), dst.shape().end(), src.shape().begin(), src.shape().end()))
+    throw std::invalid_argument(fmt::format("copy_into: {} {} from {} {}", dtype_name(dst.dtype()), dst.shape_str(),
+                                            dtype_name(src.dtype()), src.shape_str()));
+  if (src.numel() == 0) return;
+  const auto item = std::int64_t(src.itemsize());
+  if (dst.device().kind == DeviceKind::cpu && src.device().kind == DeviceKind::cpu) {
+    if (dst.is_contiguous()) {
+      gather_contiguous(src, static_cast<std::byte*>(dst.data()));
+      return;
+    }
+    Tensor tmp = clone(src);  // contiguous source, then scatter into the strided destination
+    std::array<std::int64_t, kMaxRank> idx{};
+    const auto* from = static_cast<const std::byte*>(tmp.data());
+    auto* to = static_cast<std::byte*>(dst.data());
+    for (std::int64_t n = 0; n < src.numel(); ++n) {
+      std::int64_t off = 0;
+      for (int d = 0; d < dst.rank(); ++d) off += idx[std::size_t(d)] * dst.stride(d);
+      std::memcpy(to + off * item, from + n * item, std::size_t(item));
+      for (int d = dst.rank() - 1; d >= 0; --d) {
+        if (++idx[std::size_t(d)] < dst.dim(d)) break;
+        idx[std::size_t(d)] = 0;
+      }
+    }
+    return;
+  }
+  const auto* hooks = device_allocator_hooks(DeviceKind::cuda);
+  if (!hooks) throw BackendUnavailableError("this PipeLink build has no CUDA backend");
+  if (dst.is_contiguous() && src.is_contiguous()) {
+    hooks->copy(dst.data(), dst.device(), src.data(), src.device(), std::size_t(src.numel() * item));
+    return;
+  }
+  if (src.rank() == 2 && src.rows_contiguous() && dst.rows_contiguous()) {
+    hooks->copy2d(dst.data(), std::size_t(dst.stride(0) * item), dst.device(), src.data(), std::size_t(src.stride(0) * item),
+                  src.device(), std::size_t(src.dim(1) * item), std::size_t(src.dim(0)));
+    return;
+  }
+  throw std::invalid_argument("copy_into: strided device views other than pitched rows are not supported yet");
+}
 
 }  // namespace pipelink

@@ -86,7 +86,7 @@ PIPELINK_REGISTER_VARIANT(aggregate_cpu_csr) {
   v.backend = DeviceKind::cpu;
   v.priority = 10;
   v.deterministic = true;
-  v.doc = "counting-sort plan by destination, one thread per row, SLEEF tanh (AVX-512/AVX2/scalar by CPUID)";
+  v.doc = "counting-sort plan by destination, one thread per row, inlined tanh (AVX-512/AVX2/scalar by CPUID)";
   v.fn = cpu::aggregate_csr_kernel;
   return v;
 }

@@ -3,6 +3,10 @@
 #include <immintrin.h>
 #include <sleef.h>
 
+// Every template and inline function below lives in a per-ISA namespace: the same code compiled
+// with different -m flags must not merge across translation units (ODR), or an AVX-512 copy
+// could run on a CPU without it.
+#define PIPELINK_ISA_NS avx2
 #include "cpu/tanh_f32.inl"
 
 namespace pipelink::cpu::avx2 {
@@ -68,7 +72,6 @@ template <> struct S<double> {
 };
 }  // namespace pipelink::cpu::avx2
 
-#define PIPELINK_ISA_NS avx2
 #include "cpu/aggregate_rows.inl"
 
 void pipelink::cpu::aggregate_rows_avx2(const RowsArgs& a) { avx2::run(a); }

@@ -4,6 +4,10 @@
 
 #include <cstdint>
 
+// Every template and inline function below lives in a per-ISA namespace: the same code compiled
+// with different -m flags must not merge across translation units (ODR), or an AVX-512 copy
+// could run on a CPU without it.
+#define PIPELINK_ISA_NS generic
 #include "cpu/tanh_f32.inl"
 
 namespace pipelink::cpu::generic {
@@ -42,7 +46,6 @@ template <> struct S<double> {
 };
 }  // namespace pipelink::cpu::generic
 
-#define PIPELINK_ISA_NS generic
 #include "cpu/aggregate_rows.inl"
 
 void pipelink::cpu::aggregate_rows_generic(const RowsArgs& a) { generic::run(a); }

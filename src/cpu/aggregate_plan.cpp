@@ -45,14 +45,14 @@ namespace {
 template <class I, class O>
 std::int64_t counting_sort(const I* src, const I* dst, std::int64_t E, std::int64_t N, int chunks,
                            std::int64_t* row_ptr, EdgeSlot<O>* slots) {
-  std::vector<std::vector<std::int64_t>> hist(static_cast<std::size_t>(chunks));
+  // Allocated here, not inside the parallel region: a bad_alloc there would terminate.
+  std::vector<std::vector<std::int64_t>> hist(static_cast<std::size_t>(chunks), std::vector<std::int64_t>(std::size_t(N)));
   std::vector<std::int64_t> first_bad(static_cast<std::size_t>(chunks), -1);
   auto block = [&](int c) { return std::make_pair(E * c / chunks, E * (c + 1) / chunks); };
   const auto bound = std::uint64_t(N);
 #pragma omp parallel for num_threads(chunks) schedule(static, 1)
   for (int c = 0; c < chunks; ++c) {
     auto& h = hist[std::size_t(c)];
-    h.assign(std::size_t(N), 0);
     auto [b, e] = block(c);
     for (std::int64_t k = b; k < e; ++k) {
       // Unsigned compare: negative indices wrap to huge values and fail too.
@@ -114,8 +114,9 @@ AggregatePlan AggregatePlan::build(const TensorView& src, const TensorView& dst,
   const std::int64_t E = p.num_edges, N = num_nodes;
   constexpr auto i32max = std::int64_t(std::numeric_limits<std::int32_t>::max());
   p.wide = N > i32max || E > i32max;
-  // Per-block histograms cost 8·N bytes each; cap them at ~64 MiB in total, and skip threads for
-  // tiny graphs where spawning costs more than sorting.
+  // Per-block histograms cost 8·N bytes each: as many blocks as fit in ~64 MiB, but always one
+  // (8·N bytes: the op's workspace formula counts it), and no threads for tiny graphs where
+  // spawning costs more than sorting.
   const int threads = omp_get_max_threads();
   const std::int64_t by_memory = std::max<std::int64_t>(1, (std::int64_t(64) << 20) / (8 * (N + 1)));
   const std::int64_t by_work = std::max<std::int64_t>(1, E / 65536);

@@ -52,7 +52,12 @@ void rows(const RowsArgs& a, const EdgeSlot<Idx>* slots) {
   constexpr std::int64_t kPrefetch = 8;
   // Rows are independent and each is summed by one thread in edge order, so the result is
   // bitwise the same for any thread count. Dynamic chunks balance skewed in-degrees.
-#pragma omp parallel
+  // Per-thread buffers are allocated before the parallel region: a bad_alloc inside it would
+  // terminate the process instead of reaching the caller.
+  const int threads = omp_get_max_threads();
+  std::vector<T> part_all(std::size_t(threads) * (std::size_t(F) + 64));
+  std::vector<double> acc_all(std::size_t(threads) * (std::size_t(F) + 8));
+#pragma omp parallel num_threads(threads)
   {
     // Rows of up to kBlock edges (most of them: arxiv-like averages 7) sum in T straight into
     // `part`. Longer rows sum blocks of kBlock edges in T and add the blocks in double, so a hub
@@ -60,10 +65,8 @@ void rows(const RowsArgs& a, const EdgeSlot<Idx>* slots) {
     // float accumulator gave rel. L2 5.7e-6 on two 10^5-edge hub rows; float blocks added in
     // float, 1.04e-6 on one seed; see docs/perf-notes.md.
     constexpr std::int64_t kBlock = 32;
-    std::vector<T> part_buf(std::size_t(F) + 64);
-    std::vector<double> acc_buf(std::size_t(F) + 8);
-    T* part = part_buf.data();
-    double* acc = acc_buf.data();
+    T* part = part_all.data() + std::size_t(omp_get_thread_num()) * (std::size_t(F) + 64);
+    double* acc = acc_all.data() + std::size_t(omp_get_thread_num()) * (std::size_t(F) + 8);
 #pragma omp for schedule(dynamic, 64)
     for (std::int64_t i = 0; i < N; ++i) {
       const std::int64_t begin = row_ptr[i], end = row_ptr[i + 1];

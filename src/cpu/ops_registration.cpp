@@ -35,9 +35,12 @@ PortContract weight_port() {
 PIPELINK_REGISTER_OP(aggregate) {
   ExecContract e;
   e.deterministic = true;
-  // The CPU plan: row_ptr (8 B/node) + sorted src and edge ids (8 B/edge with 32-bit indices).
+  // The CPU plan: row_ptr (8 B/node), (src, edge id) slots (8 B/edge, 16 when N or E needs 64
+  // bits), and at least one 8 B/node histogram while it is built.
   e.workspace_bytes = [](const ShapeBindings& d, const Attrs&) {
-    return std::size_t(8 * (d.at("N") + 1) + 8 * d.at("E"));
+    const std::int64_t N = d.at("N"), E = d.at("E");
+    const std::int64_t slot = (N >= (std::int64_t(1) << 31) || E >= (std::int64_t(1) << 31)) ? 16 : 8;
+    return std::size_t(8 * (N + 1) + slot * E + 8 * N);
   };
   PortContract out = rows_port("out", "[N, F]");
   out.direction = PortDirection::inout;

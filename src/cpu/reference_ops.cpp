@@ -1,7 +1,7 @@
 // CPU kernels of the materialized three-op reference: gather_scale, map, index_add. They keep the
 // seed's semantics (two [E, F] intermediates) but are not handicapped: OpenMP everywhere, the
 // same row prefetch as the fused op, and SLEEF's u10 tanh, the one torch.tanh uses on CPU (the
-// fused op uses u35; see aggregate_rows.inl).
+// fused op has its own inlined tanh; see aggregate_rows.inl).
 #include <omp.h>
 
 #include <algorithm>
@@ -28,25 +28,28 @@ void index_add(const TensorView& out, const TensorView& dst, const TensorView& v
 
 void aggregate_three_op(const TensorView& x, const TensorView& src, const TensorView& dst,
                         const std::optional<TensorView>& w, const TensorView& out, const AggregateOptions& opts) {
-  const std::int64_t E = src.numel(), F = x.rank() == 2 ? x.dim(1) : 0;
-  // Validate dst too before the first write: the whole path must leave `out` untouched on a bad index.
-  if (out.device().kind == DeviceKind::cpu && dst.rank() == 1 && x.rank() == 2 &&
-      (dst.dtype() == DType::i32 || dst.dtype() == DType::i64))
-    cpu::validate_indices("index_add", "dst", dst, out.rank() == 2 ? out.dim(0) : 0);
-  Tensor m = TensorBuilder().shape({E, F}).dtype(x.dtype()).device(x.device()).layout(Layout::rows).build();
-  gather_scale(x, src, w, m);
-  Tensor t = TensorBuilder().shape({E, F}).dtype(x.dtype()).device(x.device()).layout(Layout::rows).build();
+  // The aggregate's contract covers every tensor of the chain: check it before anything runs.
+  PortMap ports{{"x", x}, {"src", src}, {"dst", dst}, {"out", out}};
+  if (w) ports.emplace("w", *w);
+  (void)check("aggregate", ports);
+  const std::int64_t N = x.dim(0), E = src.numel(), F = x.dim(1);
+  auto rows = [&](std::int64_t n) {
+    return TensorBuilder().shape({n, F}).dtype(x.dtype()).device(x.device()).layout(Layout::rows);
+  };
+  Tensor m = rows(E).build();
+  gather_scale(x, src, w, m);  // raises on the first bad src, before any write
+  Tensor t = rows(E).build();
   map(m, t, opts.transform);
   m = Tensor();  // the first intermediate dies here, as in the eager reference
-  if (!opts.accumulate) {
-    Tensor zero = TensorBuilder().shape({1}).dtype(out.dtype()).zeros();
-    if (out.device().kind == DeviceKind::cpu) {
-      for (std::int64_t r = 0; r < out.dim(0); ++r)
-        std::fill_n(static_cast<std::byte*>(out.data()) + r * out.stride(0) * std::int64_t(out.itemsize()),
-                    out.dim(1) * std::int64_t(out.itemsize()), std::byte{0});
-    }
+  if (opts.accumulate) {
+    index_add(out, dst, t);  // raises on the first bad dst, before any write
+    return;
   }
-  index_add(out, dst, t);
+  // As the seed: output = zeros_like(x); output.index_add_(0, dst, t). The caller's `out` is
+  // written only once everything succeeded.
+  Tensor acc = rows(N).zeros();
+  index_add(acc, dst, t);
+  copy_into(out, acc);
 }
 
 namespace cpu {
@@ -153,7 +156,7 @@ PIPELINK_REGISTER_VARIANT(gather_scale_cpu) {
   return cpu::cpu_variant("gather_scale", "row_copy", cpu::gather_scale_kernel, "one thread block of edges per thread");
 }
 PIPELINK_REGISTER_VARIANT(map_cpu) {
-  return cpu::cpu_variant("map", "elementwise_simd", cpu::map_kernel, "SLEEF tanh/exp, AVX-512/AVX2/scalar by CPUID");
+  return cpu::cpu_variant("map", "elementwise_simd", cpu::map_kernel, "SLEEF u10 tanh / exp, AVX-512/AVX2/scalar by CPUID");
 }
 PIPELINK_REGISTER_VARIANT(index_add_cpu) {
   return cpu::cpu_variant("index_add", "edge_order_column_split", cpu::index_add_kernel,

@@ -11,14 +11,16 @@
 //   a <  0.55: Taylor series  a + a^3 Q(a^2)  to degree 17: truncation < 0.1 ulp at a = 0.55.
 //   a >= 0.55: t = exp(-2a) by Cody-Waite reduction + degree-7 Taylor (< 0.1 ulp), then
 //              (1 - t) / (1 + t); t <= 1/3 so there is no cancellation.
-//   a is clamped to 9 (tanh(9) rounds to 1.0f); NaN propagates through min(9, a).
+//   a is clamped to 9: tanh(9) = 1 - 3.0e-8 rounds to 0.99999994f (tanh reaches 1.0f only past
+//   9.0109), a 0.5 ulp difference for larger a; NaN propagates through min(9, a).
 // Max error measured over every 16th float in [-10, 10]: see tests/test_cpu_tanh.cpp (bound there
 // is 3.5 ulp, SLEEF u35's class; the PROTOCOL tolerance keeps its factor-2 margin with it).
 #pragma once
+// Requires PIPELINK_ISA_NS (the including translation unit's instruction-set namespace).
 
 #include <cmath>
 
-namespace pipelink::cpu {
+namespace pipelink::cpu::PIPELINK_ISA_NS {
 
 template <class P>
 inline typename P::V tanh_f32(typename P::V v) {
@@ -79,4 +81,4 @@ struct TanhScalarOps {
 
 inline float tanh_f32_scalar(float v) { return tanh_f32<TanhScalarOps>(v); }
 
-}  // namespace pipelink::cpu
+}  // namespace pipelink::cpu::PIPELINK_ISA_NS

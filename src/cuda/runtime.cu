@@ -139,6 +139,13 @@ void memset_zero(void* dst, int device, std::size_t bytes) {
   PIPELINK_CUDA_CHECK(cudaMemset(dst, 0, bytes));
 }
 
+void copy2d(void* dst, std::size_t dpitch, Device dd, const void* src, std::size_t spitch, Device sd, std::size_t width,
+            std::size_t height) {
+  if (dd.kind == DeviceKind::cuda) PIPELINK_CUDA_CHECK(cudaSetDevice(dd.index));
+  else if (sd.kind == DeviceKind::cuda) PIPELINK_CUDA_CHECK(cudaSetDevice(sd.index));
+  PIPELINK_CUDA_CHECK(cudaMemcpy2D(dst, dpitch, src, spitch, width, height, cudaMemcpyDefault));
+}
+
 DeviceDesc describe_device(int index) {
   if (index >= device_count())
     throw BackendUnavailableError("cuda:" + std::to_string(index) + " requested but " + std::to_string(device_count()) +
@@ -159,7 +166,7 @@ DeviceDesc describe_device(int index) {
 
 // Installed when the shared library loads; no CUDA call happens until a device is used.
 const bool installed = [] {
-  set_device_allocator_hooks(DeviceKind::cuda, {&allocate, &deallocate, &copy, &memset_zero});
+  set_device_allocator_hooks(DeviceKind::cuda, {&allocate, &deallocate, &copy, &memset_zero, &copy2d});
   set_cuda_describer(&describe_device);
   set_cuda_device_counter(&device_count);
   return true;
