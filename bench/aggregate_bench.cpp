@@ -38,9 +38,6 @@ AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& o) {
   auto say = [&](const std::string& s) {
     if (o.progress) o.progress(s);
   };
-  if (o.device.kind != DeviceKind::cpu)
-    throw BackendUnavailableError("bench aggregate --device " + o.device.str() +
-                                  ": the GPU half of the protocol arrives with the CUDA aggregate; use --device cpu");
   if (o.repeats < 1) throw std::invalid_argument("--repeats must be >= 1");
 
   AggregateBenchResult r;
@@ -51,6 +48,12 @@ AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& o) {
   r.threads = omp_get_max_threads();
   const DeviceDesc& dev = describe(Device::cpu());
   r.isa = dev.features.contains("avx512f") ? "avx512f" : dev.features.contains("avx2") ? "avx2" : "scalar";
+  if (o.device.kind == DeviceKind::cuda) {
+    const DeviceDesc& gd = describe(o.device);  // BackendUnavailableError without CUDA or a GPU
+    r.device_name = fmt::format("{} ({} SMs, {} MiB L2, {} GiB)", gd.name, gd.multiprocessors, gd.l2_bytes >> 20,
+                                gd.memory_bytes >> 30);
+    r.isa = fmt::format("sm_{}", gd.sm);
+  }
 
   WorkloadSpec spec = workload_spec(o.workload);
   spec.num_edges = std::max<std::int64_t>(1, std::llround(double(spec.num_edges) * o.edge_scale));
@@ -69,6 +72,11 @@ AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& o) {
   AggregateOracle oracle = aggregate_oracle(d.x, d.graph.src, d.graph.dst, d.w.view());
 
   say("measuring the copy bandwidth");
+  if (o.device.kind == DeviceKind::cuda) {
+    r.copy_gbs = device_copy_bandwidth(o.device) / 1e9;
+    run_cuda_variants(r, d, oracle, o, say);
+    return r;
+  }
   r.copy_gbs = host_copy_bandwidth() / 1e9;
 
   struct Path {
@@ -162,7 +170,7 @@ std::string AggregateBenchResult::to_json() const {
                    {"production_range", "40M-62M edges"},
                    {"oracle", "reference computed in float64"},
                    {"tolerance", "|y - oracle| <= 2 (d_i + 4) 2^-24 S_i per element; rel L2 reported"}};
-  j["device"] = {{"kind", "cpu"}, {"name", device_name}, {"threads", threads}, {"isa", isa},
+  j["device"] = {{"kind", std::string(device_kind_name(options.device.kind))}, {"name", device_name}, {"threads", threads}, {"isa", isa},
                  {"copy_bandwidth_gbs", copy_gbs}};
   j["git"] = git;
   j["date"] = date;
@@ -191,12 +199,15 @@ std::string AggregateBenchResult::to_json() const {
                   {"note", v.note}});
   }
   j["variants"] = vs;
-  const VariantResult *a = find("three-op"), *b = find("fused");
-  if (a && b && a->timed && b->timed)
-    j["comparisons"] = json::array({{{"baseline", "three-op"}, {"variant", "fused"},
-                                     {"speedup", a->time.median / b->time.median},
-                                     {"text", ratio_text(a->time.median / b->time.median)}}});
-  j["null_test"] = {{"variant", "fused"}, {"edge_factor", 4}, {"time_ratio", null_ratio}};
+  json comps = json::array();
+  const VariantResult* a = find("three-op");
+  for (const char* name : {"fused", "one-shot", "planned", "lean"})
+    if (const VariantResult* b = find(name); a && b && a->timed && b->timed)
+      comps.push_back({{"baseline", "three-op"}, {"variant", name}, {"speedup", a->time.median / b->time.median},
+                       {"text", ratio_text(a->time.median / b->time.median)}});
+  j["comparisons"] = comps;
+  j["null_test"] = {{"variant", options.device.kind == DeviceKind::cuda ? "one-shot" : "fused"}, {"edge_factor", 4},
+                    {"time_ratio", null_ratio}};
   return j.dump(2);
 }
 
@@ -205,7 +216,9 @@ std::string AggregateBenchResult::to_markdown() const {
       "`{}` ({} order): N={}, E={}, F={}, float32, tanh. Device: {} ({} threads, {}), copy bandwidth {:.1f} GB/s. "
       "Git {}, {}.\n\n",
       workload_name, options.order, nodes, edges, features, device_name, threads, isa, copy_gbs, git, date);
-  s += "| variant | median ms | min ms | max ms | cold ms | extra peak RSS | eff. GB/s (% copy) | max abs err | rel L2 err | within tol |\n";
+  const bool gpu = options.device.kind == DeviceKind::cuda;
+  s += fmt::format("| variant | median ms | min ms | max ms | cold ms | {} | eff. GB/s (% copy) | max abs err | rel L2 err | within tol |\n",
+                   gpu ? "extra peak device memory" : "extra peak RSS");
   s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|\n";
   for (const auto& v : variants) {
     s += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.1f} MB{} | {:.1f} ({:.0f}%) | {:.2e} | {:.2e} | {} |\n", v.name,
@@ -216,15 +229,19 @@ std::string AggregateBenchResult::to_markdown() const {
                      copy_gbs > 0 ? 100 * v.effective_gbs / copy_gbs : 0.0, v.max_abs_err, v.rel_l2_err,
                      v.within_tolerance ? "yes" : "**no**");
   }
-  const VariantResult *a = find("three-op"), *b = find("fused");
+  const VariantResult* a = find("three-op");
   s += "\n";
-  if (a && b && a->timed && b->timed)
-    s += fmt::format("- fused vs three-op, same run: {}\n", ratio_text(a->time.median / b->time.median));
+  for (const char* name : {"fused", "one-shot", "planned", "lean"})
+    if (const VariantResult* b = find(name); a && b && a->timed && b->timed)
+      s += fmt::format("- {} vs three-op, same run: {}\n", name, ratio_text(a->time.median / b->time.median));
   s += fmt::format("- reference (three-op) run-to-run spread over {} runs: max abs diff {:.3g}\n", reference_spread_runs,
                    reference_spread_max_abs);
   if (null_ratio > 0) s += fmt::format("- null test: fused with 4x the edges took {:.2f}x the time\n", null_ratio);
-  s += fmt::format("- output size {:.1f} MB; bound for fused extra peak: output + 16 B/edge = {:.1f} MB\n",
-                   double(output_bytes) / 1e6, double(output_bytes + 16 * edges) / 1e6);
+  if (!gpu)
+    s += fmt::format("- output size {:.1f} MB; bound for fused extra peak: output + 16 B/edge = {:.1f} MB\n",
+                     double(output_bytes) / 1e6, double(output_bytes + 16 * edges) / 1e6);
+  for (const auto& v : variants)
+    if (!v.note.empty()) s += fmt::format("- {}: {}\n", v.name, v.note);
   return s;
 }
 

@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "measure.hpp"
-#include "pipelink/dtype.hpp"
+#include "pipelink/graph.hpp"
+#include "pipelink/verify.hpp"
 
 namespace pipelink::bench {
 
@@ -59,4 +60,12 @@ struct AggregateBenchResult {
 
 AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& opts);
 
+// The CUDA half (bench/aggregate_bench_cuda.cpp).
+double device_copy_bandwidth(Device dev);
+
+}  // namespace pipelink::bench
+
+namespace pipelink::bench {
+void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const AggregateOracle& oracle,
+                       const AggregateBenchOptions& o, const std::function<void(const std::string&)>& say);
 }  // namespace pipelink::bench

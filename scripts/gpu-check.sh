@@ -23,21 +23,26 @@ step() {  # name, log, command...: runs, appends to $OUT/log, records pass/fail
 
 { nvidia-smi; nvcc --version; cmake --version; g++ --version; } >"$OUT/env.txt" 2>&1
 rev=${PIPELINK_GIT_REVISION:-$(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)}
-step configure build.log cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPIPELINK_CUDA=ON -DPIPELINK_WERROR=ON \
+step configure tests.log cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPIPELINK_CUDA=ON -DPIPELINK_WERROR=ON \
   -DCMAKE_PREFIX_PATH="$DEPS" -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu -DPIPELINK_GIT_REVISION="$rev"
-step build build.log cmake --build build/gpu -j "$jobs"
-step ctest ctest.log ctest --test-dir build/gpu -j 8 --output-on-failure --output-junit "$OUT/ctest.xml"
+step build tests.log cmake --build build/gpu -j "$jobs"
+step ctest tests.log ctest --test-dir build/gpu -j 8 --output-on-failure
 for t in $(find build/gpu/tests -maxdepth 1 -type f -executable -name 'test_cuda_*' | sort); do
   n=$(basename "$t")
   step "memcheck $n" sanitizer.log compute-sanitizer --tool memcheck --error-exitcode 3 "$t"
   step "racecheck $n" sanitizer.log compute-sanitizer --tool racecheck --error-exitcode 3 "$t"
 done
-step bench-cpu bench.log build/gpu/tools/pipelink/pipelink bench aggregate --workload arxiv-like --device cpu \
-  --json "$OUT/bench-cpu-arxiv.json" --markdown "$OUT/bench-cpu-arxiv.md"
+cli=build/gpu/tools/pipelink/pipelink
+for w in ${WORKLOADS:-arxiv-like products-like power-law}; do
+  step "bench $w" bench.log $cli bench aggregate --workload "$w" --device cuda --order "${ORDER:-random}" \
+    --json "$OUT/bench-$w.json" --markdown "$OUT/bench-$w.md"
+done
+cat "$OUT"/bench-*.md >"$OUT/bench.md" 2>/dev/null && rm -f "$OUT"/bench-*.md
 
 echo
 grep -m1 -E "H200|H100|NVIDIA [A-Z]" "$OUT/env.txt" || true
-grep -E "tests passed|tests failed" "$OUT/ctest.log" || true
+grep -E "tests passed|tests failed" "$OUT/tests.log" || true
+grep -E "^\| |vs three-op|null test" "$OUT/bench.md" 2>/dev/null || true
 grep -h "ERROR SUMMARY" "$OUT/sanitizer.log" 2>/dev/null | sort | uniq -c || true
 printf '%-40s %-28s %s\n' step result time
 for s in "${status[@]}"; do IFS='|' read -r a b c <<<"$s"; printf '%-40s %-28s %s\n' "$a" "$b" "$c"; done

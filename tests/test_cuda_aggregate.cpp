@@ -60,6 +60,7 @@ struct Case {
   bool weights = true;
   Transform transform = Transform::tanh;
   bool accumulate = false;
+  bool hubs = false;
 };
 
 void check_graph(const Case& c, const EdgeList& g, std::uint64_t seed) {
@@ -88,8 +89,11 @@ void check_graph(const Case& c, const EdgeList& g, std::uint64_t seed) {
     VerifyReport r = verify_aggregate(back, oracle);
     EXPECT_TRUE(r.within_tolerance) << r.summary();
     EXPECT_EQ(r.unwritten, 0) << r.summary();
-    if (p != Path::three_op && p != Path::lean) {
-      EXPECT_LE(r.rel_l2_err, c.value == DType::f64 ? 1e-12 : 1e-6) << r.summary();
+    // rel. L2 as in test_aggregate.cpp: a workload statistic, from 100 rows on, with the
+    // power-law allowance (2 x 1.2e-6) for 10^5-edge hubs; lean and three-op use float atomics
+    // like the reference and are held to the per-element bound.
+    if (p != Path::three_op && p != Path::lean && c.N >= 100) {
+      EXPECT_LE(r.rel_l2_err, c.value == DType::f64 ? 1e-12 : (c.hubs ? 2.4e-6 : 1e-6)) << r.summary();
     }
     // Against the CPU backend: both inside the tolerance, so their difference is bounded by twice it.
     VerifyReport vs_cpu = verify_aggregate(cpu_out, oracle);
@@ -133,7 +137,11 @@ TEST_F(CudaAggregate, HubRowsAbove1e5) {
   EdgeList g = uniform_graph(3000, 250000, seed, DType::i32);
   for (std::int64_t e = 0; e < 250000; ++e)
     if (e % 5 != 0) g.dst.data_as<std::int32_t>()[e] = e % 2 ? 11 : 2999;  // two rows of 100,000 edges
-  check_graph({3000, 250000, 64, DType::i32}, g, seed);
+  Case c{3000, 250000, 64, DType::i32};
+  c.hubs = true;
+  check_graph(c, g, seed);
+  c.accumulate = true;
+  check_graph(c, g, seed + 1);
 }
 
 TEST_F(CudaAggregate, PlannedAndOneShotAreBitwiseDeterministic) {

@@ -1,0 +1,141 @@
+// The GPU half of PROTOCOL.md §3 for the aggregate: the three-op reference on CUDA, and the
+// planned, one-shot and lean paths; device-event timing, allocator-peak memory, copy bandwidth
+// measured in the same run. Host-only code: CUDA through pipelink/cuda.hpp.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "aggregate_bench.hpp"
+#include "pipelink/cuda.hpp"
+#include "pipelink/pipelink.hpp"
+
+namespace pipelink::bench {
+
+double device_copy_bandwidth(Device dev) {
+  const std::int64_t n = std::int64_t(1) << 30;  // 4 GiB of float32 each way
+  Tensor a = TensorBuilder().shape({n}).device(dev).zeros();
+  Tensor b = TensorBuilder().shape({n}).device(dev).build();
+  cuda::Event start, stop;
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    start.record();
+    copy_into(b, a);
+    stop.record();
+    stop.synchronize();
+    best = std::min(best, double(stop.elapsed_ms(start)));
+  }
+  return 2.0 * double(n) * 4.0 / (best * 1e-3);  // bytes read + bytes written, as PROTOCOL.md counts it
+}
+
+void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const AggregateOracle& oracle,
+                       const AggregateBenchOptions& o, const std::function<void(const std::string&)>& say) {
+  const Device dev = o.device;
+  const std::int64_t N = r.nodes, F = r.features;
+  say("copying the workload to " + dev.str());
+  Tensor xg = to_device(d.x, dev), sg = to_device(d.graph.src, dev), dg = to_device(d.graph.dst, dev),
+         wg = to_device(d.w, dev);
+  Tensor out = TensorBuilder().shape({N, F}).device(dev).build();
+  cuda::synchronize(dev.index);
+
+  AggregatePlan plan;
+  struct Path {
+    std::string name;
+    std::function<void()> run;
+  };
+  const std::vector<Path> paths = {
+      {"three-op", [&] { aggregate_three_op(xg, sg, dg, wg.view(), out); }},
+      {"one-shot", [&] { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::one_shot}); }},
+      {"plan-build", [&] { plan = AggregatePlan::build(sg, dg, N); }},
+      {"planned", [&] { aggregate(plan, xg, wg.view(), out); }},
+      {"lean", [&] { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::lean}); }},
+  };
+
+  // Protocol step 2: the in-service reference's run-to-run spread (float atomics).
+  {
+    const int runs = std::min(o.repeats, 5);
+    say(fmt::format("reference spread: {} runs of three-op on {}", runs, dev.str()));
+    paths[0].run();
+    Tensor first = to_device(out, Device::cpu());
+    for (int i = 1; i < runs; ++i) {
+      paths[0].run();
+      Tensor again = to_device(out, Device::cpu());
+      double m = 0;
+      for (std::int64_t k = 0; k < N * F; ++k)
+        m = std::max(m, double(std::fabs(first.data_as<float>()[k] - again.data_as<float>()[k])));
+      r.reference_spread_max_abs = std::max(r.reference_spread_max_abs, m);
+    }
+    r.reference_spread_runs = runs;
+  }
+
+  cuda::Event start, stop;
+  for (const Path& p : paths) {
+    VariantResult v;
+    v.name = p.name;
+    if (p.name == "planned" && !plan.defined()) continue;
+    // Cold call: wall time of the synchronized call, allocator peak over what was held before.
+    cuda::synchronize(dev.index);
+    cuda::reset_peak_memory();
+    const auto before = cuda::memory_stats();
+    v.cold_ms = time_ms([&] {
+      p.run();
+      cuda::synchronize(dev.index);
+    });
+    v.extra_peak_bytes = std::int64_t(cuda::memory_stats().peak - before.current);
+    v.memory_exact = true;
+    if (p.name != "plan-build") {
+      VerifyReport rep = verify_aggregate(to_device(out, Device::cpu()), oracle);
+      v.max_abs_err = rep.max_abs_err;
+      v.rel_l2_err = rep.rel_l2_err;
+      v.within_tolerance = rep.within_tolerance;
+      say(fmt::format("{}: cold {:.2f} ms, +{:.3f} GiB allocator peak, {}", p.name, v.cold_ms,
+                      double(v.extra_peak_bytes) / double(1 << 30), rep.summary()));
+      if (!rep.within_tolerance) {
+        v.note = "failed verification: not timed";
+        r.variants.push_back(v);
+        continue;
+      }
+    } else {
+      v.within_tolerance = true;
+      v.extra_peak_bytes = std::int64_t(plan.bytes());  // what the plan keeps; the build's transient peak is in the note
+      v.note = fmt::format("plan keeps {:.2f} B/edge; transient build peak {:.2f} B/edge",
+                           double(plan.bytes()) / double(r.edges),
+                           double(cuda::memory_stats().peak - before.current) / double(r.edges));
+    }
+    for (int i = 0; i < o.warmup; ++i) p.run();
+    std::vector<double> samples;
+    for (int i = 0; i < o.repeats; ++i) {
+      start.record();
+      p.run();
+      stop.record();
+      stop.synchronize();
+      samples.push_back(stop.elapsed_ms(start));
+    }
+    v.time = stats_of(samples);
+    v.timed = true;
+    if (p.name != "plan-build") v.effective_gbs = double(r.must_move_bytes) / (v.time.median * 1e-3) / 1e9;
+    say(fmt::format("{}: median {:.3f} ms (min {:.3f}, max {:.3f})", p.name, v.time.median, v.time.min, v.time.max));
+    r.variants.push_back(v);
+  }
+
+  if (o.null_test) {
+    say("null test: one-shot with 4x the edges");
+    const std::int64_t E4 = 4 * r.edges;
+    EdgeList g4 = uniform_graph(N, E4, o.seed + 17, d.graph.src.dtype());
+    Tensor w4 = TensorBuilder().shape({E4}).build();
+    fill_uniform(w4, -1, 1, o.seed + 18);
+    Tensor s4 = to_device(g4.src, dev), d4 = to_device(g4.dst, dev), w4g = to_device(w4, dev);
+    auto run4 = [&] { aggregate(xg, s4, d4, w4g.view(), out, {.path = AggregatePath::one_shot}); };
+    run4();
+    std::vector<double> s;
+    for (int i = 0; i < std::max(3, o.repeats / 2); ++i) {
+      start.record();
+      run4();
+      stop.record();
+      stop.synchronize();
+      s.push_back(stop.elapsed_ms(start));
+    }
+    if (const VariantResult* one = r.find("one-shot"); one && one->timed) r.null_ratio = stats_of(s).median / one->time.median;
+  }
+}
+
+}  // namespace pipelink::bench
