@@ -141,22 +141,22 @@ TEST(Invoke, DevicePortRestrictionIsAContractField) {
 }
 
 TEST(Invoke, MissingBackendKernelListsWhatExists) {
-  // gather_scale has only a CPU kernel in this issue: a cuda view is refused before launch, either
-  // because no CUDA backend is built or because no kernel is registered for it.
-  float a[4], c[4];
-  Tensor idx = TensorBuilder().shape({2}).dtype(DType::i64).zeros();
-  TensorView x(a, DType::f32, Device::cuda(0), {2, 2});
-  TensorView s(idx.data(), DType::i64, Device::cuda(0), {2});
-  TensorView m(c, DType::f32, Device::cuda(0), {2, 2});
+  // sobel_3x3 has only a CPU kernel: views labelled cuda are refused before anything launches
+  // (never dereferenced), either because no CUDA backend is built or because no kernel exists.
+  float a[2 * 3 * 3 * 3], b[2 * 3 * 3];
+  const std::int64_t in_shape[] = {2, 3, 3, 3}, out_shape[] = {2, 3, 3, 1};
+  TensorView in(a, DType::f32, Device::cuda(0), in_shape);
+  TensorView out(b, DType::f32, Device::cuda(0), out_shape);
   try {
-    invoke("gather_scale", {{"x", x}, {"src", s}, {"m", m}});
+    invoke("sobel_3x3", {{"in", in}, {"out", out}});
     FAIL() << "no error";
   } catch (const BackendUnavailableError& e) {
     EXPECT_NE(std::string(e.what()).find("CUDA"), std::string::npos);
   } catch (const LookupError& e) {
-    EXPECT_NE(std::string(e.what()).find("cpu/row_copy"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("cpu/direct_3x3"), std::string::npos) << e.what();
   }
 }
+
 
 }  // namespace
 }  // namespace pipelink::test

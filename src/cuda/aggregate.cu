@@ -236,40 +236,41 @@ __device__ __forceinline__ void load_vec(const T* p, T (&v)[VEC]) {
   }
 }
 
-// Each lane owns features lane*VEC + j*32*VEC (j < CH) of a tile of 32*VEC*CH features; the row's
-// edges are read 32 at a time (one per lane) and broadcast with shuffles. Each output element is
-// the sum over the row's edges in plan order: deterministic, no atomics.
+// A warp per destination row. The warp is split into G = 32 / LPE groups of LPE lanes; each
+// group handles one edge at a time, each lane VEC x CH features of it (F = 64 float32: 16 lanes x
+// one float4, so two edges per step). The row's edges are read 32 at a time (one index and weight
+// per lane) and broadcast with shuffles; each group keeps U edges' rows in flight before using
+// them. v1 (one edge per warp, loads issued one after another) reached 199 GB/s on products-like;
+// see docs/perf-notes.md.
+//
+// Order of the sum, fixed for a given F: group g sums the batch's edges g, g+G, g+2G, ... in order;
+// at the end of each 32-edge batch the groups combine in a fixed shuffle tree; batches add in
+// double when the row has more than one (hub rows keep ~32 u S of error). Deterministic.
 template <class T, class P, int VEC, int CH>
 __global__ void __launch_bounds__(256) csr_warp_per_row_kernel(const P* __restrict__ row_ptr, const P* __restrict__ src_sorted,
                                                                const P* __restrict__ perm, const T* __restrict__ x,
                                                                std::int64_t xs, const T* __restrict__ w, T* __restrict__ out,
-                                                               std::int64_t os, std::int64_t N, std::int64_t F,
+                                                               std::int64_t os, std::int64_t N, std::int64_t F, int lpe,
                                                                int transform, bool accumulate) {
-  const std::int64_t warp = (blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x) / 32;
+  constexpr int U = 4;
+  const std::int64_t row = (blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
-  if (warp >= N) return;
-  const std::int64_t row = warp;
+  if (row >= N) return;
+  const int groups = 32 / lpe, group = lane / lpe, gl = lane % lpe;
   const std::int64_t begin = std::int64_t(row_ptr[row]), end = std::int64_t(row_ptr[row + 1]);
-  constexpr std::int64_t kTile = 32 * VEC * CH;
-  // Each batch of 32 edges sums in T; rows longer than one batch add the batches in double, so a
-  // hub row's rounding error stays near 32 u S (a float running sum gave rel. L2 5.1e-6 on two
-  // 10^5-edge rows on the H200; PROTOCOL.md allows 2.4e-6 on power-law).
   const bool blocked = end - begin > 32;
-  for (std::int64_t f0 = 0; f0 < F; f0 += kTile) {
+  const std::int64_t tile = std::int64_t(lpe) * VEC * CH;
+  for (std::int64_t f0 = 0; f0 < F; f0 += tile) {
     T part[CH][VEC];
     double acc[CH][VEC];
 #pragma unroll
     for (int j = 0; j < CH; ++j)
 #pragma unroll
-      for (int v = 0; v < VEC; ++v) {
-        acc[j][v] = 0.0;
-        part[j][v] = T(0);  // rows without edges write 0 (or keep out's value when accumulating)
+      for (int q = 0; q < VEC; ++q) {
+        part[j][q] = T(0);
+        acc[j][q] = 0.0;
       }
     for (std::int64_t k0 = begin; k0 < end; k0 += 32) {
-#pragma unroll
-      for (int j = 0; j < CH; ++j)
-#pragma unroll
-        for (int v = 0; v < VEC; ++v) part[j][v] = T(0);
       const std::int64_t k = k0 + lane;
       std::int64_t my_src = 0;
       T my_w = T(1);
@@ -278,39 +279,65 @@ __global__ void __launch_bounds__(256) csr_warp_per_row_kernel(const P* __restri
         if (w) my_w = __ldg(w + std::int64_t(perm[k]));
       }
       const int n = int(end - k0 < 32 ? end - k0 : 32);
-#pragma unroll 4
-      for (int t = 0; t < n; ++t) {
-        const std::int64_t s = __shfl_sync(0xffffffffu, my_src, t);
-        const T wt = __shfl_sync(0xffffffffu, my_w, t);
-        const T* xr = x + s * xs + f0;
+      T batch[CH][VEC];
 #pragma unroll
-        for (int j = 0; j < CH; ++j) {
-          const std::int64_t f = std::int64_t(j) * 32 * VEC + lane * VEC;
-          if (f0 + f < F) {
-            T v[VEC];
-            load_vec<T, VEC>(xr + f, v);
+      for (int j = 0; j < CH; ++j)
 #pragma unroll
-            for (int q = 0; q < VEC; ++q) part[j][q] += phi(v[q] * wt, transform);
+        for (int q = 0; q < VEC; ++q) batch[j][q] = T(0);
+      for (int t0 = 0; t0 < n; t0 += groups * U) {
+        T v[U][CH][VEC];
+        T wt[U];
+        bool live[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {  // issue U rows' loads before using any of them
+          const int t = t0 + u * groups + group;
+          const std::int64_t s = __shfl_sync(0xffffffffu, my_src, t & 31);
+          wt[u] = __shfl_sync(0xffffffffu, my_w, t & 31);
+          live[u] = t < n;
+#pragma unroll
+          for (int j = 0; j < CH; ++j) {
+            const std::int64_t f = f0 + (std::int64_t(j) * lpe + gl) * VEC;
+            if (live[u] && f < F) load_vec<T, VEC>(x + s * xs + f, v[u][j]);
+            else
+#pragma unroll
+              for (int q = 0; q < VEC; ++q) v[u][j][q] = T(0);
           }
         }
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+          if (live[u])
+#pragma unroll
+            for (int j = 0; j < CH; ++j)
+#pragma unroll
+              for (int q = 0; q < VEC; ++q) batch[j][q] += phi(v[u][j][q] * wt[u], transform);
       }
-      if (blocked) {
+      // Combine the groups (fixed tree: deterministic); group 0 holds the batch sum.
+      for (int off = 16; off >= lpe; off /= 2)
 #pragma unroll
         for (int j = 0; j < CH; ++j)
 #pragma unroll
-          for (int q = 0; q < VEC; ++q) acc[j][q] += double(part[j][q]);
-      }
-    }
-    T* o = out + row * os + f0;
+          for (int q = 0; q < VEC; ++q) batch[j][q] += __shfl_down_sync(0xffffffffu, batch[j][q], off);
 #pragma unroll
-    for (int j = 0; j < CH; ++j) {
-      const std::int64_t f = std::int64_t(j) * 32 * VEC + lane * VEC;
-      if (f0 + f < F) {
+      for (int j = 0; j < CH; ++j)
 #pragma unroll
         for (int q = 0; q < VEC; ++q) {
-          if (blocked) o[f + q] = accumulate ? T(double(o[f + q]) + acc[j][q]) : T(acc[j][q]);
-          else o[f + q] = accumulate ? o[f + q] + part[j][q] : part[j][q];
+          if (blocked) acc[j][q] += double(batch[j][q]);
+          else part[j][q] = batch[j][q];
         }
+    }
+    if (group == 0) {
+      T* o = out + row * os;
+#pragma unroll
+      for (int j = 0; j < CH; ++j) {
+        const std::int64_t f = f0 + (std::int64_t(j) * lpe + gl) * VEC;
+        if (f < F)
+#pragma unroll
+          for (int q = 0; q < VEC; ++q) {
+            if (f + q >= F) break;
+            const T sum = blocked ? T(accumulate ? double(o[f + q]) + acc[j][q] : acc[j][q])
+                                  : (accumulate ? o[f + q] + part[j][q] : part[j][q]);
+            o[f + q] = sum;
+          }
       }
     }
   }
@@ -325,18 +352,28 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   if (N == 0 || F == 0) return;
   constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
   const bool vec_ok = F % kVec == 0 && x.stride(0) % kVec == 0 && aligned16(x.data());
+  const int vec = vec_ok ? kVec : 1;
+  // Lanes per edge: enough to cover F with one vector each, a power of two, at most 32.
+  const std::int64_t per_lane = (F + vec - 1) / vec;
+  int lpe = 1;
+  while (lpe < 32 && lpe < per_lane) lpe *= 2;
+  const bool two_chunks = per_lane > 32;  // F > 128 float32 with float4: two vectors per lane per tile
   const int grid = int((N * 32 + 255) / 256);
   const auto* rp = plan.row_ptr.as<const P>();
   const auto* ss = plan.src_sorted.as<const P>();
   const auto* pm = plan.perm.as<const P>();
   const T* wp = w ? w->data_as<const T>() : nullptr;
+  const T* xp = x.data_as<const T>();
+  T* op = out.data_as<T>();
   const int tr = int(opts.transform);
-  if (vec_ok)  // F = 64 float32: one float4 per lane covers 128 features, CH = 1 keeps 4 accumulators
-    csr_warp_per_row_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, ss, pm, x.data_as<const T>(), x.stride(0), wp,
-                                                                out.data_as<T>(), out.stride(0), N, F, tr, opts.accumulate);
+  if (vec_ok && two_chunks)
+    csr_warp_per_row_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, ss, pm, xp, x.stride(0), wp, op, out.stride(0), N, F, lpe, tr, opts.accumulate);
+  else if (vec_ok)
+    csr_warp_per_row_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, ss, pm, xp, x.stride(0), wp, op, out.stride(0), N, F, lpe, tr, opts.accumulate);
+  else if (two_chunks)
+    csr_warp_per_row_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, ss, pm, xp, x.stride(0), wp, op, out.stride(0), N, F, lpe, tr, opts.accumulate);
   else
-    csr_warp_per_row_kernel<T, P, 1, 4><<<grid, 256, 0, s>>>(rp, ss, pm, x.data_as<const T>(), x.stride(0), wp,
-                                                             out.data_as<T>(), out.stride(0), N, F, tr, opts.accumulate);
+    csr_warp_per_row_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, ss, pm, xp, x.stride(0), wp, op, out.stride(0), N, F, lpe, tr, opts.accumulate);
   check_launch();
 }
 
