@@ -144,6 +144,29 @@ TEST_F(CudaAggregate, HubRowsAbove1e5) {
   check_graph(c, g, seed + 1);
 }
 
+TEST_F(CudaAggregate, RowsAroundTheSegmentLength) {
+  // Split rows (more than 2048 edges) run as segments combined in order: degrees on both sides
+  // of one and two segment lengths, plus ordinary rows, with and without accumulation.
+  const auto seed = fresh_seed();
+  const std::int64_t degrees[] = {2047, 2048, 2049, 4096, 4097, 6000};
+  std::int64_t E = 50000;
+  for (auto d : degrees) E += d;
+  EdgeList g = uniform_graph(400, E, seed);
+  std::int64_t e = 50000;
+  for (std::int64_t r = 0; r < 6; ++r)
+    for (std::int64_t k = 0; k < degrees[r]; ++k) g.dst.data_as<std::int64_t>()[e++] = 390 + r;
+  for (std::int64_t k = 0; k < 50000; ++k)  // keep the six long rows exactly at their degree
+    if (g.dst.data_as<std::int64_t>()[k] >= 390) g.dst.data_as<std::int64_t>()[k] = k % 390;
+  Case c{400, E, 64};
+  c.hubs = true;
+  check_graph(c, g, seed);
+  c.accumulate = true;
+  check_graph(c, g, seed + 1);
+  c.accumulate = false;
+  c.F = 3;
+  check_graph(c, g, seed + 2);
+}
+
 TEST_F(CudaAggregate, PlannedAndOneShotAreBitwiseDeterministic) {
   const auto seed = fresh_seed();
   EdgeList g = rmat_graph(14, 400000, 0.57, 0.19, 0.19, seed);

@@ -7,6 +7,7 @@
 // edge ids (one 32-byte sector per edge: 2.0 GB) + the output (0.63 GB): ~19 GB, 4.5 ms at the
 // 4.26 TB/s copy bandwidth PROTOCOL.md measured. Rows of x re-read from L2 are the only way below.
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
 #include <cuda_runtime.h>
 
 #include <climits>
@@ -141,6 +142,31 @@ __global__ void gather_src_kernel(const I* src, const P* perm, P* src_sorted, st
     src_sorted[k] = P(src[perm[k]]);
 }
 
+// Rows longer than kSegment edges (power-law hubs reach ~198k) are split into segments of
+// kSegment edges, each a warp's work item; their double partial sums are combined per row in
+// segment order (deterministic). v2 without splitting: power-law planned 32.9 ms, lean 13.3 ms.
+constexpr std::int64_t kSegment = 2048;
+
+template <class P>
+__global__ void count_segments_kernel(const P* row_ptr, std::int64_t N, P* segs) {
+  for (std::int64_t r = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; r <= N;
+       r += std::int64_t(gridDim.x) * blockDim.x) {
+    if (r == N) {
+      segs[r] = 0;
+      continue;
+    }
+    const std::int64_t d = std::int64_t(row_ptr[r + 1]) - std::int64_t(row_ptr[r]);
+    segs[r] = P(d > kSegment ? (d + kSegment - 1) / kSegment : 0);
+  }
+}
+
+template <class P>
+__global__ void fill_segment_rows_kernel(const P* seg_first, std::int64_t N, P* seg_row) {
+  for (std::int64_t r = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; r < N;
+       r += std::int64_t(gridDim.x) * blockDim.x)
+    for (std::int64_t i = std::int64_t(seg_first[r]); i < std::int64_t(seg_first[r + 1]); ++i) seg_row[i] = P(r);
+}
+
 int bits_for(std::int64_t n) {  // bits needed for values in [0, n)
   int b = 1;
   while (b < 63 && (std::int64_t(1) << b) < n) ++b;
@@ -152,6 +178,9 @@ struct CudaPlan final : AggregatePlan::Impl {
   DeviceBuffer row_ptr;   // P [N + 1]
   DeviceBuffer src_sorted;  // P [E]
   DeviceBuffer perm;      // P [E] edge ids in destination order
+  std::int64_t num_segments = 0;  // segments of split rows
+  DeviceBuffer seg_first;  // P [N + 1]: first segment of each row (rows not split have none)
+  DeviceBuffer seg_row;    // P [num_segments]: the row of each segment
   std::size_t build_peak = 0;
   void run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts) override;
 };
@@ -187,6 +216,28 @@ void build_plan_typed(CudaPlan& plan, const TensorView& src, const TensorView& d
                                                            spare.as<P>(), E);
   check_launch();
   plan.src_sorted = std::move(spare);
+
+  // Segments of the rows longer than kSegment edges.
+  DeviceBuffer segs((N + 1) * sizeof(P), s);
+  count_segments_kernel<P><<<grid_for(N + 1, 256), 256, 0, s>>>(plan.row_ptr.as<const P>(), N, segs.as<P>());
+  check_launch();
+  plan.seg_first = DeviceBuffer((N + 1) * sizeof(P), s);
+  std::size_t scan_bytes = 0;
+  PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, segs.as<P>(), plan.seg_first.as<P>(), N + 1, s));
+  {
+    DeviceBuffer scan_temp(scan_bytes, s);
+    PIPELINK_CUDA_CHECK(
+        cub::DeviceScan::ExclusiveSum(scan_temp.get(), scan_bytes, segs.as<P>(), plan.seg_first.as<P>(), N + 1, s));
+  }
+  P total = 0;
+  PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&total, plan.seg_first.as<P>() + N, sizeof(P), cudaMemcpyDeviceToHost, s));
+  PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
+  plan.num_segments = std::int64_t(total);
+  if (plan.num_segments > 0) {
+    plan.seg_row = DeviceBuffer(plan.num_segments * sizeof(P), s);
+    fill_segment_rows_kernel<P><<<grid_for(N, 256), 256, 0, s>>>(plan.seg_first.as<const P>(), N, plan.seg_row.as<P>());
+    check_launch();
+  }
 }
 
 std::shared_ptr<AggregatePlan::Impl> build_plan(const TensorView& src, const TensorView& dst, std::int64_t N,
@@ -212,7 +263,8 @@ std::shared_ptr<AggregatePlan::Impl> build_plan(const TensorView& src, const Ten
     plan->row_ptr = DeviceBuffer((N + 1) * (plan->wide ? 8 : 4), s);
     PIPELINK_CUDA_CHECK(cudaMemsetAsync(plan->row_ptr.get(), 0, plan->row_ptr.bytes(), s));
   }
-  plan->bytes = plan->row_ptr.bytes() + plan->src_sorted.bytes() + plan->perm.bytes();
+  plan->bytes = plan->row_ptr.bytes() + plan->src_sorted.bytes() + plan->perm.bytes() + plan->seg_first.bytes() +
+                plan->seg_row.bytes();
   return plan;
 }
 
@@ -246,19 +298,31 @@ __device__ __forceinline__ void load_vec(const T* p, T (&v)[VEC]) {
 // Order of the sum, fixed for a given F: group g sums the batch's edges g, g+G, g+2G, ... in order;
 // at the end of each 32-edge batch the groups combine in a fixed shuffle tree; batches add in
 // double when the row has more than one (hub rows keep ~32 u S of error). Deterministic.
+// Work items: rows that are not split (segments == nullptr pass: one item per row, split rows
+// skipped) or segments of split rows (seg_row != nullptr: item = segment, its double sum goes to
+// `partial`, combined later by combine_segments_kernel).
 template <class T, class P, int VEC, int CH>
 __global__ void __launch_bounds__(256) csr_warp_per_row_kernel(const P* __restrict__ row_ptr, const P* __restrict__ src_sorted,
                                                                const P* __restrict__ perm, const T* __restrict__ x,
                                                                std::int64_t xs, const T* __restrict__ w, T* __restrict__ out,
-                                                               std::int64_t os, std::int64_t N, std::int64_t F, int lpe,
-                                                               int transform, bool accumulate) {
+                                                               std::int64_t os, std::int64_t items, std::int64_t F, int lpe,
+                                                               int transform, bool accumulate, const P* __restrict__ seg_first,
+                                                               const P* __restrict__ seg_row, double* __restrict__ partial) {
   constexpr int U = 4;
-  const std::int64_t row = (blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x) / 32;
+  const std::int64_t item = (blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
-  if (row >= N) return;
+  if (item >= items) return;
   const int groups = 32 / lpe, group = lane / lpe, gl = lane % lpe;
-  const std::int64_t begin = std::int64_t(row_ptr[row]), end = std::int64_t(row_ptr[row + 1]);
-  const bool blocked = end - begin > 32;
+  const bool segment = seg_row != nullptr;
+  const std::int64_t row = segment ? std::int64_t(seg_row[item]) : item;
+  std::int64_t begin = std::int64_t(row_ptr[row]), end = std::int64_t(row_ptr[row + 1]);
+  if (segment) {
+    begin += (item - std::int64_t(seg_first[row])) * kSegment;
+    end = begin + kSegment < end ? begin + kSegment : end;
+  } else if (seg_first && seg_first[row + 1] != seg_first[row]) {
+    return;  // split row: its segments run in the second pass
+  }
+  const bool blocked = segment || end - begin > 32;
   const std::int64_t tile = std::int64_t(lpe) * VEC * CH;
   for (std::int64_t f0 = 0; f0 < F; f0 += tile) {
     T part[CH][VEC];
@@ -325,7 +389,16 @@ __global__ void __launch_bounds__(256) csr_warp_per_row_kernel(const P* __restri
           else part[j][q] = batch[j][q];
         }
     }
-    if (group == 0) {
+    if (segment && group == 0) {
+      double* pr = partial + item * F;
+#pragma unroll
+      for (int j = 0; j < CH; ++j) {
+        const std::int64_t f = f0 + (std::int64_t(j) * lpe + gl) * VEC;
+#pragma unroll
+        for (int q = 0; q < VEC; ++q)
+          if (f + q < F) pr[f + q] = acc[j][q];
+      }
+    } else if (group == 0) {
       T* o = out + row * os;
 #pragma unroll
       for (int j = 0; j < CH; ++j) {
@@ -340,6 +413,22 @@ __global__ void __launch_bounds__(256) csr_warp_per_row_kernel(const P* __restri
           }
       }
     }
+  }
+}
+
+// One warp per split row: its segments' partial sums, added in segment order (deterministic).
+template <class T, class P>
+__global__ void combine_segments_kernel(const P* __restrict__ seg_first, std::int64_t N, const double* __restrict__ partial,
+                                        T* __restrict__ out, std::int64_t os, std::int64_t F, bool accumulate) {
+  const std::int64_t row = (blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const std::int64_t s0 = std::int64_t(seg_first[row]), s1 = std::int64_t(seg_first[row + 1]);
+  if (s0 == s1) return;
+  for (std::int64_t f = lane; f < F; f += 32) {
+    double sum = accumulate ? double(out[row * os + f]) : 0.0;
+    for (std::int64_t i = s0; i < s1; ++i) sum += partial[i * F + f];
+    out[row * os + f] = T(sum);
   }
 }
 
@@ -358,7 +447,6 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   int lpe = 1;
   while (lpe < 32 && lpe < per_lane) lpe *= 2;
   const bool two_chunks = per_lane > 32;  // F > 128 float32 with float4: two vectors per lane per tile
-  const int grid = int((N * 32 + 255) / 256);
   const auto* rp = plan.row_ptr.as<const P>();
   const auto* ss = plan.src_sorted.as<const P>();
   const auto* pm = plan.perm.as<const P>();
@@ -366,15 +454,28 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   const T* xp = x.data_as<const T>();
   T* op = out.data_as<T>();
   const int tr = int(opts.transform);
-  if (vec_ok && two_chunks)
-    csr_warp_per_row_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, ss, pm, xp, x.stride(0), wp, op, out.stride(0), N, F, lpe, tr, opts.accumulate);
-  else if (vec_ok)
-    csr_warp_per_row_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, ss, pm, xp, x.stride(0), wp, op, out.stride(0), N, F, lpe, tr, opts.accumulate);
-  else if (two_chunks)
-    csr_warp_per_row_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, ss, pm, xp, x.stride(0), wp, op, out.stride(0), N, F, lpe, tr, opts.accumulate);
-  else
-    csr_warp_per_row_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, ss, pm, xp, x.stride(0), wp, op, out.stride(0), N, F, lpe, tr, opts.accumulate);
-  check_launch();
+  const P* sf = plan.num_segments ? plan.seg_first.as<const P>() : nullptr;
+  DeviceBuffer partial(plan.num_segments ? std::size_t(plan.num_segments * F) * sizeof(double) : 0, s);
+  auto launch = [&](std::int64_t items, const P* seg_row) {
+    const int grid = int((items * 32 + 255) / 256);
+    double* pa = partial.as<double>();
+    if (vec_ok && two_chunks)
+      csr_warp_per_row_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, ss, pm, xp, x.stride(0), wp, op, out.stride(0), items, F, lpe, tr, opts.accumulate, sf, seg_row, pa);
+    else if (vec_ok)
+      csr_warp_per_row_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, ss, pm, xp, x.stride(0), wp, op, out.stride(0), items, F, lpe, tr, opts.accumulate, sf, seg_row, pa);
+    else if (two_chunks)
+      csr_warp_per_row_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, ss, pm, xp, x.stride(0), wp, op, out.stride(0), items, F, lpe, tr, opts.accumulate, sf, seg_row, pa);
+    else
+      csr_warp_per_row_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, ss, pm, xp, x.stride(0), wp, op, out.stride(0), items, F, lpe, tr, opts.accumulate, sf, seg_row, pa);
+    check_launch();
+  };
+  launch(N, nullptr);  // rows that are not split
+  if (plan.num_segments > 0) {
+    launch(plan.num_segments, plan.seg_row.as<const P>());
+    combine_segments_kernel<T, P><<<int((N * 32 + 255) / 256), 256, 0, s>>>(sf, N, partial.as<const double>(), op,
+                                                                           out.stride(0), F, opts.accumulate);
+    check_launch();
+  }
 }
 
 void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts) {
