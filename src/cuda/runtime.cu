@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <mutex>
 #include <string>
@@ -46,6 +47,18 @@ std::unordered_map<void*, std::size_t> g_sizes;
 
 namespace detail {
 void* alloc_async(std::size_t bytes, cudaStream_t stream) {
+  // The default pool gives memory back to the driver at every synchronization (release
+  // threshold 0), so each one-shot call re-mapped its ~1 GB plan; keep it instead.
+  static std::once_flag retain;
+  std::call_once(retain, [] {
+    int dev = 0;
+    cudaMemPool_t pool = nullptr;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
+      std::uint64_t keep = UINT64_MAX;
+      (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+    (void)cudaGetLastError();
+  });
   void* p = nullptr;
   PIPELINK_CUDA_CHECK(cudaMallocAsync(&p, bytes, stream));
   note_alloc(bytes);
