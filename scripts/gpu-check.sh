@@ -26,18 +26,20 @@ rev=${PIPELINK_GIT_REVISION:-$(git describe --always --dirty --abbrev=12 2>/dev/
 step configure tests.log cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPIPELINK_CUDA=ON -DPIPELINK_WERROR=ON \
   -DCMAKE_PREFIX_PATH="$DEPS" -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu -DPIPELINK_GIT_REVISION="$rev"
 step build tests.log cmake --build build/gpu -j "$jobs"
-step ctest tests.log ctest --test-dir build/gpu -j 8 --output-on-failure
-for t in $(find build/gpu/tests -maxdepth 1 -type f -executable -name 'test_cuda_*' | sort); do
-  n=$(basename "$t")
-  step "memcheck $n" sanitizer.log compute-sanitizer --tool memcheck --error-exitcode 3 "$t"
-  step "racecheck $n" sanitizer.log compute-sanitizer --tool racecheck --error-exitcode 3 "$t"
-done
+if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pass in the same call)
+  step ctest tests.log ctest --test-dir build/gpu -j 8 --output-on-failure
+  for t in $(find build/gpu/tests -maxdepth 1 -type f -executable -name 'test_cuda_*' | sort); do
+    n=$(basename "$t")
+    step "memcheck $n" sanitizer.log compute-sanitizer --tool memcheck --error-exitcode 3 "$t"
+    step "racecheck $n" sanitizer.log compute-sanitizer --tool racecheck --error-exitcode 3 "$t"
+  done
+fi
 cli=build/gpu/tools/pipelink/pipelink
 for w in ${WORKLOADS:-arxiv-like products-like power-law}; do
-  step "bench $w" bench.log $cli bench aggregate --workload "$w" --device cuda --order "${ORDER:-random}" \
-    --json "$OUT/bench-$w.json" --markdown "$OUT/bench-$w.md"
+  step "bench $w ${ORDER:-random}" bench.log $cli bench aggregate --workload "$w" --device cuda --order "${ORDER:-random}" \
+    --json "$OUT/bench-$w-${ORDER:-random}.json" --markdown "$OUT/bench-$w-${ORDER:-random}.md"
 done
-cat "$OUT"/bench-*.md >"$OUT/bench.md" 2>/dev/null && rm -f "$OUT"/bench-*.md
+cat "$OUT"/bench-*.md >>"$OUT/bench.md" 2>/dev/null && rm -f "$OUT"/bench-*.md
 
 echo
 grep -m1 -E "H200|H100|NVIDIA [A-Z]" "$OUT/env.txt" || true
