@@ -1,5 +1,7 @@
 #include "pipelink/debug.hpp"
 
+#include "core/strided.hpp"
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -43,25 +45,9 @@ std::string int_list_str(std::span<const std::int64_t> xs) {
 // walked with an index counter so that pitched and sliced views need no copy.
 template <class Fn>
 void for_each_element(const TensorView& v, Fn&& fn) {
-  const auto n = v.numel();
-  if (n == 0) return;
   const auto item = std::int64_t(v.itemsize());
   const auto* base = static_cast<const std::byte*>(v.data());
-  if (v.is_contiguous()) {
-    for (std::int64_t i = 0; i < n; ++i) fn(base + i * item);
-    return;
-  }
-  std::array<std::int64_t, kMaxRank> idx{};
-  const int r = v.rank();
-  for (std::int64_t i = 0; i < n; ++i) {
-    std::int64_t off = 0;
-    for (int d = 0; d < r; ++d) off += idx[std::size_t(d)] * v.stride(d);
-    fn(base + off * item);
-    for (int d = r - 1; d >= 0; --d) {
-      if (++idx[std::size_t(d)] < v.dim(d)) break;
-      idx[std::size_t(d)] = 0;
-    }
-  }
+  detail::for_each_offset(v, [&](std::int64_t, std::int64_t off) { fn(base + off * item); });
 }
 
 template <class T>

@@ -241,22 +241,6 @@ void uniform_block(Rng& rng, T* p, std::int64_t begin, std::int64_t end, double 
 }
 
 // Writes contiguous `src` into the strided view `dst` (same shape and dtype), element by element.
-void scatter_strided(const TensorView& dst, const std::byte* src) {
-  const auto item = std::int64_t(dst.itemsize());
-  auto* out = static_cast<std::byte*>(dst.data());
-  std::array<std::int64_t, kMaxRank> idx{};
-  const int r = dst.rank();
-  for (std::int64_t n = 0; n < dst.numel(); ++n) {
-    std::int64_t off = 0;
-    for (int d = 0; d < r; ++d) off += idx[std::size_t(d)] * dst.stride(d);
-    std::memcpy(out + off * item, src + n * item, std::size_t(item));
-    for (int d = r - 1; d >= 0; --d) {
-      if (++idx[std::size_t(d)] < dst.dim(d)) break;
-      idx[std::size_t(d)] = 0;
-    }
-  }
-}
-
 // Validates `v`, then runs fill(contiguous view) directly or through a contiguous temporary.
 template <class Fill>
 void fill_view(const char* who, const TensorView& v, const Fill& fill) {
@@ -269,7 +253,7 @@ void fill_view(const char* who, const TensorView& v, const Fill& fill) {
   std::vector<std::int64_t> shape(v.shape().begin(), v.shape().end());
   Tensor tmp = TensorBuilder().shape(std::move(shape)).dtype(v.dtype()).build();
   fill(tmp.view());
-  scatter_strided(v, static_cast<const std::byte*>(tmp.data()));
+  copy_into(v, tmp);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 
 #include "core/host_memory.hpp"
+#include "core/strided.hpp"
 
 namespace pipelink {
 
@@ -223,17 +224,9 @@ void gather_contiguous(const TensorView& v, std::byte* dst) {
     std::memcpy(dst, src, std::size_t(v.numel() * item));
     return;
   }
-  std::array<std::int64_t, kMaxRank> idx{};
-  const int r = v.rank();
-  for (std::int64_t n = 0; n < v.numel(); ++n) {
-    std::int64_t off = 0;
-    for (int d = 0; d < r; ++d) off += idx[std::size_t(d)] * v.stride(d);
+  detail::for_each_offset(v, [&](std::int64_t n, std::int64_t off) {
     std::memcpy(dst + n * item, src + off * item, std::size_t(item));
-    for (int d = r - 1; d >= 0; --d) {
-      if (++idx[std::size_t(d)] < v.dim(d)) break;
-      idx[std::size_t(d)] = 0;
-    }
-  }
+  });
 }
 }  // namespace
 
@@ -274,18 +267,11 @@ void copy_into(const TensorView& dst, const TensorView& src) {
       return;
     }
     Tensor tmp = clone(src);  // contiguous source, then scatter into the strided destination
-    std::array<std::int64_t, kMaxRank> idx{};
     const auto* from = static_cast<const std::byte*>(tmp.data());
     auto* to = static_cast<std::byte*>(dst.data());
-    for (std::int64_t n = 0; n < src.numel(); ++n) {
-      std::int64_t off = 0;
-      for (int d = 0; d < dst.rank(); ++d) off += idx[std::size_t(d)] * dst.stride(d);
+    detail::for_each_offset(dst, [&](std::int64_t n, std::int64_t off) {
       std::memcpy(to + off * item, from + n * item, std::size_t(item));
-      for (int d = dst.rank() - 1; d >= 0; --d) {
-        if (++idx[std::size_t(d)] < dst.dim(d)) break;
-        idx[std::size_t(d)] = 0;
-      }
-    }
+    });
     return;
   }
   const auto* hooks = device_allocator_hooks(DeviceKind::cuda);
