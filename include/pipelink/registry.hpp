@@ -71,6 +71,20 @@ struct Variant {
   KernelFn fn;
 };
 
+/// The usual way to describe a kernel in a PIPELINK_REGISTER_VARIANT body.
+inline Variant make_variant(std::string op, std::string name, DeviceKind backend, int priority, bool deterministic,
+                            KernelFn fn, std::string doc) {
+  Variant v;
+  v.op = std::move(op);
+  v.name = std::move(name);
+  v.backend = backend;
+  v.priority = priority;
+  v.deterministic = deterministic;
+  v.fn = std::move(fn);
+  v.doc = std::move(doc);
+  return v;
+}
+
 class OpDef {
  public:
   std::string name;

@@ -80,15 +80,8 @@ const bool g_cpu_plan_builder = [] {
 }  // namespace cpu
 
 PIPELINK_REGISTER_VARIANT(aggregate_cpu_csr) {
-  Variant v;
-  v.op = "aggregate";
-  v.name = "csr_row_serial";
-  v.backend = DeviceKind::cpu;
-  v.priority = 10;
-  v.deterministic = true;
-  v.doc = "counting-sort plan by destination, one thread per row, inlined tanh (AVX-512/AVX2/scalar by CPUID)";
-  v.fn = cpu::aggregate_csr_kernel;
-  return v;
+  return make_variant("aggregate", "csr_row_serial", DeviceKind::cpu, 10, true, cpu::aggregate_csr_kernel,
+                      "counting-sort plan by destination, one thread per row, inlined tanh (AVX-512/AVX2/scalar by CPUID)");
 }
 
 }  // namespace pipelink

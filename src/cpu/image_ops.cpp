@@ -79,15 +79,8 @@ PIPELINK_REGISTER_OP(sobel_3x3) {
 }
 
 PIPELINK_REGISTER_VARIANT(sobel_3x3_cpu_direct) {
-  Variant v;
-  v.op = kSobel;
-  v.name = "direct_3x3";
-  v.backend = DeviceKind::cpu;
-  v.priority = 0;
-  v.deterministic = true;
-  v.doc = "direct 3x3 stencil, luma recomputed per tap, OpenMP over rows";
-  v.fn = sobel_cpu;
-  return v;
+  return make_variant(kSobel, "direct_3x3", DeviceKind::cpu, 0, true, sobel_cpu,
+                      "direct 3x3 stencil, luma recomputed per tap, OpenMP over rows");
 }
 
 // ---- gamma_correct ---------------------------------------------------------------------------
@@ -129,15 +122,7 @@ PIPELINK_REGISTER_OP(gamma_correct) {
 }
 
 PIPELINK_REGISTER_VARIANT(gamma_correct_cpu_elementwise) {
-  Variant v;
-  v.op = kGamma;
-  v.name = "elementwise";
-  v.backend = DeviceKind::cpu;
-  v.priority = 0;
-  v.deterministic = true;
-  v.doc = "elementwise pow in double, OpenMP";
-  v.fn = gamma_cpu;
-  return v;
+  return make_variant(kGamma, "elementwise", DeviceKind::cpu, 0, true, gamma_cpu, "elementwise pow in double, OpenMP");
 }
 
 std::string strides_str(const TensorView& v) {

@@ -139,14 +139,7 @@ void index_add_kernel(OpContext& ctx) {
 }
 
 Variant cpu_variant(const char* op, const char* name, KernelFn fn, const char* doc) {
-  Variant v;
-  v.op = op;
-  v.name = name;
-  v.backend = DeviceKind::cpu;
-  v.priority = 10;
-  v.doc = doc;
-  v.fn = std::move(fn);
-  return v;
+  return make_variant(op, name, DeviceKind::cpu, 10, true, std::move(fn), doc);
 }
 
 }  // namespace

@@ -681,15 +681,7 @@ void index_add_cuda(OpContext& ctx) {
 }
 
 Variant cuda_variant(const char* op, const char* name, int priority, bool deterministic, KernelFn fn, const char* doc) {
-  Variant v;
-  v.op = op;
-  v.name = name;
-  v.backend = DeviceKind::cuda;
-  v.priority = priority;
-  v.deterministic = deterministic;
-  v.doc = doc;
-  v.fn = std::move(fn);
-  return v;
+  return make_variant(op, name, DeviceKind::cuda, priority, deterministic, std::move(fn), doc);
 }
 
 const bool g_cuda_plan_builder = [] {
