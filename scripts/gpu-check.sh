@@ -40,6 +40,10 @@ for w in ${WORKLOADS:-arxiv-like products-like power-law}; do
     --json "$OUT/bench-$w-${ORDER:-random}.json" --markdown "$OUT/bench-$w-${ORDER:-random}.md"
 done
 cat "$OUT"/bench-*.md >>"$OUT/bench.md" 2>/dev/null && rm -f "$OUT"/bench-*.md
+if [ -n "${SWEEP:-}" ]; then  # SWEEP=products-like: edge-count sweep to the memory limit, with plots
+  step "sweep $SWEEP" bench.log $cli bench sweep --workload "$SWEEP" --device cuda --json "$OUT/sweep-$SWEEP.json"
+  step "plot sweep" bench.log python3 bench/plot_sweep.py "$OUT/sweep-$SWEEP.json"
+fi
 
 echo
 grep -m1 -E "H200|H100|NVIDIA [A-Z]" "$OUT/env.txt" || true

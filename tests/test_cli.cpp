@@ -123,5 +123,21 @@ TEST_F(Cli, BenchWritesVersionedJsonAndMarkdown) {
   EXPECT_NE(bad.output.find("arxiv-like"), std::string::npos) << bad.output;
 }
 
+TEST_F(Cli, SweepReportsEveryPathAtEverySize) {
+  CliRun r = run_cli("bench sweep --workload arxiv-like --device cpu --start-edges 4096 --max-edges 16384 --repeats 1 "
+                     "--quiet --json " + path("s.json"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream f(path("s.json"));
+  std::string json((std::istreambuf_iterator<char>(f)), {});
+  for (const char* key : {"\"kind\": \"aggregate-sweep\"", "\"schema_version\": 1", "\"reach\"", "\"edges\": 4096",
+                          "\"edges\": 8192", "\"edges\": 16384", "\"path\": \"three-op\"", "\"path\": \"fused\"",
+                          "\"within_tolerance\": true", "\"status\": \"ok\""})
+    EXPECT_NE(json.find(key), std::string::npos) << key;
+  EXPECT_EQ(json.find("\"edges\": 32768"), std::string::npos) << "went past --max-edges";
+  CliRun bad = run_cli("bench sweep --start-edges 100 --max-edges 10 --quiet --json " + path("t.json"));
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_FALSE(fs::exists(path("t.json")));
+}
+
 }  // namespace
 }  // namespace pipelink::test

@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "aggregate_bench.hpp"
+#include "aggregate_sweep.hpp"
 #include "commands.hpp"
 #include "pipelink/pipelink.hpp"
 
@@ -62,6 +63,18 @@ int main(int argc, char** argv) {
   bagg->add_option("--markdown", md_path, "Write the Markdown table here");
   bagg->add_flag("--quiet", quiet, "No progress lines on stderr");
 
+  bench::SweepOptions sweep;
+  std::string sweep_device = "cpu", sweep_json;
+  bool sweep_quiet = false;
+  auto* bsweep = bench->add_subcommand("sweep", "Edge-count sweep: E doubles until each path runs out of memory");
+  bsweep->add_option("--workload", sweep.workload, "Named workload giving N and F (edges drawn uniformly)")->capture_default_str();
+  bsweep->add_option("--device", sweep_device, "cpu|cuda[:N]")->capture_default_str();
+  bsweep->add_option("--start-edges", sweep.start_edges, "First edge count")->capture_default_str();
+  bsweep->add_option("--max-edges", sweep.max_edges, "Stop after this edge count (0: until every path fails; CPU caps at 2^26)");
+  bsweep->add_option("--repeats", sweep.repeats, "Timed repeats per point")->capture_default_str();
+  bsweep->add_option("--json", sweep_json, "Write the JSON here (plot with bench/plot_sweep.py)")->required();
+  bsweep->add_flag("--quiet", sweep_quiet, "No progress lines on stderr");
+
   // inspect
   std::string inspect_path;
   auto* insp = app.add_subcommand("inspect", "Describe a .npy file or a debug_dump prefix");
@@ -76,6 +89,13 @@ int main(int argc, char** argv) {
     if (*insp) {
       Tensor t = inspect_path.ends_with(".npy") ? read_npy(inspect_path) : debug_load(inspect_path);
       std::cout << inspect_tensor(t) << "\n";
+      return 0;
+    }
+    if (*bsweep) {
+      sweep.device = Device::parse(sweep_device);
+      if (!sweep_quiet) sweep.progress = [](const std::string& s) { std::cerr << "[sweep] " << s << std::endl; };
+      tools::write_text_atomically(sweep_json, bench::run_aggregate_sweep(sweep) + "\n");
+      std::cout << "wrote " << sweep_json << "\n";
       return 0;
     }
     if (*bagg) {

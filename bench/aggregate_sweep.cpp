@@ -1,0 +1,153 @@
+#include "aggregate_sweep.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <new>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "measure.hpp"
+#include "pipelink/cuda.hpp"
+#include "pipelink/pipelink.hpp"
+
+namespace pipelink::bench {
+
+namespace {
+
+bool out_of_memory(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e)) return true;
+  const std::string what = e.what();
+  return what.find("cudaErrorMemoryAllocation") != std::string::npos || what.find("out of memory") != std::string::npos;
+}
+
+}  // namespace
+
+std::string run_aggregate_sweep(const SweepOptions& o) {
+  auto say = [&](const std::string& s) {
+    if (o.progress) o.progress(s);
+  };
+  const WorkloadSpec& spec = workload_spec(o.workload);
+  const std::int64_t N = spec.num_nodes, F = spec.features;
+  const bool gpu = o.device.kind == DeviceKind::cuda;
+  const std::int64_t cap = o.max_edges > 0 ? o.max_edges : (gpu ? std::int64_t(1) << 40 : std::int64_t(1) << 26);
+  if (o.start_edges < 1 || o.start_edges > cap) throw std::invalid_argument("sweep: need 1 <= start edges <= max edges");
+
+  // x and out live for the whole sweep; per size: the graph (int32 indices: 8 B/edge) and w.
+  Tensor xh = TensorBuilder().shape({N, F}).build();
+  fill_normal(xh, o.seed);
+  Tensor x = gpu ? to_device(xh, o.device) : xh;
+  Tensor out = TensorBuilder().shape({N, F}).device(o.device).build();
+
+  AggregatePlan plan;
+  const std::vector<std::string> names =
+      gpu ? std::vector<std::string>{"three-op", "one-shot", "planned", "lean"} : std::vector<std::string>{"three-op", "fused"};
+  std::map<std::string, std::int64_t> failed_at;  // path -> first edge count it could not run
+  nlohmann::json points = nlohmann::json::array();
+
+  for (std::int64_t E = o.start_edges; E <= cap; E *= 2) {
+    if (failed_at.size() == names.size()) break;
+    say(fmt::format("E = {}: generating", E));
+    Tensor src, dst, w;
+    try {
+      EdgeList g = uniform_graph(N, E, o.seed + std::uint64_t(E), DType::i32);
+      Tensor wh = TensorBuilder().shape({E}).build();
+      fill_uniform(wh, -1, 1, o.seed + 1);
+      src = gpu ? to_device(g.src, o.device) : g.src;
+      dst = gpu ? to_device(g.dst, o.device) : g.dst;
+      w = gpu ? to_device(wh, o.device) : wh;
+    } catch (const std::exception& e) {
+      if (!out_of_memory(e)) throw;
+      say(fmt::format("E = {}: the inputs themselves do not fit; sweep ends", E));
+      for (const auto& n : names) failed_at.emplace(n, E);
+      break;
+    }
+    // Verify each path once, at the first size, against the float64 oracle (protocol step 3).
+    std::optional<AggregateOracle> oracle;
+    if (E == o.start_edges) oracle = aggregate_oracle(xh, to_device(src, Device::cpu()), to_device(dst, Device::cpu()),
+                                                      to_device(w, Device::cpu()).view());
+    for (const auto& name : names) {
+      nlohmann::json pt = {{"edges", E}, {"path", name}};
+      if (failed_at.count(name)) {
+        pt["status"] = "unreachable";
+        points.push_back(pt);
+        continue;
+      }
+      std::function<void()> run;
+      if (name == "three-op") run = [&] { aggregate_three_op(x, src, dst, w.view(), out); };
+      else if (name == "fused") run = [&] { aggregate(x, src, dst, w.view(), out); };
+      else if (name == "one-shot") run = [&] { aggregate(x, src, dst, w.view(), out, {.path = AggregatePath::one_shot}); };
+      else if (name == "lean") run = [&] { aggregate(x, src, dst, w.view(), out, {.path = AggregatePath::lean}); };
+      else run = [&] { aggregate(plan, x, w.view(), out); };
+      try {
+        std::int64_t extra = 0;
+        auto sync = [&] {
+          if (gpu) cuda::synchronize(o.device.index);
+        };
+        if (name == "planned") {
+          plan = AggregatePlan();
+          plan = AggregatePlan::build(src, dst, N);
+        }
+        if (gpu) {
+          sync();
+          cuda::reset_peak_memory();
+          const auto before = cuda::memory_stats();
+          run();
+          sync();
+          extra = std::int64_t(cuda::memory_stats().peak - before.current) + (name == "planned" ? std::int64_t(plan.bytes()) : 0);
+        } else {
+          extra = peak_rss_growth(run).bytes;
+        }
+        if (oracle) {
+          VerifyReport r = verify_aggregate(out, *oracle);
+          pt["within_tolerance"] = r.within_tolerance;
+          if (!r.within_tolerance) throw Error(name + " failed verification: " + r.summary());
+        }
+        std::vector<double> samples;
+        for (int i = 0; i < o.repeats; ++i)
+          samples.push_back(time_ms([&] {
+            run();
+            sync();
+          }));
+        const Stats st = stats_of(samples);
+        pt["status"] = "ok";
+        pt["median_ms"] = st.median;
+        pt["min_ms"] = st.min;
+        pt["max_ms"] = st.max;
+        pt["extra_peak_bytes"] = extra;
+        say(fmt::format("E = {}: {} {:.3f} ms, +{:.1f} MB", E, name, st.median, double(extra) / 1e6));
+      } catch (const std::exception& e) {
+        if (!out_of_memory(e)) throw;
+        failed_at[name] = E;
+        pt["status"] = "out_of_memory";
+        pt["error"] = e.what();
+        say(fmt::format("E = {}: {} ran out of memory", E, name));
+      }
+      if (name == "planned") plan = AggregatePlan();
+      points.push_back(pt);
+    }
+  }
+
+  nlohmann::json reach = nlohmann::json::object();
+  for (const auto& n : names) {
+    std::int64_t best = 0;
+    for (const auto& p : points)
+      if (p["path"] == n && p["status"] == "ok") best = std::max<std::int64_t>(best, p["edges"].get<std::int64_t>());
+    reach[n] = {{"max_edges_run", best}, {"first_failure", failed_at.count(n) ? nlohmann::json(failed_at[n]) : nlohmann::json(nullptr)}};
+  }
+  nlohmann::json j = {{"schema_version", 1},
+                      {"kind", "aggregate-sweep"},
+                      {"workload", {{"name", spec.name}, {"nodes", N}, {"features", F}, {"edges", "uniform, doubling"},
+                                    {"index_dtype", "int32"}, {"seed", o.seed}}},
+                      {"device", {{"kind", std::string(device_kind_name(o.device.kind))}, {"name", describe(o.device).str()}}},
+                      {"git", git_revision()},
+                      {"date", iso_time_utc()},
+                      {"verification", "each path checked against the float64 oracle at the first size only"},
+                      {"memory", gpu ? "PipeLink allocator peak over what it held before the call (planned: + the plan)"
+                                     : "peak RSS growth of one call"},
+                      {"reach", reach},
+                      {"points", points}};
+  return j.dump(2);
+}
+
+}  // namespace pipelink::bench

@@ -1,0 +1,26 @@
+#pragma once
+// Edge-count sweep (PROTOCOL.md §1): E doubles at fixed N until each path runs out of memory (or a
+// cap), showing which graph sizes each implementation can reach at all. Writes a versioned JSON;
+// bench/plot_sweep.py turns it into PNG plots (time vs edges, memory vs edges).
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "pipelink/dtype.hpp"
+
+namespace pipelink::bench {
+
+struct SweepOptions {
+  std::string workload = "products-like";  // gives N and F; edges are drawn uniformly
+  Device device = Device::cpu();
+  std::int64_t start_edges = 1 << 20;
+  std::int64_t max_edges = 0;              // 0: until every path has failed (CPU: 2^26 cap)
+  int repeats = 3;
+  std::uint64_t seed = 42;
+  std::function<void(const std::string&)> progress;
+};
+
+/// Runs the sweep and returns the JSON text (schema_version 1).
+std::string run_aggregate_sweep(const SweepOptions& o);
+
+}  // namespace pipelink::bench
