@@ -167,6 +167,31 @@ TEST_F(CudaAggregate, RowsAroundTheSegmentLength) {
   check_graph(c, g, seed + 2);
 }
 
+TEST_F(CudaAggregate, SplitRowsAnywhereAndRunsOfEmptyRows) {
+  // The planned run walks balanced chunks of rows; split rows (first row, consecutive ones, last
+  // row) are skipped there and empty rows come in runs longer than a lane group's row window.
+  const auto seed = fresh_seed();
+  const std::int64_t N = 6000;
+  const std::int64_t hub_rows[] = {0, 1, 2500, 5999};
+  const std::int64_t hub_degree[] = {3000, 2049, 5000, 2100};
+  std::int64_t E = 20000;
+  for (auto d : hub_degree) E += d;
+  EdgeList g = uniform_graph(N, E, seed);
+  auto* dst = g.dst.data_as<std::int64_t>();
+  for (std::int64_t k = 0; k < 20000; ++k) dst[k] = 2 + (dst[k] % 300) * 9;  // rows 2, 11, 20, ...: gaps of 8 empty rows
+  std::int64_t e = 20000;
+  for (int h = 0; h < 4; ++h)
+    for (std::int64_t k = 0; k < hub_degree[h]; ++k) dst[e++] = hub_rows[h];
+  Case c{N, E, 64};
+  c.hubs = true;
+  check_graph(c, g, seed);
+  c.accumulate = true;
+  check_graph(c, g, seed + 1);
+  c.accumulate = false;
+  c.F = 3;
+  check_graph(c, g, seed + 2);
+}
+
 TEST_F(CudaAggregate, PlannedAndOneShotAreBitwiseDeterministic) {
   const auto seed = fresh_seed();
   EdgeList g = rmat_graph(14, 400000, 0.57, 0.19, 0.19, seed);

@@ -79,6 +79,18 @@ std::int64_t read_index(const TensorView& v, std::int64_t e) {
   return value;
 }
 
+/// Throws IndexOutOfRangeError for edge `bad` (ULLONG_MAX: nothing bad), src checked first.
+void report_bad_edge(const char* op, const TensorView* src, const TensorView* dst, std::int64_t N,
+                     unsigned long long bad) {
+  if (bad == ULLONG_MAX) return;
+  const auto e = std::int64_t(bad);
+  if (src) {
+    const std::int64_t v = read_index(*src, e);
+    if (v < 0 || v >= N) throw IndexOutOfRangeError(op, "src", e, v, N);
+  }
+  throw IndexOutOfRangeError(op, "dst", e, read_index(*dst, e), N);
+}
+
 /// One pass over the index arrays (either may be null) on the device; throws IndexOutOfRangeError
 /// naming the first bad edge (src before dst) before anything else is written. Synchronizes.
 void validate_indices(const char* op, const TensorView* src, const TensorView* dst, std::int64_t N, cudaStream_t s) {
@@ -99,24 +111,32 @@ void validate_indices(const char* op, const TensorView* src, const TensorView* d
   unsigned long long bad = ULLONG_MAX;
   PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&bad, flag.get(), sizeof bad, cudaMemcpyDeviceToHost, s));
   PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
-  if (bad == ULLONG_MAX) return;
-  const auto e = std::int64_t(bad);
-  if (src) {
-    const std::int64_t v = read_index(*src, e);
-    if (v < 0 || v >= N) throw IndexOutOfRangeError(op, "src", e, v, N);
-  }
-  throw IndexOutOfRangeError(op, "dst", e, read_index(*dst, e), N);
+  report_bad_edge(op, src, dst, N, bad);
 }
 
-// ---- plan build: stable radix sort of (dst, edge id) ----------------------------------------
+// ---- plan build: one stable radix sort of dst -> (src, edge id) pairs -----------------------
+//
+// v5 (measured on the H200, products-like, bench/micro/aggregate_micro.cu): sorting (dst, id)
+// and then gathering src through the sorted ids cost 0.31 (init) + 1.5 (sort) + 1.6 ms (the
+// random 8-byte src gather); sorting (src, id) pairs as the values costs 0.47 (init, with the
+// validation of both index arrays folded in) + 1.69 ms and no gather.
 
-template <class I, class K>
-__global__ void init_keys_kernel(const I* dst, K* keys, std::uint32_t* ids32, std::uint64_t* ids64, std::int64_t E) {
+/// A plan entry: the source row and the edge id (for w), loaded together (8 or 16 bytes).
+template <class P>
+struct alignas(2 * sizeof(P)) EdgePair {
+  P src, id;
+};
+
+template <class I, class K, class P>
+__global__ void init_pairs_kernel(const I* src, const I* dst, K* keys, EdgePair<P>* pairs, std::int64_t E,
+                                  std::uint64_t N, unsigned long long* first_bad) {
   for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < E;
        e += std::int64_t(gridDim.x) * blockDim.x) {
-    keys[e] = K(dst[e]);
-    if (ids32) ids32[e] = std::uint32_t(e);
-    else ids64[e] = std::uint64_t(e);
+    const I s = src[e], d = dst[e];
+    if (std::uint64_t(std::int64_t(s)) >= N || std::uint64_t(std::int64_t(d)) >= N)
+      atomicMin(first_bad, (unsigned long long)e);
+    keys[e] = K(d);
+    pairs[e] = EdgePair<P>{P(s), P(e)};
   }
 }
 
@@ -135,11 +155,23 @@ __global__ void row_ptr_kernel(const K* keys, std::int64_t E, std::int64_t N, P*
   }
 }
 
-template <class I, class P>
-__global__ void gather_src_kernel(const I* src, const P* perm, P* src_sorted, std::int64_t E) {
-  for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < E;
-       k += std::int64_t(gridDim.x) * blockDim.x)
-    src_sorted[k] = P(src[perm[k]]);
+// Work split of the planned run: group g (a lane group, see csr_rows_kernel) owns the rows whose
+// first edge lies in [g*C, (g+1)*C): first_row[g] = first row r with row_ptr[r] >= g*C;
+// first_row[groups] = N. Groups = E / C + 1, so rows starting at E (trailing empty rows) belong
+// to the last group.
+template <class P>
+__global__ void group_rows_kernel(const P* row_ptr, std::int64_t N, std::int64_t groups, std::int64_t C, P* first_row) {
+  for (std::int64_t g = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; g <= groups;
+       g += std::int64_t(gridDim.x) * blockDim.x) {
+    std::int64_t lo = 0, hi = N;
+    const std::int64_t key = g * C;
+    while (lo < hi) {
+      const std::int64_t mid = (lo + hi) / 2;
+      if (std::int64_t(row_ptr[mid]) < key) lo = mid + 1;
+      else hi = mid;
+    }
+    first_row[g] = P(g == groups ? N : lo);
+  }
 }
 
 // Rows longer than kSegment edges (power-law hubs reach ~198k) are split into segments of
@@ -173,49 +205,67 @@ int bits_for(std::int64_t n) {  // bits needed for values in [0, n)
   return b;
 }
 
+// Edges per group of the planned run. v5 on products-like: C = 64 -> 7.26 ms, 1024 -> 6.02 ms
+// (fewer group prologues: each costs a chain of dependent index loads). Smaller graphs get smaller
+// chunks so that at least ~32k groups keep every SM busy.
+std::int64_t chunk_for(std::int64_t E) {
+  std::int64_t c = 64;
+  while (c < 1024 && E / (2 * c) >= 32768) c *= 2;
+  return c;
+}
+
 struct CudaPlan final : AggregatePlan::Impl {
-  bool wide = false;      // 64-bit row_ptr / src / edge ids (N or E >= 2^31)
+  bool wide = false;      // 64-bit row_ptr / pairs (N or E >= 2^31)
   DeviceBuffer row_ptr;   // P [N + 1]
-  DeviceBuffer src_sorted;  // P [E]
-  DeviceBuffer perm;      // P [E] edge ids in destination order
+  DeviceBuffer pairs;     // EdgePair<P> [E]: (src, edge id) in destination order
+  std::int64_t chunk = 1024, groups = 0;
+  DeviceBuffer first_row;  // P [groups + 1]
   std::int64_t num_segments = 0;  // segments of split rows
   DeviceBuffer seg_first;  // P [N + 1]: first segment of each row (rows not split have none)
   DeviceBuffer seg_row;    // P [num_segments]: the row of each segment
-  std::size_t build_peak = 0;
   void run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts) override;
 };
 
 template <class P, class I>
 void build_plan_typed(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s) {
-  using K = P;  // keys fit in the plan's index type: dst < N
-  using U = std::conditional_t<sizeof(P) == 4, std::uint32_t, std::uint64_t>;
+  // Keys are the destinations: 32-bit whenever N fits, whatever the edge count.
+  using K = std::conditional_t<sizeof(P) == 4, std::uint32_t, std::uint64_t>;
+  using Pair = EdgePair<P>;
   const std::int64_t E = plan.num_edges;
-  DeviceBuffer keys_a(E * sizeof(K), s), keys_b(E * sizeof(K), s), ids_a(E * sizeof(P), s), ids_b(E * sizeof(P), s);
-  init_keys_kernel<I, U><<<grid_for(E, 256), 256, 0, s>>>(dst.data_as<const I>(), keys_a.as<U>(),
-                                                          sizeof(P) == 4 ? ids_a.as<std::uint32_t>() : nullptr,
-                                                          sizeof(P) == 8 ? ids_a.as<std::uint64_t>() : nullptr, E);
+  DeviceBuffer flag(sizeof(unsigned long long), s);
+  PIPELINK_CUDA_CHECK(cudaMemsetAsync(flag.get(), 0xFF, sizeof(unsigned long long), s));
+  DeviceBuffer keys_a(E * sizeof(K), s), keys_b(E * sizeof(K), s), pairs_a(E * sizeof(Pair), s),
+      pairs_b(E * sizeof(Pair), s);
+  init_pairs_kernel<I, K, P><<<grid_for(E, 256), 256, 0, s>>>(src.data_as<const I>(), dst.data_as<const I>(),
+                                                              keys_a.as<K>(), pairs_a.as<Pair>(), E, std::uint64_t(N),
+                                                              flag.as<unsigned long long>());
   check_launch();
-  cub::DoubleBuffer<U> keys(keys_a.as<U>(), keys_b.as<U>());
-  cub::DoubleBuffer<U> ids(ids_a.as<U>(), ids_b.as<U>());
+  // Bad indices make garbage keys, but the sort only reads bits [0, end_bit) and nothing below
+  // writes outside the plan's buffers; the error is raised at the synchronization below.
+  cub::DoubleBuffer<K> keys(keys_a.as<K>(), keys_b.as<K>());
+  cub::DoubleBuffer<Pair> pairs(pairs_a.as<Pair>(), pairs_b.as<Pair>());
   const int end_bit = bits_for(N);
   std::size_t temp_bytes = 0;
-  PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, ids, E, 0, end_bit, s));
+  PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, pairs, E, 0, end_bit, s));
   {
     DeviceBuffer temp(temp_bytes, s);
-    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys, ids, E, 0, end_bit, s));
+    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys, pairs, E, 0, end_bit, s));
   }
   plan.row_ptr = DeviceBuffer((N + 1) * sizeof(P), s);
-  row_ptr_kernel<U, P><<<grid_for(N + 1, 256), 256, 0, s>>>(keys.Current(), E, N, plan.row_ptr.as<P>());
+  row_ptr_kernel<K, P><<<grid_for(N + 1, 256), 256, 0, s>>>(keys.Current(), E, N, plan.row_ptr.as<P>());
   check_launch();
-  // Keep the sorted ids; the sorted src goes into the keys' spare buffer, the rest is freed.
-  const bool ids_in_a = ids.Current() == ids_a.as<U>();
-  plan.perm = std::move(ids_in_a ? ids_a : ids_b);
-  const bool keys_in_a = keys.Current() == keys_a.as<U>();
-  DeviceBuffer& spare = keys_in_a ? keys_b : keys_a;
-  gather_src_kernel<I, P><<<grid_for(E, 256), 256, 0, s>>>(src.data_as<const I>(), plan.perm.as<const P>(),
-                                                           spare.as<P>(), E);
+  plan.pairs = std::move(pairs.Current() == pairs_a.as<Pair>() ? pairs_a : pairs_b);
+  keys_a.reset();
+  keys_b.reset();
+  pairs_a.reset();
+  pairs_b.reset();
+
+  plan.chunk = chunk_for(E);
+  plan.groups = E / plan.chunk + 1;
+  plan.first_row = DeviceBuffer((plan.groups + 1) * sizeof(P), s);
+  group_rows_kernel<P><<<grid_for(plan.groups + 1, 256), 256, 0, s>>>(plan.row_ptr.as<const P>(), N, plan.groups,
+                                                                      plan.chunk, plan.first_row.as<P>());
   check_launch();
-  plan.src_sorted = std::move(spare);
 
   // Segments of the rows longer than kSegment edges.
   DeviceBuffer segs((N + 1) * sizeof(P), s);
@@ -230,8 +280,11 @@ void build_plan_typed(CudaPlan& plan, const TensorView& src, const TensorView& d
         cub::DeviceScan::ExclusiveSum(scan_temp.get(), scan_bytes, segs.as<P>(), plan.seg_first.as<P>(), N + 1, s));
   }
   P total = 0;
+  unsigned long long bad = ULLONG_MAX;
   PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&total, plan.seg_first.as<P>() + N, sizeof(P), cudaMemcpyDeviceToHost, s));
+  PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&bad, flag.get(), sizeof bad, cudaMemcpyDeviceToHost, s));
   PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
+  report_bad_edge("aggregate", &src, &dst, N, bad);
   plan.num_segments = std::int64_t(total);
   if (plan.num_segments > 0) {
     plan.seg_row = DeviceBuffer(plan.num_segments * sizeof(P), s);
@@ -244,7 +297,6 @@ std::shared_ptr<AggregatePlan::Impl> build_plan(const TensorView& src, const Ten
                                                void* stream) {
   const cudaStream_t s = as_stream(stream);
   PIPELINK_CUDA_CHECK(cudaSetDevice(src.device().index));
-  validate_indices("aggregate", &src, &dst, N, s);
   auto plan = std::make_shared<CudaPlan>();
   plan->device = src.device();
   plan->num_nodes = N;
@@ -263,7 +315,7 @@ std::shared_ptr<AggregatePlan::Impl> build_plan(const TensorView& src, const Ten
     plan->row_ptr = DeviceBuffer((N + 1) * (plan->wide ? 8 : 4), s);
     PIPELINK_CUDA_CHECK(cudaMemsetAsync(plan->row_ptr.get(), 0, plan->row_ptr.bytes(), s));
   }
-  plan->bytes = plan->row_ptr.bytes() + plan->src_sorted.bytes() + plan->perm.bytes() + plan->seg_first.bytes() +
+  plan->bytes = plan->row_ptr.bytes() + plan->pairs.bytes() + plan->first_row.bytes() + plan->seg_first.bytes() +
                 plan->seg_row.bytes();
   return plan;
 }
@@ -288,43 +340,37 @@ __device__ __forceinline__ void load_vec(const T* p, T (&v)[VEC]) {
   }
 }
 
-// A warp per destination row. The warp is split into G = 32 / LPE groups of LPE lanes; each
-// group handles one edge at a time, each lane VEC x CH features of it (F = 64 float32: 16 lanes x
-// one float4, so two edges per step). The row's edges are read 32 at a time (one index and weight
-// per lane) and broadcast with shuffles; each group keeps U edges' rows in flight before using
-// them. v1 (one edge per warp, loads issued one after another) reached 199 GB/s on products-like;
-// see docs/perf-notes.md.
-//
-// Order of the sum, fixed for a given F: group g sums the batch's edges g, g+G, g+2G, ... in order;
-// at the end of each 32-edge batch the groups combine in a fixed shuffle tree; batches add in
-// double when the row has more than one (hub rows keep ~32 u S of error). Deterministic.
-// Work items: rows that are not split (segments == nullptr pass: one item per row, split rows
-// skipped) or segments of split rows (seg_row != nullptr: item = segment, its double sum goes to
-// `partial`, combined later by combine_segments_kernel).
+// The planned run, v5: a group of `lpe` lanes (F = 64 float32: 16 lanes x one float4, two
+// groups per warp) owns the rows whose first edge lies in its chunk of C edges (balanced by edge
+// count, see group_rows_kernel) and walks their edges as one stream: lpe edges' (src, id) pairs
+// per load, one per lane, broadcast by shuffles; U rows gathered before any is used. Each row is
+// summed in edge order: float within blocks of 32 edges, blocks added in double. The order
+// depends on the plan only, so the output is bitwise deterministic (and the same for any C or
+// grid). Rows longer than kSegment edges are skipped here and summed by segments_kernel.
+// v2 (a warp per row, 8 rows in flight) took 7.2 ms on products-like; the flat walk 6.0 ms in
+// bench/micro/aggregate_micro.cu (a pure 256-byte row gather of the same edges: 3.3-3.7 ms).
 template <class T, class P, int VEC, int CH>
-__global__ void __launch_bounds__(256) csr_warp_per_row_kernel(const P* __restrict__ row_ptr, const P* __restrict__ src_sorted,
-                                                               const P* __restrict__ perm, const T* __restrict__ x,
-                                                               std::int64_t xs, const T* __restrict__ w, T* __restrict__ out,
-                                                               std::int64_t os, std::int64_t items, std::int64_t F, int lpe,
-                                                               int transform, bool accumulate, const P* __restrict__ seg_first,
-                                                               const P* __restrict__ seg_row, double* __restrict__ partial) {
+__global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row_ptr, const P* __restrict__ first_row,
+                                                       const EdgePair<P>* __restrict__ pairs, const T* __restrict__ x,
+                                                       std::int64_t xs, const T* __restrict__ w, T* __restrict__ out,
+                                                       std::int64_t os, std::int64_t groups, std::int64_t F, int lpe,
+                                                       int transform, bool accumulate) {
   constexpr int U = 4;
-  const std::int64_t item = (blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (item >= items) return;
-  const int groups = 32 / lpe, group = lane / lpe, gl = lane % lpe;
-  const bool segment = seg_row != nullptr;
-  const std::int64_t row = segment ? std::int64_t(seg_row[item]) : item;
-  std::int64_t begin = std::int64_t(row_ptr[row]), end = std::int64_t(row_ptr[row + 1]);
-  if (segment) {
-    begin += (item - std::int64_t(seg_first[row])) * kSegment;
-    end = begin + kSegment < end ? begin + kSegment : end;
-  } else if (seg_first && seg_first[row + 1] != seg_first[row]) {
-    return;  // split row: its segments run in the second pass
-  }
-  const bool blocked = segment || end - begin > 32;
+  const int lane = threadIdx.x % 32, gl = lane % lpe;
+  const unsigned gm = lpe == 32 ? 0xffffffffu : ((1u << lpe) - 1u) << (lane / lpe * lpe);
+  const std::int64_t g = (blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x) / lpe;
+  if (g >= groups) return;
+  const std::int64_t r0 = first_row[g], r1 = first_row[g + 1];
+  if (r0 >= r1) return;
+  const std::int64_t kbase = row_ptr[r0];
+  const P n = P(std::int64_t(row_ptr[r1]) - kbase);  // this group's edges, relative to kbase
+  const EdgePair<P>* gp = pairs + kbase;
   const std::int64_t tile = std::int64_t(lpe) * VEC * CH;
   for (std::int64_t f0 = 0; f0 < F; f0 += tile) {
+    // Row ends (relative), lpe rows at a time, one per lane.
+    std::int64_t r = r0, rbase = r0;
+    P my_end = rbase + gl < r1 ? P(std::int64_t(row_ptr[rbase + gl + 1]) - kbase) : n;
+    P rbeg = 0, rend = __shfl_sync(gm, my_end, 0, lpe);
     T part[CH][VEC];
     double acc[CH][VEC];
 #pragma unroll
@@ -334,13 +380,138 @@ __global__ void __launch_bounds__(256) csr_warp_per_row_kernel(const P* __restri
         part[j][q] = T(0);
         acc[j][q] = 0.0;
       }
+    auto next_row = [&] {
+      ++r;
+      if (r - rbase >= lpe) {
+        rbase = r;
+        my_end = rbase + gl < r1 ? P(std::int64_t(row_ptr[rbase + gl + 1]) - kbase) : n;
+      }
+      rbeg = rend;
+      rend = __shfl_sync(gm, my_end, int(r - rbase), lpe);
+    };
+    auto write_row = [&] {  // row r's sum (empty rows: 0, or unchanged when accumulating)
+      const bool blocked = rend - rbeg > 32;
+      if (!(accumulate && rend == rbeg)) {
+        T* o = out + r * os;
+#pragma unroll
+        for (int j = 0; j < CH; ++j) {
+          const std::int64_t f = f0 + (std::int64_t(j) * lpe + gl) * VEC;
+#pragma unroll
+          for (int q = 0; q < VEC; ++q) {
+            if (f + q >= F) break;
+            const double sum = blocked ? acc[j][q] + double(part[j][q]) : double(part[j][q]);
+            o[f + q] = blocked ? T(accumulate ? double(o[f + q]) + sum : sum)
+                               : (accumulate ? T(o[f + q] + part[j][q]) : part[j][q]);
+          }
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < CH; ++j)
+#pragma unroll
+        for (int q = 0; q < VEC; ++q) {
+          part[j][q] = T(0);
+          acc[j][q] = 0.0;
+        }
+    };
+    auto settle = [&] {  // past empty rows (written) and split rows (left to segments_kernel)
+      while (r < r1 && (rend == rbeg || std::int64_t(rend - rbeg) > kSegment)) {
+        if (rend == rbeg) write_row();
+        next_row();
+      }
+    };
+    settle();
+    P k0 = rbeg;
+    while (r < r1) {
+      const P cn = n - k0 < P(lpe) ? n - k0 : P(lpe);
+      std::int64_t my_src = 0;
+      T my_w = T(1);
+      if (P(gl) < cn) {
+        const EdgePair<P> e = gp[k0 + gl];
+        my_src = std::int64_t(e.src);
+        if (w) my_w = __ldg(w + std::int64_t(e.id));
+      }
+      bool jumped = false;
+      for (int t0 = 0; t0 < int(cn) && !jumped; t0 += U) {
+        T v[U][CH][VEC];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {  // issue U rows' loads before using any of them
+          const std::int64_t sr = __shfl_sync(gm, my_src, (t0 + u) % lpe, lpe);
+          const bool live = t0 + u < int(cn);
+#pragma unroll
+          for (int j = 0; j < CH; ++j) {
+            const std::int64_t f = f0 + (std::int64_t(j) * lpe + gl) * VEC;
+            if (live && f < F) load_vec<T, VEC>(x + sr * xs + f, v[u][j]);
+            else
+#pragma unroll
+              for (int q = 0; q < VEC; ++q) v[u][j][q] = T(0);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const T wt = __shfl_sync(gm, my_w, (t0 + u) % lpe, lpe);
+          if (t0 + u < int(cn) && !jumped) {
+            const P k = k0 + P(t0 + u);
+#pragma unroll
+            for (int j = 0; j < CH; ++j)
+#pragma unroll
+              for (int q = 0; q < VEC; ++q) part[j][q] += phi(v[u][j][q] * wt, transform);
+            if (((k - rbeg + 1) & 31) == 0 && k + 1 < rend) {  // a full 32-edge block inside the row
+#pragma unroll
+              for (int j = 0; j < CH; ++j)
+#pragma unroll
+                for (int q = 0; q < VEC; ++q) {
+                  acc[j][q] += double(part[j][q]);
+                  part[j][q] = T(0);
+                }
+            }
+            if (k + 1 == rend) {
+              write_row();
+              next_row();
+              settle();
+              // Split rows skipped: continue at their end; past the group's last row: stop.
+              jumped = r >= r1 || rbeg != k + 1;
+            }
+          }
+        }
+      }
+      k0 = jumped ? rbeg : k0 + cn;
+    }
+  }
+}
+
+// Segments of split rows: a warp per segment of kSegment edges (the last may be shorter), split
+// into lane groups as in csr_rows_kernel; the groups combine in a fixed shuffle tree after each
+// 32-edge batch and batches add in double. The segment's sum goes to `partial` (double), added
+// per row in segment order by combine_segments_kernel. Deterministic.
+template <class T, class P, int VEC, int CH>
+__global__ void __launch_bounds__(256) segments_kernel(const P* __restrict__ row_ptr, const EdgePair<P>* __restrict__ pairs,
+                                                       const T* __restrict__ x, std::int64_t xs, const T* __restrict__ w,
+                                                       std::int64_t items, std::int64_t F, int lpe, int transform,
+                                                       const P* __restrict__ seg_first, const P* __restrict__ seg_row,
+                                                       double* __restrict__ partial) {
+  constexpr int U = 4;
+  const std::int64_t item = (blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (item >= items) return;
+  const int groups = 32 / lpe, group = lane / lpe, gl = lane % lpe;
+  const std::int64_t row = std::int64_t(seg_row[item]);
+  const std::int64_t begin = std::int64_t(row_ptr[row]) + (item - std::int64_t(seg_first[row])) * kSegment;
+  const std::int64_t end = begin + kSegment < std::int64_t(row_ptr[row + 1]) ? begin + kSegment : std::int64_t(row_ptr[row + 1]);
+  const std::int64_t tile = std::int64_t(lpe) * VEC * CH;
+  for (std::int64_t f0 = 0; f0 < F; f0 += tile) {
+    double acc[CH][VEC];
+#pragma unroll
+    for (int j = 0; j < CH; ++j)
+#pragma unroll
+      for (int q = 0; q < VEC; ++q) acc[j][q] = 0.0;
     for (std::int64_t k0 = begin; k0 < end; k0 += 32) {
       const std::int64_t k = k0 + lane;
       std::int64_t my_src = 0;
       T my_w = T(1);
       if (k < end) {
-        my_src = std::int64_t(src_sorted[k]);
-        if (w) my_w = __ldg(w + std::int64_t(perm[k]));
+        const EdgePair<P> e = pairs[k];
+        my_src = std::int64_t(e.src);
+        if (w) my_w = __ldg(w + std::int64_t(e.id));
       }
       const int n = int(end - k0 < 32 ? end - k0 : 32);
       T batch[CH][VEC];
@@ -353,15 +524,15 @@ __global__ void __launch_bounds__(256) csr_warp_per_row_kernel(const P* __restri
         T wt[U];
         bool live[U];
 #pragma unroll
-        for (int u = 0; u < U; ++u) {  // issue U rows' loads before using any of them
+        for (int u = 0; u < U; ++u) {
           const int t = t0 + u * groups + group;
-          const std::int64_t s = __shfl_sync(0xffffffffu, my_src, t & 31);
+          const std::int64_t sr = __shfl_sync(0xffffffffu, my_src, t & 31);
           wt[u] = __shfl_sync(0xffffffffu, my_w, t & 31);
           live[u] = t < n;
 #pragma unroll
           for (int j = 0; j < CH; ++j) {
             const std::int64_t f = f0 + (std::int64_t(j) * lpe + gl) * VEC;
-            if (live[u] && f < F) load_vec<T, VEC>(x + s * xs + f, v[u][j]);
+            if (live[u] && f < F) load_vec<T, VEC>(x + sr * xs + f, v[u][j]);
             else
 #pragma unroll
               for (int q = 0; q < VEC; ++q) v[u][j][q] = T(0);
@@ -375,7 +546,6 @@ __global__ void __launch_bounds__(256) csr_warp_per_row_kernel(const P* __restri
 #pragma unroll
               for (int q = 0; q < VEC; ++q) batch[j][q] += phi(v[u][j][q] * wt[u], transform);
       }
-      // Combine the groups (fixed tree: deterministic); group 0 holds the batch sum.
       for (int off = 16; off >= lpe; off /= 2)
 #pragma unroll
         for (int j = 0; j < CH; ++j)
@@ -384,12 +554,9 @@ __global__ void __launch_bounds__(256) csr_warp_per_row_kernel(const P* __restri
 #pragma unroll
       for (int j = 0; j < CH; ++j)
 #pragma unroll
-        for (int q = 0; q < VEC; ++q) {
-          if (blocked) acc[j][q] += double(batch[j][q]);
-          else part[j][q] = batch[j][q];
-        }
+        for (int q = 0; q < VEC; ++q) acc[j][q] += double(batch[j][q]);
     }
-    if (segment && group == 0) {
+    if (group == 0) {
       double* pr = partial + item * F;
 #pragma unroll
       for (int j = 0; j < CH; ++j) {
@@ -397,20 +564,6 @@ __global__ void __launch_bounds__(256) csr_warp_per_row_kernel(const P* __restri
 #pragma unroll
         for (int q = 0; q < VEC; ++q)
           if (f + q < F) pr[f + q] = acc[j][q];
-      }
-    } else if (group == 0) {
-      T* o = out + row * os;
-#pragma unroll
-      for (int j = 0; j < CH; ++j) {
-        const std::int64_t f = f0 + (std::int64_t(j) * lpe + gl) * VEC;
-        if (f < F)
-#pragma unroll
-          for (int q = 0; q < VEC; ++q) {
-            if (f + q >= F) break;
-            const T sum = blocked ? T(accumulate ? double(o[f + q]) + acc[j][q] : acc[j][q])
-                                  : (accumulate ? o[f + q] + part[j][q] : part[j][q]);
-            o[f + q] = sum;
-          }
       }
     }
   }
@@ -432,6 +585,12 @@ __global__ void combine_segments_kernel(const P* __restrict__ seg_first, std::in
   }
 }
 
+void zero_rows(const TensorView& out, cudaStream_t s) {
+  const std::size_t item = out.itemsize();
+  PIPELINK_CUDA_CHECK(cudaMemset2DAsync(out.data(), std::size_t(out.stride(0)) * item, 0, std::size_t(out.dim(1)) * item,
+                                        std::size_t(out.dim(0)), s));
+}
+
 bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
 // Lanes per edge: enough to cover F with one vector each, a power of two, at most 32.
@@ -448,38 +607,55 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
                  const AggregateOptions& opts, cudaStream_t s) {
   const std::int64_t N = plan.num_nodes, F = x.dim(1);
   if (N == 0 || F == 0) return;
+  if (plan.num_edges == 0) {
+    if (!opts.accumulate) zero_rows(out, s);
+    return;
+  }
   constexpr int kVec = sizeof(T) == 4 ? 4 : 2;
   const bool vec_ok = F % kVec == 0 && x.stride(0) % kVec == 0 && aligned16(x.data());
   const int vec = vec_ok ? kVec : 1;
   const int lpe = lanes_per_edge(F, vec);
   const bool two_chunks = (F + vec - 1) / vec > 32;  // F > 128 float32 with float4: two vectors per lane per tile
   const auto* rp = plan.row_ptr.as<const P>();
-  const auto* ss = plan.src_sorted.as<const P>();
-  const auto* pm = plan.perm.as<const P>();
+  const auto* pp = plan.pairs.as<const EdgePair<P>>();
   const T* wp = w ? w->data_as<const T>() : nullptr;
   const T* xp = x.data_as<const T>();
   T* op = out.data_as<T>();
+  const std::int64_t xs = x.stride(0), os = out.stride(0);
   const int tr = int(opts.transform);
-  const P* sf = plan.num_segments ? plan.seg_first.as<const P>() : nullptr;
-  DeviceBuffer partial(plan.num_segments ? std::size_t(plan.num_segments * F) * sizeof(double) : 0, s);
-  auto launch = [&](std::int64_t items, const P* seg_row) {
-    const int grid = int((items * 32 + 255) / 256);
-    double* pa = partial.as<double>();
+  const bool acc = opts.accumulate;
+  {
+    const auto* fr = plan.first_row.as<const P>();
+    const std::int64_t G = plan.groups;
+    const int grid = int((G * lpe + 255) / 256);
     if (vec_ok && two_chunks)
-      csr_warp_per_row_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, ss, pm, xp, x.stride(0), wp, op, out.stride(0), items, F, lpe, tr, opts.accumulate, sf, seg_row, pa);
+      csr_rows_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc);
     else if (vec_ok)
-      csr_warp_per_row_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, ss, pm, xp, x.stride(0), wp, op, out.stride(0), items, F, lpe, tr, opts.accumulate, sf, seg_row, pa);
+      csr_rows_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc);
     else if (two_chunks)
-      csr_warp_per_row_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, ss, pm, xp, x.stride(0), wp, op, out.stride(0), items, F, lpe, tr, opts.accumulate, sf, seg_row, pa);
+      csr_rows_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc);
     else
-      csr_warp_per_row_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, ss, pm, xp, x.stride(0), wp, op, out.stride(0), items, F, lpe, tr, opts.accumulate, sf, seg_row, pa);
+      csr_rows_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc);
     check_launch();
-  };
-  launch(N, nullptr);  // rows that are not split
+  }
   if (plan.num_segments > 0) {
-    launch(plan.num_segments, plan.seg_row.as<const P>());
-    combine_segments_kernel<T, P><<<int((N * 32 + 255) / 256), 256, 0, s>>>(sf, N, partial.as<const double>(), op,
-                                                                           out.stride(0), F, opts.accumulate);
+    const std::int64_t S = plan.num_segments;
+    const P* sf = plan.seg_first.as<const P>();
+    const P* sr = plan.seg_row.as<const P>();
+    DeviceBuffer partial(std::size_t(S * F) * sizeof(double), s);
+    double* pa = partial.as<double>();
+    const int grid = int((S * 32 + 255) / 256);
+    if (vec_ok && two_chunks)
+      segments_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, pp, xp, xs, wp, S, F, lpe, tr, sf, sr, pa);
+    else if (vec_ok)
+      segments_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, pp, xp, xs, wp, S, F, lpe, tr, sf, sr, pa);
+    else if (two_chunks)
+      segments_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, pp, xp, xs, wp, S, F, lpe, tr, sf, sr, pa);
+    else
+      segments_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, pp, xp, xs, wp, S, F, lpe, tr, sf, sr, pa);
+    check_launch();
+    combine_segments_kernel<T, P><<<int((N * 32 + 255) / 256), 256, 0, s>>>(sf, N, partial.as<const double>(), op, os, F,
+                                                                           acc);
     check_launch();
   }
 }
@@ -540,12 +716,6 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
       }
     }
   }
-}
-
-void zero_rows(const TensorView& out, cudaStream_t s) {
-  const std::size_t item = out.itemsize();
-  PIPELINK_CUDA_CHECK(cudaMemset2DAsync(out.data(), std::size_t(out.stride(0)) * item, 0, std::size_t(out.dim(1)) * item,
-                                        std::size_t(out.dim(0)), s));
 }
 
 template <class T, class I>
