@@ -178,25 +178,35 @@ __global__ void group_rows_kernel(const P* row_ptr, std::int64_t N, std::int64_t
 // kSegment edges, each a warp's work item; their double partial sums are combined per row in
 // segment order (deterministic). v2 without splitting: power-law planned 32.9 ms, lean 13.3 ms.
 constexpr std::int64_t kSegment = 2048;
+// Rows of more than kLongRow edges (and at most kSegment) are a warp's work item each, as in v3;
+// the lane-group walk of csr_rows_kernel keeps only U = 4 rows in flight per 16 lanes and took
+// power-law from 8.97 to 12.2 ms when it walked them too (most of power-law's edges lie in rows
+// of 200-2000 edges); products-like has no row that long.
+constexpr std::int64_t kLongRow = 64;
 
+// segs[r]: segments of a split row (else 0); lng[r]: 1 for a long row that is not split.
 template <class P>
-__global__ void count_segments_kernel(const P* row_ptr, std::int64_t N, P* segs) {
+__global__ void count_segments_kernel(const P* row_ptr, std::int64_t N, P* segs, P* lng) {
   for (std::int64_t r = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; r <= N;
        r += std::int64_t(gridDim.x) * blockDim.x) {
     if (r == N) {
-      segs[r] = 0;
+      segs[r] = lng[r] = 0;
       continue;
     }
     const std::int64_t d = std::int64_t(row_ptr[r + 1]) - std::int64_t(row_ptr[r]);
     segs[r] = P(d > kSegment ? (d + kSegment - 1) / kSegment : 0);
+    lng[r] = P(d > kLongRow && d <= kSegment ? 1 : 0);
   }
 }
 
 template <class P>
-__global__ void fill_segment_rows_kernel(const P* seg_first, std::int64_t N, P* seg_row) {
+__global__ void fill_segment_rows_kernel(const P* seg_first, const P* long_first, std::int64_t N, P* seg_row,
+                                         P* long_rows) {
   for (std::int64_t r = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; r < N;
-       r += std::int64_t(gridDim.x) * blockDim.x)
+       r += std::int64_t(gridDim.x) * blockDim.x) {
     for (std::int64_t i = std::int64_t(seg_first[r]); i < std::int64_t(seg_first[r + 1]); ++i) seg_row[i] = P(r);
+    if (long_first[r + 1] != long_first[r]) long_rows[long_first[r]] = P(r);
+  }
 }
 
 int bits_for(std::int64_t n) {  // bits needed for values in [0, n)
@@ -223,6 +233,8 @@ struct CudaPlan final : AggregatePlan::Impl {
   std::int64_t num_segments = 0;  // segments of split rows
   DeviceBuffer seg_first;  // P [N + 1]: first segment of each row (rows not split have none)
   DeviceBuffer seg_row;    // P [num_segments]: the row of each segment
+  std::int64_t num_long = 0;  // long rows that are not split
+  DeviceBuffer long_rows;     // P [num_long]
   void run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts) override;
 };
 
@@ -267,9 +279,9 @@ void build_plan_typed(CudaPlan& plan, const TensorView& src, const TensorView& d
                                                                       plan.chunk, plan.first_row.as<P>());
   check_launch();
 
-  // Segments of the rows longer than kSegment edges.
-  DeviceBuffer segs((N + 1) * sizeof(P), s);
-  count_segments_kernel<P><<<grid_for(N + 1, 256), 256, 0, s>>>(plan.row_ptr.as<const P>(), N, segs.as<P>());
+  // Segments of the rows longer than kSegment edges; the list of long rows.
+  DeviceBuffer segs((N + 1) * sizeof(P), s), lng((N + 1) * sizeof(P), s), long_first((N + 1) * sizeof(P), s);
+  count_segments_kernel<P><<<grid_for(N + 1, 256), 256, 0, s>>>(plan.row_ptr.as<const P>(), N, segs.as<P>(), lng.as<P>());
   check_launch();
   plan.seg_first = DeviceBuffer((N + 1) * sizeof(P), s);
   std::size_t scan_bytes = 0;
@@ -278,17 +290,23 @@ void build_plan_typed(CudaPlan& plan, const TensorView& src, const TensorView& d
     DeviceBuffer scan_temp(scan_bytes, s);
     PIPELINK_CUDA_CHECK(
         cub::DeviceScan::ExclusiveSum(scan_temp.get(), scan_bytes, segs.as<P>(), plan.seg_first.as<P>(), N + 1, s));
+    PIPELINK_CUDA_CHECK(
+        cub::DeviceScan::ExclusiveSum(scan_temp.get(), scan_bytes, lng.as<P>(), long_first.as<P>(), N + 1, s));
   }
-  P total = 0;
+  P totals[2] = {0, 0};
   unsigned long long bad = ULLONG_MAX;
-  PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&total, plan.seg_first.as<P>() + N, sizeof(P), cudaMemcpyDeviceToHost, s));
+  PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&totals[0], plan.seg_first.as<P>() + N, sizeof(P), cudaMemcpyDeviceToHost, s));
+  PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&totals[1], long_first.as<P>() + N, sizeof(P), cudaMemcpyDeviceToHost, s));
   PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&bad, flag.get(), sizeof bad, cudaMemcpyDeviceToHost, s));
   PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
   report_bad_edge("aggregate", &src, &dst, N, bad);
-  plan.num_segments = std::int64_t(total);
-  if (plan.num_segments > 0) {
+  plan.num_segments = std::int64_t(totals[0]);
+  plan.num_long = std::int64_t(totals[1]);
+  if (plan.num_segments + plan.num_long > 0) {
     plan.seg_row = DeviceBuffer(plan.num_segments * sizeof(P), s);
-    fill_segment_rows_kernel<P><<<grid_for(N, 256), 256, 0, s>>>(plan.seg_first.as<const P>(), N, plan.seg_row.as<P>());
+    plan.long_rows = DeviceBuffer(plan.num_long * sizeof(P), s);
+    fill_segment_rows_kernel<P><<<grid_for(N, 256), 256, 0, s>>>(plan.seg_first.as<const P>(), long_first.as<const P>(), N,
+                                                                 plan.seg_row.as<P>(), plan.long_rows.as<P>());
     check_launch();
   }
 }
@@ -316,7 +334,7 @@ std::shared_ptr<AggregatePlan::Impl> build_plan(const TensorView& src, const Ten
     PIPELINK_CUDA_CHECK(cudaMemsetAsync(plan->row_ptr.get(), 0, plan->row_ptr.bytes(), s));
   }
   plan->bytes = plan->row_ptr.bytes() + plan->pairs.bytes() + plan->first_row.bytes() + plan->seg_first.bytes() +
-                plan->seg_row.bytes();
+                plan->seg_row.bytes() + plan->long_rows.bytes();
   return plan;
 }
 
@@ -346,7 +364,7 @@ __device__ __forceinline__ void load_vec(const T* p, T (&v)[VEC]) {
 // per load, one per lane, broadcast by shuffles; U rows gathered before any is used. Each row is
 // summed in edge order: float within blocks of 32 edges, blocks added in double. The order
 // depends on the plan only, so the output is bitwise deterministic (and the same for any C or
-// grid). Rows longer than kSegment edges are skipped here and summed by segments_kernel.
+// grid). Rows longer than kLongRow edges are skipped here and summed by segments_kernel.
 // v2 (a warp per row, 8 rows in flight) took 7.2 ms on products-like; the flat walk 6.0 ms in
 // bench/micro/aggregate_micro.cu (a pure 256-byte row gather of the same edges: 3.3-3.7 ms).
 template <class T, class P, int VEC, int CH>
@@ -413,8 +431,8 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
           acc[j][q] = 0.0;
         }
     };
-    auto settle = [&] {  // past empty rows (written) and split rows (left to segments_kernel)
-      while (r < r1 && (rend == rbeg || std::int64_t(rend - rbeg) > kSegment)) {
+    auto settle = [&] {  // past empty rows (written) and long rows (left to segments_kernel)
+      while (r < r1 && (rend == rbeg || std::int64_t(rend - rbeg) > kLongRow)) {
         if (rend == rbeg) write_row();
         next_row();
       }
@@ -468,7 +486,7 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
               write_row();
               next_row();
               settle();
-              // Split rows skipped: continue at their end; past the group's last row: stop.
+              // Long rows skipped: continue at their end; past the group's last row: stop.
               jumped = r >= r1 || rbeg != k + 1;
             }
           }
@@ -479,24 +497,30 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
   }
 }
 
-// Segments of split rows: a warp per segment of kSegment edges (the last may be shorter), split
-// into lane groups as in csr_rows_kernel; the groups combine in a fixed shuffle tree after each
-// 32-edge batch and batches add in double. The segment's sum goes to `partial` (double), added
-// per row in segment order by combine_segments_kernel. Deterministic.
+// Long rows and segments of split rows: a warp per item (a long row, or kSegment edges of a split
+// row, the last segment maybe shorter), split into lane groups as in csr_rows_kernel; the groups
+// combine in a fixed shuffle tree after each 32-edge batch and batches add in double. Items
+// [0, num_split) are segments: their sums go to `partial` (double), added per row in segment order
+// by combine_segments_kernel; the others are long rows, written to `out`. Deterministic.
 template <class T, class P, int VEC, int CH>
 __global__ void __launch_bounds__(256) segments_kernel(const P* __restrict__ row_ptr, const EdgePair<P>* __restrict__ pairs,
                                                        const T* __restrict__ x, std::int64_t xs, const T* __restrict__ w,
                                                        std::int64_t items, std::int64_t F, int lpe, int transform,
                                                        const P* __restrict__ seg_first, const P* __restrict__ seg_row,
-                                                       double* __restrict__ partial) {
+                                                       std::int64_t num_split, const P* __restrict__ long_rows,
+                                                       double* __restrict__ partial, T* __restrict__ out,
+                                                       std::int64_t os, bool accumulate) {
   constexpr int U = 4;
   const std::int64_t item = (blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (item >= items) return;
   const int groups = 32 / lpe, group = lane / lpe, gl = lane % lpe;
-  const std::int64_t row = std::int64_t(seg_row[item]);
-  const std::int64_t begin = std::int64_t(row_ptr[row]) + (item - std::int64_t(seg_first[row])) * kSegment;
-  const std::int64_t end = begin + kSegment < std::int64_t(row_ptr[row + 1]) ? begin + kSegment : std::int64_t(row_ptr[row + 1]);
+  const bool split = item < num_split;
+  const std::int64_t row = std::int64_t(split ? seg_row[item] : long_rows[item - num_split]);
+  const std::int64_t row_end = std::int64_t(row_ptr[row + 1]);
+  const std::int64_t begin =
+      std::int64_t(row_ptr[row]) + (split ? (item - std::int64_t(seg_first[row])) * kSegment : 0);
+  const std::int64_t end = split && begin + kSegment < row_end ? begin + kSegment : row_end;
   const std::int64_t tile = std::int64_t(lpe) * VEC * CH;
   for (std::int64_t f0 = 0; f0 < F; f0 += tile) {
     double acc[CH][VEC];
@@ -557,13 +581,19 @@ __global__ void __launch_bounds__(256) segments_kernel(const P* __restrict__ row
         for (int q = 0; q < VEC; ++q) acc[j][q] += double(batch[j][q]);
     }
     if (group == 0) {
-      double* pr = partial + item * F;
 #pragma unroll
       for (int j = 0; j < CH; ++j) {
         const std::int64_t f = f0 + (std::int64_t(j) * lpe + gl) * VEC;
 #pragma unroll
-        for (int q = 0; q < VEC; ++q)
-          if (f + q < F) pr[f + q] = acc[j][q];
+        for (int q = 0; q < VEC; ++q) {
+          if (f + q >= F) break;
+          if (split) {
+            partial[item * F + f + q] = acc[j][q];
+          } else {
+            T& o = out[row * os + f + q];
+            o = T(accumulate ? double(o) + acc[j][q] : acc[j][q]);
+          }
+        }
       }
     }
   }
@@ -638,22 +668,26 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
       csr_rows_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc);
     check_launch();
   }
-  if (plan.num_segments > 0) {
-    const std::int64_t S = plan.num_segments;
+  DeviceBuffer partial(std::size_t(plan.num_segments * F) * sizeof(double), s);
+  if (plan.num_segments + plan.num_long > 0) {
+    const std::int64_t S = plan.num_segments, items = S + plan.num_long;
     const P* sf = plan.seg_first.as<const P>();
     const P* sr = plan.seg_row.as<const P>();
-    DeviceBuffer partial(std::size_t(S * F) * sizeof(double), s);
+    const P* lr = plan.long_rows.as<const P>();
     double* pa = partial.as<double>();
-    const int grid = int((S * 32 + 255) / 256);
+    const int grid = int((items * 32 + 255) / 256);
     if (vec_ok && two_chunks)
-      segments_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, pp, xp, xs, wp, S, F, lpe, tr, sf, sr, pa);
+      segments_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, pp, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc);
     else if (vec_ok)
-      segments_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, pp, xp, xs, wp, S, F, lpe, tr, sf, sr, pa);
+      segments_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, pp, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc);
     else if (two_chunks)
-      segments_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, pp, xp, xs, wp, S, F, lpe, tr, sf, sr, pa);
+      segments_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, pp, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc);
     else
-      segments_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, pp, xp, xs, wp, S, F, lpe, tr, sf, sr, pa);
+      segments_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, pp, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc);
     check_launch();
+  }
+  if (plan.num_segments > 0) {
+    const P* sf = plan.seg_first.as<const P>();
     combine_segments_kernel<T, P><<<int((N * 32 + 255) / 256), 256, 0, s>>>(sf, N, partial.as<const double>(), op, os, F,
                                                                            acc);
     check_launch();
