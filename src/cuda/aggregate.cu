@@ -10,7 +10,9 @@
 #include <cub/device/device_scan.cuh>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstdint>
 #include <string>
 
@@ -182,11 +184,20 @@ constexpr std::int64_t kSegment = 2048;
 // the lane-group walk of csr_rows_kernel keeps only U = 4 rows in flight per 16 lanes and took
 // power-law from 8.97 to 12.2 ms when it walked them too (most of power-law's edges lie in rows
 // of 200-2000 edges); products-like has no row that long.
+// PIPELINK_AGG_LONG_ROW overrides it (0: every non-empty row is a warp's item, as in v3/v4).
 constexpr std::int64_t kLongRow = 64;
+
+std::int64_t long_row_threshold() {
+  static const std::int64_t t = [] {
+    const char* v = std::getenv("PIPELINK_AGG_LONG_ROW");
+    return v && *v ? std::max<std::int64_t>(0, std::atoll(v)) : kLongRow;
+  }();
+  return t;
+}
 
 // segs[r]: segments of a split row (else 0); lng[r]: 1 for a long row that is not split.
 template <class P>
-__global__ void count_segments_kernel(const P* row_ptr, std::int64_t N, P* segs, P* lng) {
+__global__ void count_segments_kernel(const P* row_ptr, std::int64_t N, std::int64_t long_row, P* segs, P* lng) {
   for (std::int64_t r = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; r <= N;
        r += std::int64_t(gridDim.x) * blockDim.x) {
     if (r == N) {
@@ -195,7 +206,7 @@ __global__ void count_segments_kernel(const P* row_ptr, std::int64_t N, P* segs,
     }
     const std::int64_t d = std::int64_t(row_ptr[r + 1]) - std::int64_t(row_ptr[r]);
     segs[r] = P(d > kSegment ? (d + kSegment - 1) / kSegment : 0);
-    lng[r] = P(d > kLongRow && d <= kSegment ? 1 : 0);
+    lng[r] = P(d > long_row && d <= kSegment ? 1 : 0);
   }
 }
 
@@ -233,6 +244,7 @@ struct CudaPlan final : AggregatePlan::Impl {
   std::int64_t num_segments = 0;  // segments of split rows
   DeviceBuffer seg_first;  // P [N + 1]: first segment of each row (rows not split have none)
   DeviceBuffer seg_row;    // P [num_segments]: the row of each segment
+  std::int64_t long_row = kLongRow;
   std::int64_t num_long = 0;  // long rows that are not split
   DeviceBuffer long_rows;     // P [num_long]
   void run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts) override;
@@ -281,7 +293,9 @@ void build_plan_typed(CudaPlan& plan, const TensorView& src, const TensorView& d
 
   // Segments of the rows longer than kSegment edges; the list of long rows.
   DeviceBuffer segs((N + 1) * sizeof(P), s), lng((N + 1) * sizeof(P), s), long_first((N + 1) * sizeof(P), s);
-  count_segments_kernel<P><<<grid_for(N + 1, 256), 256, 0, s>>>(plan.row_ptr.as<const P>(), N, segs.as<P>(), lng.as<P>());
+  plan.long_row = long_row_threshold();
+  count_segments_kernel<P><<<grid_for(N + 1, 256), 256, 0, s>>>(plan.row_ptr.as<const P>(), N, plan.long_row, segs.as<P>(),
+                                                                lng.as<P>());
   check_launch();
   plan.seg_first = DeviceBuffer((N + 1) * sizeof(P), s);
   std::size_t scan_bytes = 0;
@@ -372,7 +386,7 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
                                                        const EdgePair<P>* __restrict__ pairs, const T* __restrict__ x,
                                                        std::int64_t xs, const T* __restrict__ w, T* __restrict__ out,
                                                        std::int64_t os, std::int64_t groups, std::int64_t F, int lpe,
-                                                       int transform, bool accumulate) {
+                                                       int transform, bool accumulate, std::int64_t long_row) {
   constexpr int U = 4;
   const int lane = threadIdx.x % 32, gl = lane % lpe;
   const unsigned gm = lpe == 32 ? 0xffffffffu : ((1u << lpe) - 1u) << (lane / lpe * lpe);
@@ -432,7 +446,7 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
         }
     };
     auto settle = [&] {  // past empty rows (written) and long rows (left to segments_kernel)
-      while (r < r1 && (rend == rbeg || std::int64_t(rend - rbeg) > kLongRow)) {
+      while (r < r1 && (rend == rbeg || std::int64_t(rend - rbeg) > long_row)) {
         if (rend == rbeg) write_row();
         next_row();
       }
@@ -659,13 +673,13 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
     const std::int64_t G = plan.groups;
     const int grid = int((G * lpe + 255) / 256);
     if (vec_ok && two_chunks)
-      csr_rows_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc);
+      csr_rows_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row);
     else if (vec_ok)
-      csr_rows_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc);
+      csr_rows_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row);
     else if (two_chunks)
-      csr_rows_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc);
+      csr_rows_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row);
     else
-      csr_rows_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc);
+      csr_rows_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row);
     check_launch();
   }
   DeviceBuffer partial(std::size_t(plan.num_segments * F) * sizeof(double), s);
