@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <map>
 #include <new>
 #include <nlohmann/json.hpp>
@@ -50,12 +51,21 @@ std::string run_aggregate_sweep(const SweepOptions& o) {
     say(fmt::format("E = {}: generating", E));
     Tensor src, dst, w;
     try {
-      EdgeList g = uniform_graph(N, E, o.seed + std::uint64_t(E), DType::i32);
-      Tensor wh = TensorBuilder().shape({E}).build();
-      fill_uniform(wh, -1, 1, o.seed + 1);
-      src = gpu ? to_device(g.src, o.device) : g.src;
-      dst = gpu ? to_device(g.dst, o.device) : g.dst;
-      w = gpu ? to_device(wh, o.device) : wh;
+      if (gpu) {  // drawn on the device: 2^33 edges would not fit in the host's memory
+        src = TensorBuilder().shape({E}).dtype(DType::i32).device(o.device).build();
+        dst = TensorBuilder().shape({E}).dtype(DType::i32).device(o.device).build();
+        w = TensorBuilder().shape({E}).device(o.device).build();
+        cuda::fill_random_indices(src, N, o.seed + std::uint64_t(E));
+        cuda::fill_random_indices(dst, N, o.seed + std::uint64_t(E) + 1);
+        cuda::fill_random_uniform(w, -1, 1, o.seed + 1);
+      } else {
+        EdgeList g = uniform_graph(N, E, o.seed + std::uint64_t(E), DType::i32);
+        Tensor wh = TensorBuilder().shape({E}).build();
+        fill_uniform(wh, -1, 1, o.seed + 1);
+        src = g.src;
+        dst = g.dst;
+        w = wh;
+      }
     } catch (const std::exception& e) {
       if (!out_of_memory(e)) throw;
       say(fmt::format("E = {}: the inputs themselves do not fit; sweep ends", E));
@@ -64,6 +74,10 @@ std::string run_aggregate_sweep(const SweepOptions& o) {
     }
     // Verify each path once, at the first size, against the float64 oracle (protocol step 3).
     std::optional<AggregateOracle> oracle;
+    // Past the first size: each path's output against the first path that ran at this size
+    // (relative L2 difference), so that the large sizes (64-bit plans) are checked too.
+    std::optional<Tensor> first_out;
+    std::string first_name;
     if (E == o.start_edges) oracle = aggregate_oracle(xh, to_device(src, Device::cpu()), to_device(dst, Device::cpu()),
                                                       to_device(w, Device::cpu()).view());
     for (const auto& name : names) {
@@ -102,6 +116,26 @@ std::string run_aggregate_sweep(const SweepOptions& o) {
           VerifyReport r = verify_aggregate(out, *oracle);
           pt["within_tolerance"] = r.within_tolerance;
           if (!r.within_tolerance) throw Error(name + " failed verification: " + r.summary());
+        }
+        {
+          Tensor here = to_device(out, Device::cpu());
+          if (!first_out) {
+            first_out = std::move(here);
+            first_name = name;
+          } else {
+            double num = 0, den = 0;
+            const float* a = first_out->data_as<const float>();
+            const float* b = here.data_as<const float>();
+            for (std::int64_t i = 0; i < N * F; ++i) {
+              num += (double(a[i]) - double(b[i])) * (double(a[i]) - double(b[i]));
+              den += double(a[i]) * double(a[i]);
+            }
+            const double rel = std::sqrt(num / (den > 0 ? den : 1));
+            pt["cross_check"] = {{"against", first_name}, {"rel_l2_diff", rel}};
+            // Both sides are within 1e-6 of the oracle where it was checked; 1e-5 leaves room
+            // for float atomics on hub-free graphs and still catches a wrong row.
+            if (!(rel <= 1e-5)) throw Error(fmt::format("{} disagrees with {} at E = {}: rel. L2 {:.3e}", name, first_name, E, rel));
+          }
         }
         std::vector<double> samples;
         for (int i = 0; i < o.repeats; ++i)

@@ -1,6 +1,7 @@
 // The backend harness for the message-passing ops: every CUDA path (one-shot, planned, lean,
 // three-op) against the float64 oracle with the PROTOCOL.md tolerance and against the CPU
 // backend, on fresh random inputs and poisoned outputs. Without a GPU: a visible SKIPPED.
+#include <cstdlib>
 #include <functional>
 
 #include "pipelink/cuda.hpp"
@@ -190,6 +191,24 @@ TEST_F(CudaAggregate, SplitRowsAnywhereAndRunsOfEmptyRows) {
   c.accumulate = false;
   c.F = 3;
   check_graph(c, g, seed + 2);
+}
+
+TEST_F(CudaAggregate, WidePlanLayoutAtSmallSizes) {
+  // Graphs past 2^31 edges get 64-bit plans (packed (id, src) pairs, 64-bit row offsets); the
+  // environment switch forces that layout here so that every run of the suite covers it.
+  ::setenv("PIPELINK_AGG_FORCE_WIDE", "1", 1);
+  struct Unset {
+    ~Unset() { ::unsetenv("PIPELINK_AGG_FORCE_WIDE"); }
+  } unset;
+  for (DType idx : {DType::i32, DType::i64}) check_case({700, 5000, 64, idx});
+  check_case({3, 5000, 7});
+  check_case({10, 0, 8});
+  const auto seed = fresh_seed();
+  EdgeList g = uniform_graph(400, 30000, seed);
+  for (std::int64_t k = 0; k < 9000; ++k) g.dst.data_as<std::int64_t>()[k] = 7;  // a split row
+  Case c{400, 30000, 64};
+  c.hubs = true;
+  check_graph(c, g, seed);
 }
 
 TEST_F(CudaAggregate, PlannedAndOneShotAreBitwiseDeterministic) {

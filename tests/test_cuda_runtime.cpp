@@ -1,5 +1,8 @@
 // CUDA runtime pieces through the public API. Without a GPU every test here reports a visible
 // skip (GTEST_SKIP), never a pass.
+#include <cmath>
+
+#include "pipelink/cuda.hpp"
 #include "test_util.hpp"
 
 namespace pipelink::test {
@@ -41,6 +44,35 @@ TEST(CudaBackend, ReportsWhetherItIsBuilt) {
   if (!cuda_backend_built()) {
     EXPECT_EQ(cuda_device_count(), 0);
   }
+}
+
+TEST_F(CudaRuntime, DeviceRandomFillsAreInRangeAndRepeatable) {
+  const Device dev{DeviceKind::cuda, 0};
+  Tensor a = TensorBuilder().shape({100000}).device(dev).build();
+  Tensor b = TensorBuilder().shape({100000}).device(dev).build();
+  cuda::fill_random_uniform(a, -1, 1, 42);
+  cuda::fill_random_uniform(b, -1, 1, 42);
+  Tensor ha = to_device(a, Device::cpu()), hb = to_device(b, Device::cpu());
+  double mean = 0;
+  for (std::int64_t i = 0; i < 100000; ++i) {
+    const float v = ha.data_as<float>()[i];
+    ASSERT_TRUE(v >= -1.f && v <= 1.f) << v;
+    ASSERT_EQ(v, hb.data_as<float>()[i]);
+    mean += v;
+  }
+  EXPECT_LT(std::abs(mean / 100000), 0.02);
+  Tensor idx = TensorBuilder().shape({100000}).dtype(DType::i32).device(dev).build();
+  cuda::fill_random_indices(idx, 37, 7);
+  Tensor hi = to_device(idx, Device::cpu());
+  std::int64_t seen[37] = {};
+  for (std::int64_t i = 0; i < 100000; ++i) {
+    const std::int32_t v = hi.data_as<std::int32_t>()[i];
+    ASSERT_TRUE(v >= 0 && v < 37) << v;
+    ++seen[v];
+  }
+  for (auto c : seen) EXPECT_GT(c, 2000);  // ~2700 each
+  EXPECT_THROW(cuda::fill_random_indices(a, 10, 1), std::invalid_argument);  // float tensor
+  EXPECT_THROW(cuda::fill_random_uniform(ha, 0, 1, 1), std::invalid_argument);  // host tensor
 }
 
 }  // namespace

@@ -3,7 +3,10 @@
 // of every device allocation PipeLink makes. In a build without the CUDA backend each call throws
 // BackendUnavailableError.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+
+#include "pipelink/tensor.hpp"
 
 namespace pipelink::cuda {
 
@@ -16,6 +19,14 @@ void reset_peak_memory() noexcept;
 /// Free and total bytes of the device (cudaMemGetInfo): the process-level view.
 std::pair<std::size_t, std::size_t> device_memory_info(int device = 0);
 void synchronize(int device = 0);
+
+/// Fills a contiguous device tensor with counter-based pseudo-random values (splitmix64 of the
+/// seed and the element index, so the same seed gives the same values on any device and grid):
+/// float32/float64 uniform in [lo, hi). For inputs too large to draw on the host (the reach
+/// sweep's 2^33-edge graphs).
+void fill_random_uniform(const TensorView& t, double lo, double hi, std::uint64_t seed);
+/// int32/int64 device tensor: uniform integers in [0, n).
+void fill_random_indices(const TensorView& t, std::int64_t n, std::uint64_t seed);
 
 class Stream {
  public:

@@ -123,11 +123,45 @@ void validate_indices(const char* op, const TensorView* src, const TensorView* d
 // random 8-byte src gather); sorting (src, id) pairs as the values costs 0.47 (init, with the
 // validation of both index arrays folded in) + 1.69 ms and no gather.
 
-/// A plan entry: the source row and the edge id (for w), loaded together (8 or 16 bytes).
+/// A plan entry: the source row and the edge id (for w), loaded together in 8 bytes. Narrow
+/// plans (N, E < 2^31) hold two int32; wide plans pack (id << src_bits | src) into a uint64, so
+/// they need bits(N) + bits(E) <= 64 (N = 2.4M leaves 42 bits for E) and keep 8 bytes per edge.
 template <class P>
 struct alignas(2 * sizeof(P)) EdgePair {
   P src, id;
 };
+template <class P>
+using PlanPair = std::conditional_t<sizeof(P) == 4, EdgePair<std::int32_t>, std::uint64_t>;
+__device__ __forceinline__ std::int64_t pair_src(EdgePair<std::int32_t> p, int) { return p.src; }
+__device__ __forceinline__ std::int64_t pair_id(EdgePair<std::int32_t> p, int) { return p.id; }
+__device__ __forceinline__ std::int64_t pair_src(std::uint64_t p, int src_bits) {
+  return std::int64_t(p & ((std::uint64_t(1) << src_bits) - 1));
+}
+__device__ __forceinline__ std::int64_t pair_id(std::uint64_t p, int src_bits) { return std::int64_t(p >> src_bits); }
+
+// Wide plans: key = dst << id_bits | edge id, sorted on the dst bits only (stable, so edge ids
+// ascend within a row), then turned in place into the packed pair (id << src_bits | src[id]).
+// 16 bytes per edge during the build instead of 24 (the reach sweep runs E = 2^32 in 139 GB).
+template <class I>
+__global__ void init_wide_keys_kernel(const I* src, const I* dst, std::uint64_t* keys, std::int64_t E, std::uint64_t N,
+                                      int id_bits, unsigned long long* first_bad) {
+  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < E;
+       e += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::uint64_t s = std::uint64_t(std::int64_t(src[e])), d = std::uint64_t(std::int64_t(dst[e]));
+    if (s >= N || d >= N) atomicMin(first_bad, (unsigned long long)e);
+    keys[e] = (d << id_bits) | std::uint64_t(e);
+  }
+}
+template <class I>
+__global__ void wide_keys_to_pairs_kernel(std::uint64_t* keys, const I* src, std::int64_t E, std::uint64_t N, int id_bits,
+                                          int src_bits) {
+  for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < E;
+       k += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::uint64_t id = keys[k] & ((std::uint64_t(1) << id_bits) - 1);
+    const std::uint64_t sv = std::uint64_t(std::int64_t(src[id]));
+    keys[k] = (id << src_bits) | (sv < N ? sv : 0);  // bad indices: reported before the plan is used
+  }
+}
 
 template <class I, class K, class P>
 __global__ void init_pairs_kernel(const I* src, const I* dst, K* keys, EdgePair<P>* pairs, std::int64_t E,
@@ -144,13 +178,13 @@ __global__ void init_pairs_kernel(const I* src, const I* dst, K* keys, EdgePair<
 
 // row_ptr[i] = first position whose key is >= i (keys sorted ascending), for i in [0, N].
 template <class K, class P>
-__global__ void row_ptr_kernel(const K* keys, std::int64_t E, std::int64_t N, P* row_ptr) {
+__global__ void row_ptr_kernel(const K* keys, int shift, std::int64_t E, std::int64_t N, P* row_ptr) {
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i <= N;
        i += std::int64_t(gridDim.x) * blockDim.x) {
     std::int64_t lo = 0, hi = E;
     while (lo < hi) {
       const std::int64_t mid = (lo + hi) / 2;
-      if (std::int64_t(keys[mid]) < i) lo = mid + 1;
+      if (std::int64_t(keys[mid] >> shift) < i) lo = mid + 1;
       else hi = mid;
     }
     row_ptr[i] = P(lo);
@@ -238,7 +272,8 @@ std::int64_t chunk_for(std::int64_t E) {
 struct CudaPlan final : AggregatePlan::Impl {
   bool wide = false;      // 64-bit row_ptr / pairs (N or E >= 2^31)
   DeviceBuffer row_ptr;   // P [N + 1]
-  DeviceBuffer pairs;     // EdgePair<P> [E]: (src, edge id) in destination order
+  DeviceBuffer pairs;     // PlanPair<P> [E]: (src, edge id) in destination order
+  int src_bits = 0;       // wide plans: bits of src in a packed pair
   std::int64_t chunk = 1024, groups = 0;
   DeviceBuffer first_row;  // P [groups + 1]
   std::int64_t num_segments = 0;  // segments of split rows
@@ -250,22 +285,20 @@ struct CudaPlan final : AggregatePlan::Impl {
   void run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts) override;
 };
 
-template <class P, class I>
-void build_plan_typed(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s) {
-  // Keys are the destinations: 32-bit whenever N fits, whatever the edge count.
-  using K = std::conditional_t<sizeof(P) == 4, std::uint32_t, std::uint64_t>;
-  using Pair = EdgePair<P>;
+// Narrow plans: keys = dst (uint32), values = (src, id) pairs, one stable radix sort.
+template <class I>
+void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
+                 unsigned long long* flag) {
+  using K = std::uint32_t;
+  using Pair = EdgePair<std::int32_t>;
   const std::int64_t E = plan.num_edges;
-  DeviceBuffer flag(sizeof(unsigned long long), s);
-  PIPELINK_CUDA_CHECK(cudaMemsetAsync(flag.get(), 0xFF, sizeof(unsigned long long), s));
   DeviceBuffer keys_a(E * sizeof(K), s), keys_b(E * sizeof(K), s), pairs_a(E * sizeof(Pair), s),
       pairs_b(E * sizeof(Pair), s);
-  init_pairs_kernel<I, K, P><<<grid_for(E, 256), 256, 0, s>>>(src.data_as<const I>(), dst.data_as<const I>(),
-                                                              keys_a.as<K>(), pairs_a.as<Pair>(), E, std::uint64_t(N),
-                                                              flag.as<unsigned long long>());
+  init_pairs_kernel<I, K, std::int32_t><<<grid_for(E, 256), 256, 0, s>>>(
+      src.data_as<const I>(), dst.data_as<const I>(), keys_a.as<K>(), pairs_a.as<Pair>(), E, std::uint64_t(N), flag);
   check_launch();
   // Bad indices make garbage keys, but the sort only reads bits [0, end_bit) and nothing below
-  // writes outside the plan's buffers; the error is raised at the synchronization below.
+  // writes outside the plan's buffers; the error is raised at the synchronization in finish_plan.
   cub::DoubleBuffer<K> keys(keys_a.as<K>(), keys_b.as<K>());
   cub::DoubleBuffer<Pair> pairs(pairs_a.as<Pair>(), pairs_b.as<Pair>());
   const int end_bit = bits_for(N);
@@ -275,15 +308,50 @@ void build_plan_typed(CudaPlan& plan, const TensorView& src, const TensorView& d
     DeviceBuffer temp(temp_bytes, s);
     PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys, pairs, E, 0, end_bit, s));
   }
-  plan.row_ptr = DeviceBuffer((N + 1) * sizeof(P), s);
-  row_ptr_kernel<K, P><<<grid_for(N + 1, 256), 256, 0, s>>>(keys.Current(), E, N, plan.row_ptr.as<P>());
+  plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
+  row_ptr_kernel<K, std::int32_t><<<grid_for(N + 1, 256), 256, 0, s>>>(keys.Current(), 0, E, N,
+                                                                       plan.row_ptr.as<std::int32_t>());
   check_launch();
   plan.pairs = std::move(pairs.Current() == pairs_a.as<Pair>() ? pairs_a : pairs_b);
+}
+
+template <class I>
+void sort_wide(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
+               unsigned long long* flag) {
+  const std::int64_t E = plan.num_edges;
+  const int id_bits = bits_for(E), src_bits = bits_for(N);
+  if (id_bits + src_bits > 64)
+    throw Error("aggregate: a plan for N = " + std::to_string(N) + " and E = " + std::to_string(E) +
+                " needs more than 64 bits per edge; use the lean path (AggregatePath::lean)");
+  DeviceBuffer keys_a(E * 8, s), keys_b(E * 8, s);
+  init_wide_keys_kernel<I><<<grid_for(E, 256), 256, 0, s>>>(src.data_as<const I>(), dst.data_as<const I>(),
+                                                            keys_a.as<std::uint64_t>(), E, std::uint64_t(N), id_bits, flag);
+  check_launch();
+  cub::DoubleBuffer<std::uint64_t> keys(keys_a.as<std::uint64_t>(), keys_b.as<std::uint64_t>());
+  std::size_t temp_bytes = 0;
+  PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, temp_bytes, keys, E, id_bits, id_bits + src_bits, s));
+  {
+    DeviceBuffer temp(temp_bytes, s);
+    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(temp.get(), temp_bytes, keys, E, id_bits, id_bits + src_bits, s));
+  }
+  plan.pairs = std::move(keys.Current() == keys_a.as<std::uint64_t>() ? keys_a : keys_b);
   keys_a.reset();
   keys_b.reset();
-  pairs_a.reset();
-  pairs_b.reset();
+  plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int64_t), s);
+  row_ptr_kernel<std::uint64_t, std::int64_t><<<grid_for(N + 1, 256), 256, 0, s>>>(
+      plan.pairs.as<const std::uint64_t>(), id_bits, E, N, plan.row_ptr.as<std::int64_t>());
+  check_launch();
+  wide_keys_to_pairs_kernel<I><<<grid_for(E, 256), 256, 0, s>>>(plan.pairs.as<std::uint64_t>(), src.data_as<const I>(), E,
+                                                                std::uint64_t(N), id_bits, src_bits);
+  check_launch();
+  plan.src_bits = src_bits;
+}
 
+// The rest of the plan (work split, long rows, segments), then the index check's verdict.
+template <class P>
+void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
+                 unsigned long long* flag_ptr) {
+  const std::int64_t E = plan.num_edges;
   plan.chunk = chunk_for(E);
   plan.groups = E / plan.chunk + 1;
   plan.first_row = DeviceBuffer((plan.groups + 1) * sizeof(P), s);
@@ -311,7 +379,7 @@ void build_plan_typed(CudaPlan& plan, const TensorView& src, const TensorView& d
   unsigned long long bad = ULLONG_MAX;
   PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&totals[0], plan.seg_first.as<P>() + N, sizeof(P), cudaMemcpyDeviceToHost, s));
   PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&totals[1], long_first.as<P>() + N, sizeof(P), cudaMemcpyDeviceToHost, s));
-  PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&bad, flag.get(), sizeof bad, cudaMemcpyDeviceToHost, s));
+  PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&bad, flag_ptr, sizeof bad, cudaMemcpyDeviceToHost, s));
   PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
   report_bad_edge("aggregate", &src, &dst, N, bad);
   plan.num_segments = std::int64_t(totals[0]);
@@ -333,15 +401,23 @@ std::shared_ptr<AggregatePlan::Impl> build_plan(const TensorView& src, const Ten
   plan->device = src.device();
   plan->num_nodes = N;
   plan->num_edges = src.numel();
-  plan->wide = N >= INT32_MAX || plan->num_edges >= INT32_MAX;
+  // PIPELINK_AGG_FORCE_WIDE=1: the 64-bit plan at any size (the tests use it to cover the path
+  // that real inputs only take past 2^31 edges).
+  const char* force = std::getenv("PIPELINK_AGG_FORCE_WIDE");
+  plan->wide = N >= INT32_MAX || plan->num_edges >= INT32_MAX || (force && *force == '1');
   if (plan->num_edges > 0) {
     const bool i32 = src.dtype() == DType::i32;
+    DeviceBuffer flag(sizeof(unsigned long long), s);
+    PIPELINK_CUDA_CHECK(cudaMemsetAsync(flag.get(), 0xFF, sizeof(unsigned long long), s));
+    auto* f = flag.as<unsigned long long>();
     if (plan->wide) {
-      if (i32) build_plan_typed<std::int64_t, std::int32_t>(*plan, src, dst, N, s);
-      else build_plan_typed<std::int64_t, std::int64_t>(*plan, src, dst, N, s);
+      if (i32) sort_wide<std::int32_t>(*plan, src, dst, N, s, f);
+      else sort_wide<std::int64_t>(*plan, src, dst, N, s, f);
+      finish_plan<std::int64_t>(*plan, src, dst, N, s, f);
     } else {
-      if (i32) build_plan_typed<std::int32_t, std::int32_t>(*plan, src, dst, N, s);
-      else build_plan_typed<std::int32_t, std::int64_t>(*plan, src, dst, N, s);
+      if (i32) sort_narrow<std::int32_t>(*plan, src, dst, N, s, f);
+      else sort_narrow<std::int64_t>(*plan, src, dst, N, s, f);
+      finish_plan<std::int32_t>(*plan, src, dst, N, s, f);
     }
   } else {
     plan->row_ptr = DeviceBuffer((N + 1) * (plan->wide ? 8 : 4), s);
@@ -383,10 +459,11 @@ __device__ __forceinline__ void load_vec(const T* p, T (&v)[VEC]) {
 // bench/micro/aggregate_micro.cu (a pure 256-byte row gather of the same edges: 3.3-3.7 ms).
 template <class T, class P, int VEC, int CH>
 __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row_ptr, const P* __restrict__ first_row,
-                                                       const EdgePair<P>* __restrict__ pairs, const T* __restrict__ x,
+                                                       const PlanPair<P>* __restrict__ pairs, const T* __restrict__ x,
                                                        std::int64_t xs, const T* __restrict__ w, T* __restrict__ out,
                                                        std::int64_t os, std::int64_t groups, std::int64_t F, int lpe,
-                                                       int transform, bool accumulate, std::int64_t long_row) {
+                                                       int transform, bool accumulate, std::int64_t long_row,
+                                                       int src_bits) {
   constexpr int U = 4;
   const int lane = threadIdx.x % 32, gl = lane % lpe;
   const unsigned gm = lpe == 32 ? 0xffffffffu : ((1u << lpe) - 1u) << (lane / lpe * lpe);
@@ -396,7 +473,7 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
   if (r0 >= r1) return;
   const std::int64_t kbase = row_ptr[r0];
   const P n = P(std::int64_t(row_ptr[r1]) - kbase);  // this group's edges, relative to kbase
-  const EdgePair<P>* gp = pairs + kbase;
+  const PlanPair<P>* gp = pairs + kbase;
   const std::int64_t tile = std::int64_t(lpe) * VEC * CH;
   for (std::int64_t f0 = 0; f0 < F; f0 += tile) {
     // Row ends (relative), lpe rows at a time, one per lane.
@@ -458,9 +535,9 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
       std::int64_t my_src = 0;
       T my_w = T(1);
       if (P(gl) < cn) {
-        const EdgePair<P> e = gp[k0 + gl];
-        my_src = std::int64_t(e.src);
-        if (w) my_w = __ldg(w + std::int64_t(e.id));
+        const PlanPair<P> e = gp[k0 + gl];
+        my_src = pair_src(e, src_bits);
+        if (w) my_w = __ldg(w + pair_id(e, src_bits));
       }
       bool jumped = false;
       for (int t0 = 0; t0 < int(cn) && !jumped; t0 += U) {
@@ -517,7 +594,8 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
 // [0, num_split) are segments: their sums go to `partial` (double), added per row in segment order
 // by combine_segments_kernel; the others are long rows, written to `out`. Deterministic.
 template <class T, class P, int VEC, int CH>
-__global__ void __launch_bounds__(256) segments_kernel(const P* __restrict__ row_ptr, const EdgePair<P>* __restrict__ pairs,
+__global__ void __launch_bounds__(256) segments_kernel(const P* __restrict__ row_ptr, const PlanPair<P>* __restrict__ pairs,
+                                                       int src_bits,
                                                        const T* __restrict__ x, std::int64_t xs, const T* __restrict__ w,
                                                        std::int64_t items, std::int64_t F, int lpe, int transform,
                                                        const P* __restrict__ seg_first, const P* __restrict__ seg_row,
@@ -547,9 +625,9 @@ __global__ void __launch_bounds__(256) segments_kernel(const P* __restrict__ row
       std::int64_t my_src = 0;
       T my_w = T(1);
       if (k < end) {
-        const EdgePair<P> e = pairs[k];
-        my_src = std::int64_t(e.src);
-        if (w) my_w = __ldg(w + std::int64_t(e.id));
+        const PlanPair<P> e = pairs[k];
+        my_src = pair_src(e, src_bits);
+        if (w) my_w = __ldg(w + pair_id(e, src_bits));
       }
       const int n = int(end - k0 < 32 ? end - k0 : 32);
       T batch[CH][VEC];
@@ -661,7 +739,8 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   const int lpe = lanes_per_edge(F, vec);
   const bool two_chunks = (F + vec - 1) / vec > 32;  // F > 128 float32 with float4: two vectors per lane per tile
   const auto* rp = plan.row_ptr.as<const P>();
-  const auto* pp = plan.pairs.as<const EdgePair<P>>();
+  const auto* pp = plan.pairs.as<const PlanPair<P>>();
+  const int sb = plan.src_bits;
   const T* wp = w ? w->data_as<const T>() : nullptr;
   const T* xp = x.data_as<const T>();
   T* op = out.data_as<T>();
@@ -673,13 +752,13 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
     const std::int64_t G = plan.groups;
     const int grid = int((G * lpe + 255) / 256);
     if (vec_ok && two_chunks)
-      csr_rows_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row);
+      csr_rows_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row, sb);
     else if (vec_ok)
-      csr_rows_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row);
+      csr_rows_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row, sb);
     else if (two_chunks)
-      csr_rows_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row);
+      csr_rows_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row, sb);
     else
-      csr_rows_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row);
+      csr_rows_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row, sb);
     check_launch();
   }
   DeviceBuffer partial(std::size_t(plan.num_segments * F) * sizeof(double), s);
@@ -691,13 +770,13 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
     double* pa = partial.as<double>();
     const int grid = int((items * 32 + 255) / 256);
     if (vec_ok && two_chunks)
-      segments_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, pp, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc);
+      segments_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, pp, sb, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc);
     else if (vec_ok)
-      segments_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, pp, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc);
+      segments_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, pp, sb, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc);
     else if (two_chunks)
-      segments_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, pp, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc);
+      segments_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, pp, sb, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc);
     else
-      segments_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, pp, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc);
+      segments_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, pp, sb, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc);
     check_launch();
   }
   if (plan.num_segments > 0) {

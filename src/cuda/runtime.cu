@@ -4,6 +4,8 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <climits>
+#include <stdexcept>
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
@@ -82,6 +84,60 @@ std::pair<std::size_t, std::size_t> device_memory_info(int device) {
 void synchronize(int device) {
   PIPELINK_CUDA_CHECK(cudaSetDevice(device));
   PIPELINK_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+namespace {
+__device__ __forceinline__ std::uint64_t splitmix64(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+template <class T>
+__global__ void fill_uniform_kernel(T* p, std::int64_t n, double lo, double hi, std::uint64_t seed) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
+    const double u = double(splitmix64(seed ^ splitmix64(std::uint64_t(i))) >> 11) * 0x1.0p-53;
+    p[i] = T(lo + (hi - lo) * u);
+  }
+}
+template <class T>
+__global__ void fill_indices_kernel(T* p, std::int64_t count, std::uint64_t n, std::uint64_t seed) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += std::int64_t(gridDim.x) * blockDim.x)
+    p[i] = T(splitmix64(seed ^ splitmix64(std::uint64_t(i))) % n);  // modulo bias < n / 2^64
+}
+void require_contiguous_device(const TensorView& t, const char* what) {
+  if (t.device().kind != DeviceKind::cuda || !t.is_contiguous())
+    throw std::invalid_argument(std::string(what) + ": needs a contiguous CUDA tensor, got " + t.device().str());
+}
+}  // namespace
+
+void fill_random_uniform(const TensorView& t, double lo, double hi, std::uint64_t seed) {
+  require_contiguous_device(t, "fill_random_uniform");
+  PIPELINK_CUDA_CHECK(cudaSetDevice(t.device().index));
+  const std::int64_t n = t.numel();
+  if (n == 0) return;
+  if (t.dtype() == DType::f32) fill_uniform_kernel<float><<<1024, 256>>>(t.data_as<float>(), n, lo, hi, seed);
+  else if (t.dtype() == DType::f64) fill_uniform_kernel<double><<<1024, 256>>>(t.data_as<double>(), n, lo, hi, seed);
+  else throw std::invalid_argument("fill_random_uniform: float32 or float64 only");
+  PIPELINK_CUDA_CHECK(cudaGetLastError());
+}
+
+void fill_random_indices(const TensorView& t, std::int64_t n, std::uint64_t seed) {
+  require_contiguous_device(t, "fill_random_indices");
+  if (n < 1) throw std::invalid_argument("fill_random_indices: n must be >= 1");
+  PIPELINK_CUDA_CHECK(cudaSetDevice(t.device().index));
+  const std::int64_t count = t.numel();
+  if (count == 0) return;
+  if (t.dtype() == DType::i32) {
+    if (n > INT32_MAX) throw std::invalid_argument("fill_random_indices: n does not fit int32");
+    fill_indices_kernel<std::int32_t><<<1024, 256>>>(t.data_as<std::int32_t>(), count, std::uint64_t(n), seed);
+  } else if (t.dtype() == DType::i64) {
+    fill_indices_kernel<std::int64_t><<<1024, 256>>>(t.data_as<std::int64_t>(), count, std::uint64_t(n), seed);
+  } else {
+    throw std::invalid_argument("fill_random_indices: int32 or int64 only");
+  }
+  PIPELINK_CUDA_CHECK(cudaGetLastError());
 }
 
 Stream::Stream(int device) : device_(device) {
