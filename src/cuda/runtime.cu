@@ -48,6 +48,23 @@ std::unordered_map<void*, std::size_t> g_sizes;
 }  // namespace
 
 namespace detail {
+// The pool keeps freed scratch (see alloc_async); an allocation that finds the device full gives
+// that memory back to the driver and tries once more, so plans built earlier never starve a
+// later tensor (the reach sweep: a 2^32-edge plan's 69 GB, then 103 GB of 2^33-edge inputs).
+template <class F>
+cudaError_t with_pool_retry(F&& attempt) {
+  cudaError_t e = attempt();
+  if (e != cudaErrorMemoryAllocation) return e;
+  (void)cudaGetLastError();
+  int dev = 0;
+  cudaMemPool_t pool = nullptr;
+  if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess &&
+      cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess)
+    (void)cudaMemPoolTrimTo(pool, 0);
+  (void)cudaGetLastError();
+  return attempt();
+}
+
 void* alloc_async(std::size_t bytes, cudaStream_t stream) {
   // The default pool gives memory back to the driver at every synchronization (release
   // threshold 0), so each one-shot call re-mapped its ~1 GB plan; keep it instead.
@@ -62,7 +79,7 @@ void* alloc_async(std::size_t bytes, cudaStream_t stream) {
     (void)cudaGetLastError();
   });
   void* p = nullptr;
-  PIPELINK_CUDA_CHECK(cudaMallocAsync(&p, bytes, stream));
+  PIPELINK_CUDA_CHECK(with_pool_retry([&] { return cudaMallocAsync(&p, bytes, stream); }));
   note_alloc(bytes);
   return p;
 }
@@ -183,7 +200,7 @@ int device_count() noexcept {
 void* allocate(std::size_t bytes, int device) {
   PIPELINK_CUDA_CHECK(cudaSetDevice(device));
   void* p = nullptr;
-  PIPELINK_CUDA_CHECK(cudaMalloc(&p, bytes));
+  PIPELINK_CUDA_CHECK(detail::with_pool_retry([&] { return cudaMalloc(&p, bytes); }));
   note_alloc(bytes);
   std::lock_guard lock(g_sizes_mu);
   g_sizes[p] = bytes;
