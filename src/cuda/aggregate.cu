@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <mutex>
 #include <cstdint>
 #include <string>
 
@@ -58,6 +59,11 @@ __device__ __forceinline__ float phi(float v, int transform) {
 
 // ---- index validation ------------------------------------------------------------------------
 
+// The validation's verdict lives in a module variable, not an allocation, so that the lean path
+// holds zero bytes of scratch; a host mutex serializes the (synchronizing) validations that use it.
+__device__ unsigned long long g_first_bad;
+std::mutex g_first_bad_mu;
+
 template <class I>
 __global__ void first_bad_edge_kernel(const I* src, const I* dst, std::int64_t E, std::uint64_t N,
                                       unsigned long long* first_bad) {
@@ -99,19 +105,21 @@ void validate_indices(const char* op, const TensorView* src, const TensorView* d
   const TensorView& any = src ? *src : *dst;
   const std::int64_t E = any.numel();
   if (E == 0) return;
-  DeviceBuffer flag(sizeof(unsigned long long), s);
-  PIPELINK_CUDA_CHECK(cudaMemsetAsync(flag.get(), 0xFF, sizeof(unsigned long long), s));
+  std::lock_guard lock(g_first_bad_mu);
+  unsigned long long* flag = nullptr;
+  PIPELINK_CUDA_CHECK(cudaGetSymbolAddress(reinterpret_cast<void**>(&flag), g_first_bad));
+  PIPELINK_CUDA_CHECK(cudaMemsetAsync(flag, 0xFF, sizeof(unsigned long long), s));
   if (any.dtype() == DType::i32)
     first_bad_edge_kernel<<<grid_for(E, 256), 256, 0, s>>>(src ? src->data_as<const std::int32_t>() : nullptr,
                                                            dst ? dst->data_as<const std::int32_t>() : nullptr, E,
-                                                           std::uint64_t(N), flag.as<unsigned long long>());
+                                                           std::uint64_t(N), flag);
   else
     first_bad_edge_kernel<<<grid_for(E, 256), 256, 0, s>>>(src ? src->data_as<const std::int64_t>() : nullptr,
                                                            dst ? dst->data_as<const std::int64_t>() : nullptr, E,
-                                                           std::uint64_t(N), flag.as<unsigned long long>());
+                                                           std::uint64_t(N), flag);
   check_launch();
   unsigned long long bad = ULLONG_MAX;
-  PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&bad, flag.get(), sizeof bad, cudaMemcpyDeviceToHost, s));
+  PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&bad, flag, sizeof bad, cudaMemcpyDeviceToHost, s));
   PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
   report_bad_edge(op, src, dst, N, bad);
 }
