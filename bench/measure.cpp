@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -93,6 +94,9 @@ double host_copy_bandwidth() {
 // Asked of git at run time when the source tree is there (a configure-time value goes stale with
 // every commit); the compiled-in value covers trees without .git (the GPU machine's copy).
 std::string git_revision() {
+  // The GPU machine works on a copy of the tree whose .git (if any) can be stale: an explicit
+  // PIPELINK_GIT_REVISION in the environment wins (scripts/gpu-check.sh exports it).
+  if (const char* env = std::getenv("PIPELINK_GIT_REVISION"); env && *env) return env;
   std::string rev;
   const std::string cmd = std::string("git -C '") + PIPELINK_SOURCE_DIR + "' describe --always --dirty --abbrev=12 2>/dev/null";
   if (FILE* p = popen(cmd.c_str(), "r")) {

@@ -23,6 +23,7 @@ step() {  # name, log, command...: runs, appends to $OUT/log, records pass/fail
 
 { nvidia-smi; nvcc --version; cmake --version; g++ --version; } >"$OUT/env.txt" 2>&1
 rev=${PIPELINK_GIT_REVISION:-$(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)}
+export PIPELINK_GIT_REVISION=$rev  # the benchmark JSON records it (the copy's .git may be stale)
 step configure tests.log cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPIPELINK_CUDA=ON -DPIPELINK_WERROR=ON \
   -DCMAKE_PREFIX_PATH="$DEPS" -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu -DPIPELINK_GIT_REVISION="$rev"
 step build tests.log cmake --build build/gpu -j "$jobs"
