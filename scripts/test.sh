@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Every test on a fresh machine: install dependencies, then build and run the suite twice, with
-# the CUDA backend off and (when nvcc exists) on. Without a GPU the CUDA tests report SKIPPED.
+# the CUDA backend off and (when nvcc exists) on, then `pip install .` the Python package into a
+# virtual environment and run its tests (pytest; NumPy always, torch where importable: Debian's
+# python3-torch). Without a GPU the CUDA tests report SKIPPED.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -27,3 +29,13 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
 else
   echo "=== CUDA on: SKIPPED (no nvcc on this machine) ==="
 fi
+
+echo "=== Python package: pip install . into build/pyenv, then pytest ==="
+# Debian's python3 sees Debian's torch and NumPy (--system-site-packages); the package builds
+# CPU-only here (the CUDA build of the library was tested above) to keep CI inside its budget.
+py=/usr/bin/python3
+[ -x "$py" ] || py=python3
+"$py" -m venv --system-site-packages build/pyenv
+build/pyenv/bin/python -m pip install -q --disable-pip-version-check "pytest>=7"
+PIPELINK_CUDA=${PIPELINK_PYTHON_CUDA:-OFF} build/pyenv/bin/python -m pip install -q --disable-pip-version-check .
+build/pyenv/bin/python -m pytest -q -rs python/tests

@@ -38,6 +38,10 @@ enum class Contiguity : std::uint8_t { any, rows, contiguous };
 std::string_view contiguity_name(Contiguity c) noexcept;
 
 inline constexpr std::uint32_t device_bit(DeviceKind k) { return 1u << unsigned(k); }
+std::string_view direction_name(PortDirection d) noexcept;  // "in" | "out" | "inout"
+std::string dtypes_str(const std::vector<DType>& ts);          // "float32|float64"
+std::string device_kinds_str(std::uint32_t mask);              // "cpu|cuda"
+
 inline constexpr std::uint32_t kAllDevices = device_bit(DeviceKind::cpu) | device_bit(DeviceKind::cuda);
 
 struct PortContract {

@@ -167,6 +167,11 @@ struct InvokeOptions {
 };
 void invoke(std::string_view op, const PortMap& ports, const Attrs& attrs, const InvokeOptions& options);
 
+/// Every registered op as JSON (name, version, doc, ports with their contract fields,
+/// attributes, variants, execution contract); with `target`, also the variant selected there.
+/// The CLI's `pipelink ops --json` and the Python package's `pipelink.ops()` print this.
+std::string ops_json(const DeviceDesc* target = nullptr);
+
 /// The device description used for a given device (cached).
 const DeviceDesc& describe(Device d);
 /// Installed by the CUDA backend.

@@ -54,6 +54,21 @@ std::string shape_pattern_str(const std::vector<Dim>& dims) {
   return s + "]";
 }
 
+std::string_view direction_name(PortDirection d) noexcept {
+  return d == PortDirection::in ? "in" : d == PortDirection::out ? "out" : "inout";
+}
+std::string dtypes_str(const std::vector<DType>& ts) {
+  std::string s;
+  for (auto t : ts) s += (s.empty() ? "" : "|") + std::string(dtype_name(t));
+  return s;
+}
+std::string device_kinds_str(std::uint32_t mask) {
+  std::string s;
+  for (auto k : {DeviceKind::cpu, DeviceKind::cuda})
+    if (mask & device_bit(k)) s += (s.empty() ? "" : "|") + std::string(device_kind_name(k));
+  return s;
+}
+
 std::string_view contiguity_name(Contiguity c) noexcept {
   switch (c) {
     case Contiguity::any: return "any";
@@ -75,19 +90,6 @@ std::string attr_str(const AttrValue& v) {
 }
 
 namespace {
-
-std::string dtypes_str(const std::vector<DType>& ts) {
-  std::string s;
-  for (std::size_t i = 0; i < ts.size(); ++i) s += (i ? "|" : "") + std::string(dtype_name(ts[i]));
-  return s;
-}
-
-std::string device_kinds_str(std::uint32_t mask) {
-  std::string s;
-  for (auto k : {DeviceKind::cpu, DeviceKind::cuda})
-    if (mask & device_bit(k)) s += (s.empty() ? "" : "|") + std::string(device_kind_name(k));
-  return s;
-}
 
 std::string_view attr_kind(const AttrValue& v) {
   static constexpr std::string_view names[] = {"bool", "int", "float", "string"};

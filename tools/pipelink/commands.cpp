@@ -36,55 +36,12 @@ void write_text_atomically(const std::string& path, const std::string& text) {
 
 // ---- ops -------------------------------------------------------------------------------------
 
-namespace {
-
-std::string join_dtypes(const std::vector<DType>& ts) {
-  std::string s;
-  for (auto t : ts) s += (s.empty() ? "" : "|") + std::string(dtype_name(t));
-  return s;
-}
-std::string devices(std::uint32_t mask) {
-  std::string s;
-  for (auto k : {DeviceKind::cpu, DeviceKind::cuda})
-    if (mask & device_bit(k)) s += (s.empty() ? "" : "|") + std::string(device_kind_name(k));
-  return s;
-}
-const char* dir_name(PortDirection d) { return d == PortDirection::in ? "in" : d == PortDirection::out ? "out" : "inout"; }
-
-}  // namespace
-
 int cmd_ops(const OpsOptions& o) {
   std::optional<DeviceDesc> target;
   if (!o.arch.empty()) target = o.arch == "cpu" ? DeviceDesc::host() : DeviceDesc::cuda_arch(o.arch);
   auto& reg = Registry::global();
   if (o.json) {
-    nlohmann::json j = nlohmann::json::array();
-    for (const OpDef* d : reg.ops()) {
-      nlohmann::json ports = nlohmann::json::array();
-      for (const auto& p : d->ports)
-        ports.push_back({{"name", p.name}, {"direction", dir_name(p.direction)}, {"optional", p.optional},
-                         {"shape", shape_pattern_str(p.shape)}, {"dtypes", join_dtypes(p.dtypes)},
-                         {"layout", layout_name(p.layout)}, {"alignment", p.alignment},
-                         {"contiguity", contiguity_name(p.contiguity)}, {"devices", devices(p.device_kinds)},
-                         {"cross_device", p.cross_device}});
-      nlohmann::json attrs = nlohmann::json::array();
-      for (const auto& a : d->attrs) attrs.push_back({{"name", a.name}, {"default", attr_str(a.default_value)}, {"choices", a.choices}});
-      nlohmann::json vars = nlohmann::json::array();
-      for (const Variant* v : reg.variants(d->name))
-        vars.push_back({{"name", v->name}, {"backend", device_kind_name(v->backend)}, {"priority", v->priority},
-                        {"requires", v->requires_.str()}, {"deterministic", v->deterministic}});
-      nlohmann::json op = {{"name", d->name}, {"version", d->version}, {"doc", d->doc}, {"ports", ports},
-                           {"attributes", attrs}, {"variants", vars},
-                           {"exec", {{"async", d->exec.async}, {"max_streams", d->exec.max_streams},
-                                     {"needs_event_sync", d->exec.needs_event_sync},
-                                     {"deterministic", d->exec.deterministic}}}};
-      if (target) {
-        auto c = reg.select(d->name, *target);
-        op["selected"] = c.chosen ? nlohmann::json(c.chosen->name) : nlohmann::json(nullptr);
-      }
-      j.push_back(op);
-    }
-    std::cout << j.dump(2) << "\n";
+    std::cout << ops_json(target ? &*target : nullptr) << "\n";
     return 0;
   }
   for (const OpDef* d : reg.ops()) {
@@ -93,10 +50,10 @@ int cmd_ops(const OpsOptions& o) {
                              "layout", "align", "contiguity", "devices");
     for (const auto& p : d->ports)
       std::cout << fmt::format("  {:<8} {:<6} {:<10} {:<16} {:<7} {:>5} {:<11} {:<9}{}{}\n",
-                               p.name + (p.optional ? "?" : ""), dir_name(p.direction), shape_pattern_str(p.shape),
-                               join_dtypes(p.dtypes), layout_name(p.layout),
+                               p.name + (p.optional ? "?" : ""), direction_name(p.direction), shape_pattern_str(p.shape),
+                               dtypes_str(p.dtypes), layout_name(p.layout),
                                p.alignment ? std::to_string(p.alignment) : "elem", contiguity_name(p.contiguity),
-                               devices(p.device_kinds), p.cross_device ? " cross-device" : "",
+                               device_kinds_str(p.device_kinds), p.cross_device ? " cross-device" : "",
                                p.dtype_group.empty() ? "" : " (dtype group " + p.dtype_group + ")");
     for (const auto& a : d->attrs)
       std::cout << fmt::format("  attr {} = {}{}\n", a.name, attr_str(a.default_value),

@@ -1,0 +1,197 @@
+"""PipeLink: contract-checked, fused GPU/CPU operators.
+
+The flagship is :func:`aggregate`, the fused message-passing step
+``out[dst[e]] += phi(x[src[e]] * w[e])`` that never materialises an ``[edges, features]``
+tensor. Arrays come in through DLPack (torch, NumPy, CuPy) without a copy, and the result
+comes back as the same kind of array. On CUDA the work is queued on the caller's current
+stream (torch's or CuPy's), so it composes with their asynchronous execution.
+
+>>> import numpy as np, pipelink
+>>> x = np.random.rand(4, 8).astype(np.float32)
+>>> src = np.array([0, 1, 2]); dst = np.array([1, 1, 3])
+>>> y = pipelink.aggregate(x, src, dst)          # tanh(x[src]) summed into rows dst
+>>> y.shape
+(4, 8)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+from . import _pipelink
+from ._errors import BackendUnavailableError, ContractViolationError, IndexOutOfRangeError
+
+__all__ = [
+    "aggregate",
+    "AggregatePlan",
+    "ops",
+    "inspect_tensor",
+    "debug_dump",
+    "debug_load",
+    "cuda_available",
+    "ContractViolationError",
+    "IndexOutOfRangeError",
+    "BackendUnavailableError",
+]
+__version__ = "0.1.0"
+
+_MODES = ("auto", "one_shot", "lean")
+
+
+def _framework(a: Any) -> str:
+    mod = type(a).__module__.split(".")[0]
+    if mod in ("torch", "numpy", "cupy"):
+        return mod
+    if hasattr(a, "__dlpack__"):
+        return "dlpack"
+    raise TypeError(f"pipelink: expected a torch tensor, NumPy or CuPy array (or any DLPack producer), got {type(a).__name__}")
+
+
+def _stream_of(x: Any, fw: str) -> int:
+    """The caller's current CUDA stream for x's device (0 on the CPU or when unknown)."""
+    if fw == "torch":
+        if x.device.type == "cuda":
+            import torch
+
+            return int(torch.cuda.current_stream(x.device).cuda_stream)
+        return 0
+    if fw == "cupy":
+        import cupy
+
+        return int(cupy.cuda.get_current_stream().ptr)
+    return 0
+
+
+def _empty_like_rows(x: Any, fw: str, zeros: bool) -> Any:
+    """A new [N, F] output of x's framework, dtype and device."""
+    shape = tuple(x.shape)
+    if fw == "torch":
+        import torch
+
+        return (torch.zeros if zeros else torch.empty)(shape, dtype=x.dtype, device=x.device)
+    if fw == "cupy":
+        import cupy
+
+        with x.device:
+            return (cupy.zeros if zeros else cupy.empty)(shape, dtype=x.dtype)
+    import numpy as np
+
+    if fw == "numpy":
+        return (np.zeros if zeros else np.empty)(shape, dtype=x.dtype)
+    raise TypeError("pipelink: pass `out=` for arrays other than torch, NumPy and CuPy")
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in _MODES:
+        raise ContractViolationError(
+            f"aggregate: attribute 'mode' must be one of {'|'.join(_MODES)}, got {mode!r}",
+            op="aggregate", port="", field="attribute", expected="|".join(_MODES), actual=str(mode))
+
+
+def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform: str = "tanh",
+              out: Optional[Any] = None, accumulate: bool = False, plan: Optional["AggregatePlan"] = None,
+              mode: str = "auto") -> Any:
+    """Fused message passing: ``out[dst[e]] (+)= transform(x[src[e]] * w[e])`` for every edge ``e``.
+
+    Args:
+        x: node features ``[N, F]``, float32 or float64 (torch, NumPy, CuPy; CPU or CUDA).
+        src, dst: edge endpoints ``[E]``, int32 or int64, both the same dtype.
+        w: optional edge weights ``[E]``, same dtype as ``x``.
+        transform: ``"identity"``, ``"tanh"`` (default), ``"relu"`` or ``"sigmoid"``.
+        out: optional ``[N, F]`` output to write (or add to, with ``accumulate=True``); by
+            default a new array of ``x``'s kind, dtype and device.
+        accumulate: add into ``out`` instead of overwriting it (rows without edges keep their value).
+        plan: an :class:`AggregatePlan` built from ``(src, dst)``; then ``src``/``dst`` may be
+            ``None`` and the run is deterministic.
+        mode: ``"auto"`` (deterministic one-shot on CUDA), ``"one_shot"`` or ``"lean"`` (CUDA:
+            no scratch memory, float atomics, not deterministic).
+
+    Returns:
+        ``out`` (the array passed in, or a new one of ``x``'s kind).
+
+    Raises:
+        ContractViolationError: a tensor breaks the op's contract (a ``ValueError``).
+        IndexOutOfRangeError: an index is outside ``[0, N)`` (an ``IndexError``); ``out`` is untouched.
+        BackendUnavailableError: CUDA tensors on a build or machine without CUDA.
+    """
+    _check_mode(mode)
+    fw = _framework(x)
+    if out is None:
+        if accumulate:
+            raise ValueError("aggregate: accumulate=True needs `out=` (the array to add into)")
+        out = _empty_like_rows(x, fw, zeros=False)
+    stream = _stream_of(x, fw)
+    if plan is not None:
+        plan._run(x, w, out, transform=transform, accumulate=accumulate, stream=stream)
+        return out
+    if src is None or dst is None:
+        raise ValueError("aggregate: src and dst are required without a plan")
+    _pipelink.aggregate(x, src, dst, w, out, transform, bool(accumulate), mode, stream)
+    return out
+
+
+class AggregatePlan:
+    """A destination-ordered plan of ``(src, dst)`` for ``num_nodes`` nodes, built once.
+
+    Reuse it across calls with new ``x`` and ``w`` (``aggregate(x, None, None, w, plan=plan)``
+    or ``plan(x, w)``); runs with a plan are bitwise deterministic. Building validates the
+    indices (:class:`IndexOutOfRangeError`).
+    """
+
+    def __init__(self, src: Any, dst: Any, num_nodes: int) -> None:
+        fw = _framework(src)
+        self._impl = _pipelink.build_plan(src, dst, int(num_nodes), _stream_of(src, fw))
+
+    @property
+    def num_nodes(self) -> int:
+        return self._impl.num_nodes
+
+    @property
+    def num_edges(self) -> int:
+        return self._impl.num_edges
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the plan holds on its device."""
+        return self._impl.nbytes
+
+    @property
+    def device(self) -> str:
+        return self._impl.device
+
+    def _run(self, x: Any, w: Optional[Any], out: Any, *, transform: str, accumulate: bool, stream: int) -> None:
+        _pipelink.run_plan(self._impl, x, w, out, transform, bool(accumulate), stream)
+
+    def __call__(self, x: Any, w: Optional[Any] = None, *, transform: str = "tanh", out: Optional[Any] = None,
+                 accumulate: bool = False) -> Any:
+        """Runs the plan: same as ``aggregate(x, None, None, w, plan=self, ...)``."""
+        return aggregate(x, None, None, w, transform=transform, out=out, accumulate=accumulate, plan=self)
+
+    def __repr__(self) -> str:
+        return f"AggregatePlan(num_nodes={self.num_nodes}, num_edges={self.num_edges}, device={self.device!r}, nbytes={self.nbytes})"
+
+
+def ops() -> list[dict[str, Any]]:
+    """Every registered op with its port contracts, attributes and variants."""
+    return json.loads(_pipelink.ops_json())
+
+
+def inspect_tensor(t: Any) -> str:
+    """One-line description of an array as PipeLink sees it (shape, strides, dtype, device, range)."""
+    return _pipelink.inspect_tensor(t)
+
+
+def debug_dump(t: Any, path: str) -> None:
+    """Writes an array to ``path`` (.npy plus a metadata sidecar) for later inspection."""
+    _pipelink.debug_dump(t, str(path))
+
+
+def debug_load(path: str) -> Any:
+    """Loads what :func:`debug_dump` wrote, as a NumPy array."""
+    return _pipelink.debug_load(str(path))
+
+
+def cuda_available() -> bool:
+    """Whether this build has the CUDA backend and a GPU is present."""
+    return bool(_pipelink.cuda_backend_built()) and _pipelink.cuda_device_count() > 0

@@ -1,0 +1,183 @@
+// _pipelink: the nanobind layer under the `pipelink` Python package. Arrays arrive through
+// DLPack (nb::ndarray: torch, NumPy, CuPy, anything with __dlpack__) and become TensorViews of
+// the same memory; nothing is copied. The pure-Python layer (python/pipelink/__init__.py) picks
+// the output's framework and the caller's CUDA stream; this file maps C++ errors to Python ones.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipelink/pipelink.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace pipelink::python {
+namespace {
+
+using Array = nb::ndarray<nb::ro>;       // any dtype, any device, read-only is fine for inputs
+using MutArray = nb::ndarray<>;          // outputs
+
+DType dtype_of(const nb::dlpack::dtype& t, const char* name) {
+  using nb::dlpack::dtype_code;
+  if (t.lanes == 1) {
+    if (t.code == std::uint8_t(dtype_code::Float) && t.bits == 32) return DType::f32;
+    if (t.code == std::uint8_t(dtype_code::Float) && t.bits == 64) return DType::f64;
+    if (t.code == std::uint8_t(dtype_code::Int) && t.bits == 32) return DType::i32;
+    if (t.code == std::uint8_t(dtype_code::Int) && t.bits == 64) return DType::i64;
+    if (t.code == std::uint8_t(dtype_code::UInt) && t.bits == 8) return DType::u8;
+  }
+  throw std::invalid_argument(std::string(name) + ": unsupported dtype (code " + std::to_string(t.code) + ", " +
+                              std::to_string(t.bits) + " bits); PipeLink takes float32, float64, int32, int64, uint8");
+}
+
+Device device_of(int type, int id, const char* name) {
+  if (type == nb::device::cpu::value) return Device::cpu();
+  if (type == nb::device::cuda::value) return Device{DeviceKind::cuda, id};
+  throw std::invalid_argument(std::string(name) + ": unsupported device type " + std::to_string(type) +
+                              " (DLPack code); PipeLink takes CPU and CUDA memory");
+}
+
+template <class A>
+TensorView view_of(const A& a, const char* name) {
+  const DType dt = dtype_of(a.dtype(), name);
+  const Device dev = device_of(a.device_type(), a.device_id(), name);
+  std::vector<std::int64_t> shape(a.ndim()), strides(a.ndim());
+  for (std::size_t i = 0; i < a.ndim(); ++i) {
+    shape[i] = std::int64_t(a.shape(i));
+    strides[i] = std::int64_t(a.stride(i));
+  }
+  // The view carries the array's own pointer: a contract violation names this port, and the
+  // data is never copied.
+  return TensorView(const_cast<void*>(static_cast<const void*>(a.data())), dt, dev, shape, strides);
+}
+
+AggregatePath path_of(const std::string& mode) {
+  if (mode == "auto" || mode == "planned") return AggregatePath::automatic;
+  if (mode == "one_shot" || mode == "one-shot") return AggregatePath::one_shot;
+  if (mode == "lean") return AggregatePath::lean;
+  throw ContractViolationError("aggregate", "", "attribute", "mode one of auto|one_shot|lean", mode);
+}
+
+AggregateOptions options_of(const std::string& transform, bool accumulate, const std::string& mode,
+                            std::uintptr_t stream) {
+  AggregateOptions o;
+  o.transform = parse_transform(transform);
+  o.accumulate = accumulate;
+  o.path = path_of(mode);
+  o.stream = reinterpret_cast<void*>(stream);
+  return o;
+}
+
+std::optional<TensorView> optional_view(const std::optional<Array>& a, const char* name) {
+  if (!a) return std::nullopt;
+  return view_of(*a, name);
+}
+
+void aggregate_py(const Array& x, const Array& src, const Array& dst, const std::optional<Array>& w, const MutArray& out,
+                  const std::string& transform, bool accumulate, const std::string& mode, std::uintptr_t stream) {
+  const TensorView xv = view_of(x, "x"), sv = view_of(src, "src"), dv = view_of(dst, "dst"), ov = view_of(out, "out");
+  const std::optional<TensorView> wv = optional_view(w, "w");
+  const AggregateOptions opts = options_of(transform, accumulate, mode, stream);
+  nb::gil_scoped_release release;
+  aggregate(xv, sv, dv, wv, ov, opts);
+}
+
+struct PyPlan {
+  AggregatePlan plan;
+};
+
+PyPlan build_plan_py(const Array& src, const Array& dst, std::int64_t num_nodes, std::uintptr_t stream) {
+  const TensorView sv = view_of(src, "src"), dv = view_of(dst, "dst");
+  nb::gil_scoped_release release;
+  return PyPlan{AggregatePlan::build(sv, dv, num_nodes, reinterpret_cast<void*>(stream))};
+}
+
+void run_plan_py(const PyPlan& p, const Array& x, const std::optional<Array>& w, const MutArray& out,
+                 const std::string& transform, bool accumulate, std::uintptr_t stream) {
+  const TensorView xv = view_of(x, "x"), ov = view_of(out, "out");
+  const std::optional<TensorView> wv = optional_view(w, "w");
+  const AggregateOptions opts = options_of(transform, accumulate, "auto", stream);
+  nb::gil_scoped_release release;
+  aggregate(p.plan, xv, wv, ov, opts);
+}
+
+std::string inspect_py(const Array& a) { return inspect_tensor(view_of(a, "tensor")); }
+void dump_py(const Array& a, const std::string& path) { debug_dump(view_of(a, "tensor"), path); }
+
+// debug_load returns a host Tensor; hand it to Python as a NumPy array that owns the storage.
+nb::object load_py(const std::string& path) {
+  Tensor t = debug_load(path);
+  if (t.device().kind != DeviceKind::cpu) t = to_device(t, Device::cpu());
+  auto* keep = new Tensor(std::move(t));
+  nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  const TensorView& v = keep->view();
+  std::vector<std::size_t> shape(std::size_t(v.rank()));
+  std::vector<std::int64_t> strides(std::size_t(v.rank()));
+  for (int i = 0; i < v.rank(); ++i) {
+    shape[std::size_t(i)] = std::size_t(v.dim(i));
+    strides[std::size_t(i)] = v.stride(i);
+  }
+  nb::dlpack::dtype dt;
+  switch (v.dtype()) {
+    case DType::f32: dt = nb::dtype<float>(); break;
+    case DType::f64: dt = nb::dtype<double>(); break;
+    case DType::i32: dt = nb::dtype<std::int32_t>(); break;
+    case DType::i64: dt = nb::dtype<std::int64_t>(); break;
+    default: dt = nb::dtype<std::uint8_t>(); break;
+  }
+  nb::ndarray<nb::numpy> arr(v.data(), std::size_t(v.rank()), shape.data(), owner, strides.data(), dt);
+  return nb::cast(arr, nb::rv_policy::reference);
+}
+
+// C++ exceptions -> the Python classes of pipelink/_errors.py (which carry the fields).
+void translate(const std::exception_ptr& p, void*) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const ContractViolationError& e) {
+    nb::object cls = nb::module_::import_("pipelink._errors").attr("ContractViolationError");
+    nb::object err = cls(e.what(), e.op(), e.port(), e.field(), e.expected(), e.actual());
+    PyErr_SetObject(cls.ptr(), err.ptr());
+  } catch (const IndexOutOfRangeError& e) {
+    nb::object cls = nb::module_::import_("pipelink._errors").attr("IndexOutOfRangeError");
+    nb::object err = cls(e.what(), e.op(), e.port(), e.position(), e.value(), e.bound());
+    PyErr_SetObject(cls.ptr(), err.ptr());
+  } catch (const BackendUnavailableError& e) {
+    nb::object cls = nb::module_::import_("pipelink._errors").attr("BackendUnavailableError");
+    PyErr_SetObject(cls.ptr(), cls(e.what()).ptr());
+  } catch (const LookupError& e) {
+    PyErr_SetString(PyExc_LookupError, e.what());
+  } catch (const ParseError& e) {
+    PyErr_SetString(PyExc_ValueError, e.what());
+  }
+}
+
+}  // namespace
+
+NB_MODULE(_pipelink, m) {
+  m.doc() = "PipeLink native layer (use the `pipelink` package, not this module)";
+  nb::register_exception_translator(&translate);
+
+  m.def("aggregate", &aggregate_py, "x"_a, "src"_a, "dst"_a, "w"_a.none(), "out"_a, "transform"_a, "accumulate"_a,
+        "mode"_a, "stream"_a);
+  nb::class_<PyPlan>(m, "AggregatePlan")
+      .def_prop_ro("num_nodes", [](const PyPlan& p) { return p.plan.num_nodes(); })
+      .def_prop_ro("num_edges", [](const PyPlan& p) { return p.plan.num_edges(); })
+      .def_prop_ro("nbytes", [](const PyPlan& p) { return p.plan.bytes(); })
+      .def_prop_ro("device", [](const PyPlan& p) { return p.plan.device().str(); });
+  m.def("build_plan", &build_plan_py, "src"_a, "dst"_a, "num_nodes"_a, "stream"_a);
+  m.def("run_plan", &run_plan_py, "plan"_a, "x"_a, "w"_a.none(), "out"_a, "transform"_a, "accumulate"_a, "stream"_a);
+  m.def("ops_json", [] { return ops_json(); });
+  m.def("inspect_tensor", &inspect_py, "tensor"_a);
+  m.def("debug_dump", &dump_py, "tensor"_a, "path"_a);
+  m.def("debug_load", &load_py, "path"_a);
+  m.def("cuda_backend_built", &cuda_backend_built);
+  m.def("cuda_device_count", &cuda_device_count);
+}
+
+}  // namespace pipelink::python

@@ -1,0 +1,203 @@
+"""pipelink on NumPy arrays (the CPU backend): results, no copies, plans, every error type."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pipelink
+from conftest import assert_within, oracle, random_graph
+
+
+@pytest.mark.parametrize("f", [1, 3, 64, 100])
+@pytest.mark.parametrize("index", [np.int32, np.int64])
+def test_matches_the_float64_oracle(rng, f, index):
+    n, e = 300, 4000
+    src, dst = random_graph(rng, n, e, index)
+    x = rng.standard_normal((n, f)).astype(np.float32)
+    w = rng.uniform(-1, 1, e).astype(np.float32)
+    y = pipelink.aggregate(x, src, dst, w)
+    assert isinstance(y, np.ndarray) and y.shape == (n, f) and y.dtype == np.float32
+    ref, bound = oracle(x, src, dst, w)
+    assert_within(y, ref, bound)
+
+
+@pytest.mark.parametrize("transform", ["identity", "tanh", "relu", "sigmoid"])
+def test_transforms_float64_and_accumulate(rng, transform):
+    n, e, f = 200, 3000, 16
+    src, dst = random_graph(rng, n, e)
+    x = rng.standard_normal((n, f))
+    init = rng.standard_normal((n, f))
+    out = init.copy()
+    got = pipelink.aggregate(x, src, dst, transform=transform, out=out, accumulate=True)
+    assert got is out
+    ref, bound = oracle(x, src, dst, transform=transform, init=init)
+    assert_within(out, ref, bound, exact_f64=True)
+
+
+def test_writes_into_out_without_a_copy(rng):
+    n, e, f = 100, 1000, 8
+    src, dst = random_graph(rng, n, e)
+    x = rng.standard_normal((n, f)).astype(np.float32)
+    x.flags.writeable = False  # read-only inputs are fine: nothing is written to them
+    out = np.full((n, f), np.nan, dtype=np.float32)  # poisoned: every element must be written
+    ptr = out.ctypes.data
+    y = pipelink.aggregate(x, src, dst, out=out)
+    assert y is out and y.ctypes.data == ptr
+    ref, bound = oracle(x, src, dst)
+    assert_within(out, ref, bound)
+
+
+def test_row_strided_views_are_read_in_place_and_column_strided_refused(rng):
+    n, e = 120, 2000
+    src, dst = random_graph(rng, n, e)
+    big = rng.standard_normal((2 * n, 32)).astype(np.float32)
+    x = big[::2, :16]  # every other row, half of each: rows are pitched, elements contiguous
+    y = pipelink.aggregate(x, src, dst)
+    ref, bound = oracle(np.ascontiguousarray(x), src, dst)
+    assert_within(y, ref, bound)
+    # A column stride would need a copy; PipeLink never copies behind your back.
+    with pytest.raises(pipelink.ContractViolationError) as ei:
+        pipelink.aggregate(big[:n, ::2], src, dst)
+    assert (ei.value.port, ei.value.field) == ("x", "contiguity")
+
+
+def test_plan_is_reused_and_deterministic(rng):
+    n, e, f = 500, 20000, 64
+    src, dst = random_graph(rng, n, e)
+    plan = pipelink.AggregatePlan(src, dst, n)
+    assert plan.num_nodes == n and plan.num_edges == e and plan.nbytes > 0 and plan.device == "cpu"
+    for _ in range(2):
+        x = rng.standard_normal((n, f)).astype(np.float32)
+        w = rng.uniform(-1, 1, e).astype(np.float32)
+        a = pipelink.aggregate(x, None, None, w, plan=plan)
+        b = plan(x, w)
+        c = pipelink.aggregate(x, src, dst, w)
+        assert np.array_equal(a, b) and np.array_equal(a, c)
+        ref, bound = oracle(x, src, dst, w)
+        assert_within(a, ref, bound)
+
+
+def test_empty_graph_and_single_node(rng):
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    y = pipelink.aggregate(x, np.zeros(0, np.int64), np.zeros(0, np.int64))
+    assert np.array_equal(y, np.zeros((5, 4), np.float32))
+    x1 = rng.standard_normal((1, 3)).astype(np.float32)
+    y1 = pipelink.aggregate(x1, np.zeros(7, np.int64), np.zeros(7, np.int64))
+    assert np.allclose(y1, 7 * np.tanh(x1), rtol=1e-6)
+
+
+# ---- errors ------------------------------------------------------------------------------------
+
+def _inputs(rng, n=50, e=400, f=8):
+    src, dst = random_graph(rng, n, e)
+    return rng.standard_normal((n, f)).astype(np.float32), src, dst
+
+
+def test_bad_index_raises_index_error_and_leaves_out_untouched(rng):
+    x, src, dst = _inputs(rng)
+    dst[123] = 50
+    src[300] = -1
+    out = rng.standard_normal(x.shape).astype(np.float32)
+    before = out.copy()
+    with pytest.raises(IndexError) as ei:
+        pipelink.aggregate(x, src, dst, out=out)
+    e = ei.value
+    assert isinstance(e, pipelink.IndexOutOfRangeError)
+    assert (e.port, e.position, e.value, e.bound) == ("dst", 123, 50, 50)
+    assert "123" in str(e)
+    assert np.array_equal(out, before)
+    with pytest.raises(IndexError):
+        pipelink.AggregatePlan(src, dst, 50)
+
+
+@pytest.mark.parametrize(
+    "case, port, field",
+    [
+        ("x_int", "x", "dtype"),
+        ("mixed_index", "dst", "dtype"),
+        ("w_length", "w", "shape"),
+        ("w_dtype", "w", "dtype"),
+        ("out_shape", "out", "shape"),
+        ("out_dtype", "out", "dtype"),
+        ("x_rank", "x", "rank"),
+    ],
+)
+def test_contract_violations(rng, case, port, field):
+    x, src, dst = _inputs(rng)
+    w = rng.uniform(-1, 1, src.shape[0]).astype(np.float32)
+    out = np.zeros_like(x)
+    if case == "x_int":
+        x = x.astype(np.int32)
+        out = np.zeros(x.shape, np.float32)
+    elif case == "mixed_index":
+        dst = dst.astype(np.int32)
+    elif case == "w_length":
+        w = w[:-1]
+    elif case == "w_dtype":
+        w = w.astype(np.float64)
+    elif case == "out_shape":
+        out = np.zeros((x.shape[0], x.shape[1] + 1), np.float32)
+    elif case == "out_dtype":
+        out = np.zeros(x.shape, np.float64)
+    elif case == "x_rank":
+        x = x.reshape(-1)
+        out = np.zeros((50, 8), np.float32)
+    with pytest.raises(pipelink.ContractViolationError) as ei:
+        pipelink.aggregate(x, src, dst, w, out=out)
+    e = ei.value
+    assert isinstance(e, ValueError)
+    assert e.op == "aggregate" and e.port == port and e.field == field, (e.op, e.port, e.field, str(e))
+    assert e.expected and e.actual
+
+
+def test_bad_attributes(rng):
+    x, src, dst = _inputs(rng)
+    with pytest.raises(pipelink.ContractViolationError) as ei:
+        pipelink.aggregate(x, src, dst, transform="softmax")
+    assert ei.value.field == "attribute" and "tanh" in ei.value.expected
+    with pytest.raises(pipelink.ContractViolationError):
+        pipelink.aggregate(x, src, dst, mode="fastest")
+    with pytest.raises(ValueError):
+        pipelink.aggregate(x, src, dst, accumulate=True)  # accumulate needs out=
+
+
+def test_unsupported_inputs_get_clear_errors(rng):
+    x, src, dst = _inputs(rng)
+    with pytest.raises(ValueError, match="unsupported dtype"):
+        pipelink.aggregate(x.astype(np.float16), src, dst, out=np.zeros(x.shape, np.float16))
+    with pytest.raises(TypeError, match="expected a torch tensor"):
+        pipelink.aggregate(x.tolist(), src, dst)
+    with pytest.raises(TypeError):
+        pipelink.aggregate(x, src.tolist(), dst)
+
+
+def test_overlapping_output_is_refused(rng):
+    x, src, dst = _inputs(rng)
+    with pytest.raises(pipelink.ContractViolationError) as ei:
+        pipelink.aggregate(x, src, dst, out=x)  # in place over the input it reads
+    assert ei.value.port == "out"
+
+
+# ---- the rest of the API -------------------------------------------------------------------------
+
+def test_ops_lists_contracts():
+    ops = {o["name"]: o for o in pipelink.ops()}
+    assert "aggregate" in ops
+    ports = {p["name"]: p for p in ops["aggregate"]["ports"]}
+    assert ports["x"]["shape"] == "[N, F]" and "float32" in ports["x"]["dtypes"]
+    assert ports["w"]["optional"]
+
+
+def test_inspect_and_debug_dump_round_trip(rng, tmp_path):
+    a = rng.standard_normal((6, 5)).astype(np.float32)
+    text = pipelink.inspect_tensor(a)
+    assert "[6, 5]" in text and "float32" in text
+    path = tmp_path / "a"
+    pipelink.debug_dump(a, str(path))
+    b = pipelink.debug_load(str(path))
+    assert isinstance(b, np.ndarray) and np.array_equal(a, b)
+
+
+def test_cuda_available_is_a_bool():
+    assert isinstance(pipelink.cuda_available(), bool)
