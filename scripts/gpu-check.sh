@@ -24,8 +24,11 @@ step() {  # name, log, command...: runs, appends to $OUT/log, records pass/fail
 { nvidia-smi; nvcc --version; cmake --version; g++ --version; } >"$OUT/env.txt" 2>&1
 rev=${PIPELINK_GIT_REVISION:-$(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)}
 export PIPELINK_GIT_REVISION=$rev  # the benchmark JSON records it (the copy's .git may be stale)
+# The Python module too, when this machine's python3 has nanobind (the H200 machine does).
+pyopt=()
+if python3 -c "import nanobind, sysconfig, os, sys; sys.exit(not os.path.exists(sysconfig.get_paths()['include'] + '/Python.h'))" 2>/dev/null; then pyopt=(-DPIPELINK_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)"); fi
 step configure tests.log cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPIPELINK_CUDA=ON -DPIPELINK_WERROR=ON \
-  -DCMAKE_PREFIX_PATH="$DEPS" -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu -DPIPELINK_GIT_REVISION="$rev"
+  -DCMAKE_PREFIX_PATH="$DEPS" -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu -DPIPELINK_GIT_REVISION="$rev" "${pyopt[@]}"
 step build tests.log cmake --build build/gpu -j "$jobs"
 if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pass in the same call)
   step ctest tests.log ctest --test-dir build/gpu -j 8 --output-on-failure
@@ -34,6 +37,11 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
     step "memcheck $n" sanitizer.log compute-sanitizer --tool memcheck --error-exitcode 3 "$t"
     step "racecheck $n" sanitizer.log compute-sanitizer --tool racecheck --error-exitcode 3 "$t"
   done
+fi
+if [ ${#pyopt[@]} -gt 0 ] && [ -z "${SKIP_PYTEST:-}" ]; then  # pytest on the GPU against the machine's torch
+  python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install -q --no-index --find-links .deps/wheels pytest >/dev/null 2>&1
+  step "pytest (torch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null))" pytest.log \
+    env PIPELINK_PYTHON_PATH="$PWD/build/gpu/python" python3 -m pytest -q -rs -p no:cacheprovider python/tests
 fi
 cli=build/gpu/tools/pipelink/pipelink
 for w in ${WORKLOADS:-arxiv-like products-like power-law}; do
@@ -49,6 +57,7 @@ fi
 echo
 grep -m1 -E "H200|H100|NVIDIA [A-Z]" "$OUT/env.txt" || true
 grep -E "tests passed|tests failed" "$OUT/tests.log" || true
+tail -n 3 "$OUT/pytest.log" 2>/dev/null || true
 grep -E "^\| |vs three-op|null test" "$OUT/bench.md" 2>/dev/null || true
 grep -h "ERROR SUMMARY" "$OUT/sanitizer.log" 2>/dev/null | sort | uniq -c || true
 printf '%-40s %-28s %s\n' step result time
