@@ -49,6 +49,12 @@ for w in ${WORKLOADS:-arxiv-like products-like power-law}; do
     --json "$OUT/bench-$w-${ORDER:-random}.json" --markdown "$OUT/bench-$w-${ORDER:-random}.md"
 done
 cat "$OUT"/bench-*.md >>"$OUT/bench.md" 2>/dev/null && rm -f "$OUT"/bench-*.md
+if [ -n "${COMPARE:-}" ] && [ ${#pyopt[@]} -gt 0 ]; then  # COMPARE="arxiv-like products-like": bench/compare_torch.py
+  for w in $COMPARE; do
+    step "compare_torch $w" bench.log env PIPELINK_PYTHON_PATH="$PWD/build/gpu/python" python3 bench/compare_torch.py \
+      --workload "$w" --json "$OUT/compare-$w.json" --markdown "$OUT/compare-$w.md" --png "$OUT/compare-$w.png"
+  done
+fi
 if [ -n "${SWEEP:-}" ]; then  # SWEEP=products-like: edge-count sweep to the memory limit, with plots
   step "sweep $SWEEP" bench.log $cli bench sweep --workload "$SWEEP" --device cuda --json "$OUT/sweep-$SWEEP.json"
   step "plot sweep" bench.log python3 bench/plot_sweep.py "$OUT/sweep-$SWEEP.json"
@@ -59,6 +65,7 @@ grep -m1 -E "H200|H100|NVIDIA [A-Z]" "$OUT/env.txt" || true
 grep -E "tests passed|tests failed" "$OUT/tests.log" || true
 tail -n 3 "$OUT/pytest.log" 2>/dev/null || true
 grep -E "^\| |vs three-op|null test" "$OUT/bench.md" 2>/dev/null || true
+cat "$OUT"/compare-*.md 2>/dev/null || true
 grep -h "ERROR SUMMARY" "$OUT/sanitizer.log" 2>/dev/null | sort | uniq -c || true
 printf '%-40s %-28s %s\n' step result time
 for s in "${status[@]}"; do IFS='|' read -r a b c <<<"$s"; printf '%-40s %-28s %s\n' "$a" "$b" "$c"; done

@@ -19,6 +19,9 @@ void reset_peak_memory() noexcept;
 /// Free and total bytes of the device (cudaMemGetInfo): the process-level view.
 std::pair<std::size_t, std::size_t> device_memory_info(int device = 0);
 void synchronize(int device = 0);
+/// Waits for the device, then gives the stream-ordered pool's cached (freed) memory back to the
+/// driver, so that a process-level reading (cudaMemGetInfo) afterwards shows what is really held.
+void release_cached_memory(int device = 0);
 
 /// Fills a contiguous device tensor with counter-based pseudo-random values (splitmix64 of the
 /// seed and the element index, so the same seed gives the same values on any device and grid):

@@ -7,11 +7,13 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "pipelink/cuda.hpp"
 #include "pipelink/pipelink.hpp"
 
 namespace nb = nanobind;
@@ -107,6 +109,19 @@ void run_plan_py(const PyPlan& p, const Array& x, const std::optional<Array>& w,
   aggregate(p.plan, xv, wv, ov, opts);
 }
 
+// Host seconds to issue `n` plan runs from C++ (no synchronization inside the loop): the baseline
+// that bench/compare_torch.py subtracts from the same loop in Python to get the call overhead.
+double issue_seconds_py(const PyPlan& p, const Array& x, const std::optional<Array>& w, const MutArray& out,
+                        const std::string& transform, std::uintptr_t stream, int n) {
+  const TensorView xv = view_of(x, "x"), ov = view_of(out, "out");
+  const std::optional<TensorView> wv = optional_view(w, "w");
+  const AggregateOptions opts = options_of(transform, false, "auto", stream);
+  nb::gil_scoped_release release;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < n; ++i) aggregate(p.plan, xv, wv, ov, opts);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 std::string inspect_py(const Array& a) { return inspect_tensor(view_of(a, "tensor")); }
 void dump_py(const Array& a, const std::string& path) { debug_dump(view_of(a, "tensor"), path); }
 
@@ -176,6 +191,13 @@ NB_MODULE(_pipelink, m) {
   m.def("inspect_tensor", &inspect_py, "tensor"_a);
   m.def("debug_dump", &dump_py, "tensor"_a, "path"_a);
   m.def("debug_load", &load_py, "path"_a);
+  m.def("issue_seconds", &issue_seconds_py, "plan"_a, "x"_a, "w"_a.none(), "out"_a, "transform"_a, "stream"_a, "n"_a);
+  m.def("memory_stats", [] {
+    const auto st = cuda::memory_stats();
+    return nb::make_tuple(st.current, st.peak);
+  }, "(current, peak) bytes PipeLink holds on CUDA devices");
+  m.def("reset_peak_memory", [] { cuda::reset_peak_memory(); });
+  m.def("release_cached_memory", [](int device) { cuda::release_cached_memory(device); }, "device"_a = 0);
   m.def("cuda_backend_built", &cuda_backend_built);
   m.def("cuda_device_count", &cuda_device_count);
 }

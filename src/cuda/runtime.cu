@@ -157,6 +157,14 @@ void fill_random_indices(const TensorView& t, std::int64_t n, std::uint64_t seed
   PIPELINK_CUDA_CHECK(cudaGetLastError());
 }
 
+void release_cached_memory(int device) {
+  PIPELINK_CUDA_CHECK(cudaSetDevice(device));
+  PIPELINK_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaMemPool_t pool = nullptr;
+  PIPELINK_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+  PIPELINK_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+}
+
 Stream::Stream(int device) : device_(device) {
   PIPELINK_CUDA_CHECK(cudaSetDevice(device));
   cudaStream_t s = nullptr;

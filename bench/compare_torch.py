@@ -1,0 +1,380 @@
+#!/usr/bin/env python3
+"""PipeLink against what PyTorch users run today, side by side in one process (PROTOCOL.md §3).
+
+Variants: the reference (eager), the reference in edge chunks, torch.compile with static and
+dynamic shapes, and PipeLink's planned, one-shot and lean paths (plus the plan build). Each is
+verified against a float64 oracle with the PROTOCOL.md tolerance before it is timed; a failing
+variant is reported and not timed. Writes a versioned JSON, a Markdown table and a PNG chart.
+
+    python3 bench/compare_torch.py --workload products-like --json out.json --markdown out.md --png out.png
+
+Needs torch (CUDA for the GPU half; on the CPU it runs what the installed torch offers) and the
+pipelink package (pip install . or PIPELINK_PYTHON_PATH=<build>/python).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any, Callable, Optional
+
+if os.environ.get("PIPELINK_PYTHON_PATH"):
+    sys.path.insert(0, os.environ["PIPELINK_PYTHON_PATH"])
+
+import torch  # noqa: E402
+
+import pipelink  # noqa: E402
+from pipelink import _pipelink  # noqa: E402
+
+SCHEMA_VERSION = 1
+WORKLOADS = {  # name: (nodes, edges); F = 64, uniform random edges (PROTOCOL.md §1)
+    "arxiv-like": (169_343, 1_166_243),
+    "seed-40M": (2_449_029, 40_000_000),
+    "products-like": (2_449_029, 61_859_140),
+    "tiny": (2_000, 20_000),  # the test suite's smoke run, not a PROTOCOL.md workload
+}
+U = 2.0**-24
+
+
+def log(msg: str) -> None:
+    print(f"[compare_torch] {msg}", file=sys.stderr, flush=True)
+
+
+def reference(node_features, source, destination, edge_weight):
+    messages = node_features[source] * edge_weight[:, None]
+    transformed = torch.tanh(messages)
+    output = torch.zeros_like(node_features)
+    output.index_add_(0, destination, transformed)
+    return output
+
+
+def reference_chunked(x, src, dst, w, chunk):
+    out = torch.zeros_like(x)
+    for lo in range(0, src.shape[0], chunk):
+        hi = min(lo + chunk, src.shape[0])
+        out.index_add_(0, dst[lo:hi], torch.tanh(x[src[lo:hi]] * w[lo:hi, None]))
+    return out
+
+
+def oracle(x, src, dst, w, chunk):
+    """float64 result, and the per-element bound 2 (d + 4) u S of PROTOCOL.md §2."""
+    n, f = x.shape
+    y = torch.zeros(n, f, dtype=torch.float64, device=x.device)
+    s = torch.zeros_like(y)
+    x64, w64 = x.double(), w.double()
+    for lo in range(0, src.shape[0], chunk):
+        hi = min(lo + chunk, src.shape[0])
+        t = torch.tanh(x64[src[lo:hi]] * w64[lo:hi, None])
+        y.index_add_(0, dst[lo:hi], t)
+        s.index_add_(0, dst[lo:hi], t.abs())
+    deg = torch.bincount(dst, minlength=n).double()
+    return y, 2.0 * (deg[:, None] + 4.0) * U * s
+
+
+class Clock:
+    """Device-event timing on CUDA, wall time on the CPU."""
+
+    def __init__(self, device: torch.device):
+        self.cuda = device.type == "cuda"
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def time_ms(self, fn: Callable[[], Any]) -> float:
+        if self.cuda:
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            return float(a.elapsed_time(b))
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e3
+
+
+def copy_bandwidth(device: torch.device, clock: Clock) -> float:
+    n = (1 << 30) if device.type == "cuda" else (1 << 26)
+    a = torch.zeros(n, device=device)
+    b = torch.empty_like(a)
+    best = min(clock.time_ms(lambda: b.copy_(a)) for _ in range(5))
+    del a, b
+    return 2.0 * n * 4 / (best * 1e-3)
+
+
+def git_revision() -> str:
+    if os.environ.get("PIPELINK_GIT_REVISION"):
+        return os.environ["PIPELINK_GIT_REVISION"]
+    try:
+        return subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=12"], capture_output=True,
+                              text=True, cwd=os.path.dirname(os.path.abspath(__file__)), check=True).stdout.strip()
+    except Exception:  # noqa: BLE001
+        return "unknown"
+
+
+def memory_reset(device: torch.device) -> dict:
+    """Empties both caches so that the readings after a call show what it grew."""
+    if device.type != "cuda":
+        return {}
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    if pipelink.cuda_available():
+        _pipelink.release_cached_memory(device.index or 0)
+        _pipelink.reset_peak_memory()
+    torch.cuda.reset_peak_memory_stats()
+    return {"torch_alloc": torch.cuda.memory_allocated(), "pipelink": _pipelink.memory_stats()[0],
+            "free": torch.cuda.mem_get_info()[0]}
+
+
+def memory_after(device: torch.device, base: dict) -> dict:
+    if device.type != "cuda":
+        return {}
+    torch.cuda.synchronize()
+    return {
+        "torch_allocator_peak_extra": int(torch.cuda.max_memory_allocated() - base["torch_alloc"]),
+        "pipelink_allocator_peak_extra": int(_pipelink.memory_stats()[1] - base["pipelink"]),
+        # Both caches keep what they freed, so the process-level growth is their high-water mark.
+        "process_extra": int(base["free"] - torch.cuda.mem_get_info()[0]),
+    }
+
+
+def call_overhead_us(plan, x, w, out, device: torch.device, clock: Clock, calls: int = 200, trials: int = 7) -> dict:
+    """Per-call host time of plan runs issued from Python minus the same loop issued from C++."""
+    stream = int(torch.cuda.current_stream(device).cuda_stream) if device.type == "cuda" else 0
+    py, cpp = [], []
+    for _ in range(trials):
+        clock.sync()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            pipelink.aggregate(x, None, None, w, out=out, plan=plan)
+        py.append((time.perf_counter() - t0) / calls)
+        clock.sync()
+        cpp.append(_pipelink.issue_seconds(plan._impl, x, w, out, "tanh", stream, calls) / calls)
+        clock.sync()
+    p, c = statistics.median(py), statistics.median(cpp)
+    return {"python_us_per_call": p * 1e6, "cpp_us_per_call": c * 1e6, "overhead_us": (p - c) * 1e6,
+            "calls_per_trial": calls, "trials": trials,
+            "note": "host time to issue the calls (no synchronization inside the loop), median of trials"}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--workload", default="products-like", choices=sorted(WORKLOADS))
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--chunk-edges", type=int, default=4_000_000, help="edge chunk of the chunked reference")
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile variants")
+    ap.add_argument("--json"), ap.add_argument("--markdown"), ap.add_argument("--png")
+    a = ap.parse_args()
+
+    device = torch.device(a.device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    clock = Clock(device)
+    n, e = WORKLOADS[a.workload]
+    f = 64
+    log(f"{a.workload}: N={n} E={e} F={f} on {device}; drawing inputs")
+    g = torch.Generator(device=device).manual_seed(a.seed)
+    x = torch.randn(n, f, generator=g, device=device)
+    src = torch.randint(0, n, (e,), generator=g, device=device)
+    dst = torch.randint(0, n, (e,), generator=g, device=device)
+    w = torch.rand(e, generator=g, device=device) * 2 - 1
+    must_move = e * f * 4 + 2 * e * 4 + e * 4 + n * f * 4  # a row per edge, int32 CSR, w, output
+    bw = copy_bandwidth(device, clock)
+    log(f"copy bandwidth {bw / 1e9:.0f} GB/s; float64 oracle")
+    y64, bound = oracle(x, src, dst, w, 8_000_000)
+
+    def verify(y) -> dict:
+        d = (y.double() - y64)
+        err = d.abs()
+        return {"max_abs_err": float(err.max()), "rel_l2_err": float(d.norm() / y64.norm()),
+                "within_tolerance": bool((err <= bound).all()) and bool(torch.isfinite(y).all())}
+
+    # Protocol step 2: the in-service reference's run-to-run spread.
+    r0 = reference(x, src, dst, w)
+    spread = 0.0
+    for _ in range(3):
+        spread = max(spread, float((reference(x, src, dst, w) - r0).abs().max()))
+    del r0
+    log(f"reference spread (max abs over 3 reruns): {spread:.3e}")
+
+    out = torch.empty_like(x)
+    state: dict[str, Any] = {}
+    variants: list[tuple[str, Callable[[], Any], str]] = [
+        ("eager", lambda: reference(x, src, dst, w), "the 17-line reference"),
+        ("chunked", lambda: reference_chunked(x, src, dst, w, a.chunk_edges), f"reference over {a.chunk_edges}-edge chunks"),
+    ]
+    compile_ok = hasattr(torch, "compile") and not a.no_compile
+    if compile_ok:
+        static = torch.compile(reference, dynamic=False)
+        dynamic = torch.compile(reference, dynamic=True)
+        variants += [("compile-static", lambda: static(x, src, dst, w), "torch.compile(dynamic=False)"),
+                     ("compile-dynamic", lambda: dynamic(x, src, dst, w), "torch.compile(dynamic=True)")]
+    variants += [
+        ("pipelink-plan-build", lambda: state.__setitem__("plan", pipelink.AggregatePlan(src, dst, n)),
+         "AggregatePlan(src, dst, N)"),
+        ("pipelink-planned", lambda: pipelink.aggregate(x, None, None, w, out=out, plan=state["plan"]),
+         "aggregate(..., plan=plan): deterministic"),
+        ("pipelink-one-shot", lambda: pipelink.aggregate(x, src, dst, w, out=out, mode="one_shot"),
+         "plan build + run per call: deterministic"),
+        ("pipelink-lean", lambda: pipelink.aggregate(x, src, dst, w, out=out, mode="lean"),
+         "no scratch, float atomics (CUDA): not deterministic"),
+    ]
+
+    results = []
+    for name, fn, doc in variants:
+        v: dict[str, Any] = {"name": name, "doc": doc}
+        try:
+            if name.startswith("pipelink") and name != "pipelink-plan-build":
+                out.fill_(float("nan"))  # poisoned: a path that skips rows fails verification
+            base = memory_reset(device)
+            t0 = time.perf_counter()
+            y = fn()
+            clock.sync()
+            v["cold_ms"] = (time.perf_counter() - t0) * 1e3
+            v["memory"] = memory_after(device, base)
+            if name != "pipelink-plan-build":
+                v.update(verify(out if name.startswith("pipelink") else y))
+                if not v["within_tolerance"]:
+                    v["note"] = "failed verification: not timed"
+                    results.append(v)
+                    log(f"{name}: FAILED verification ({v['rel_l2_err']:.2e})")
+                    continue
+            else:
+                v["plan_bytes"] = state["plan"].nbytes
+            del y
+            for _ in range(a.warmup):
+                fn()
+            samples = [clock.time_ms(fn) for _ in range(a.repeats)]
+            v["samples_ms"] = samples
+            v["median_ms"], v["min_ms"], v["max_ms"] = statistics.median(samples), min(samples), max(samples)
+            if name != "pipelink-plan-build":
+                v["effective_gbs"] = must_move / (v["median_ms"] * 1e-3) / 1e9
+            log(f"{name}: median {v['median_ms']:.3f} ms (cold {v['cold_ms']:.1f} ms)")
+        except Exception as ex:  # noqa: BLE001 -- an OOM or a missing feature is a result, not a crash
+            v["error"] = f"{type(ex).__name__}: {ex}".splitlines()[0][:300]
+            log(f"{name}: {v['error']}")
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        results.append(v)
+
+    by = {v["name"]: v for v in results if "median_ms" in v}
+    ratios = {}
+    for base_name in ("eager", "compile-static", "compile-dynamic"):
+        if base_name in by:
+            for pl in ("pipelink-planned", "pipelink-one-shot", "pipelink-lean"):
+                if pl in by:
+                    ratios[f"{pl} vs {base_name}"] = by[base_name]["median_ms"] / by[pl]["median_ms"]
+    overhead = None
+    # On the CPU a call runs to completion before it returns, so the loop times the kernel too and
+    # the difference drowns in its noise: measured on CUDA only, where a call just queues work.
+    if "plan" in state and device.type == "cuda":
+        overhead = call_overhead_us(state["plan"], x, w, out, device, clock)
+        log(f"python call overhead: {overhead['overhead_us']:.2f} us/call")
+
+    meta = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "compare-torch",
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "git": git_revision(),
+        "workload": {"name": a.workload, "nodes": n, "edges": e, "features": f, "edges_drawn": "uniform random",
+                     "index_dtype": "int64", "seed": a.seed, "cost_variable": "E"},
+        "oracle": "float64 on the same device, edge-chunked",
+        "tolerance": "|y - oracle| <= 2 (d_i + 4) 2^-24 S_i per element (PROTOCOL.md §2)",
+        "knobs": {"repeats": a.repeats, "warmup": a.warmup, "chunk_edges": a.chunk_edges,
+                  "PIPELINK_AGG_LONG_ROW": os.environ.get("PIPELINK_AGG_LONG_ROW", "default (64)")},
+        "device": {"name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
+                   "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
+                   "copy_bandwidth_gbs": bw / 1e9},
+        "timing": "CUDA events around the user-visible call after warm-up (CPU: wall time); cold = first call, synchronized wall time",
+        "memory": "extra over the inputs: torch allocator peak, PipeLink allocator peak, process-level (cudaMemGetInfo) growth after emptying both caches",
+        "reference_spread_max_abs": spread,
+        "must_move_bytes": must_move,
+        "variants": results,
+        "ratios": ratios,
+        "python_call_overhead": overhead,
+    }
+    if a.json:
+        with open(a.json, "w") as fh:
+            json.dump(meta, fh, indent=2)
+    md = markdown(meta)
+    print(md)
+    if a.markdown:
+        with open(a.markdown, "w") as fh:
+            fh.write(md)
+    if a.png:
+        try:
+            chart(meta, a.png)
+        except ImportError as ex:
+            log(f"no chart ({ex}); pip install matplotlib")
+    return 0
+
+
+def gib(b: Optional[int]) -> str:
+    return "-" if b is None else f"{b / 2**30:.2f} GiB"
+
+
+def markdown(m: dict) -> str:
+    wl, dev = m["workload"], m["device"]
+    lines = [f"`{wl['name']}`: N={wl['nodes']}, E={wl['edges']}, F={wl['features']}, float32, tanh, int64 indices. "
+             f"Device: {dev['name']} (torch {dev['torch']}, CUDA {dev['cuda']}), copy bandwidth "
+             f"{dev['copy_bandwidth_gbs']:.0f} GB/s. Git {m['git']}, {m['date']}.", "",
+             "| variant | median ms | min | max | cold ms | torch alloc extra | PipeLink alloc extra | process extra | eff. GB/s | rel L2 err | within tol |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|"]
+    for v in m["variants"]:
+        mem = v.get("memory", {})
+        if "error" in v:
+            lines.append(f"| {v['name']} | {v['error']} | | | | | | | | | |")
+            continue
+        med = f"{v['median_ms']:.2f}" if "median_ms" in v else v.get("note", "-")
+        lines.append(
+            f"| {v['name']} | {med} | {v.get('min_ms', math.nan):.2f} | {v.get('max_ms', math.nan):.2f} | "
+            f"{v.get('cold_ms', math.nan):.1f} | {gib(mem.get('torch_allocator_peak_extra'))} | "
+            f"{gib(mem.get('pipelink_allocator_peak_extra'))} | {gib(mem.get('process_extra'))} | "
+            f"{v.get('effective_gbs', 0):.0f} | {v.get('rel_l2_err', math.nan):.2e} | "
+            f"{'yes' if v.get('within_tolerance', True) else 'NO'} |")
+    lines.append("")
+    for k, r in m["ratios"].items():
+        verdict = "" if r >= 1.5 or r <= 1 / 1.5 else " (no measured difference at this precision)"
+        lines.append(f"- {k}, same run: {r:.2f}x{verdict}")
+    lines.append(f"- reference run-to-run spread: max abs {m['reference_spread_max_abs']:.2e}")
+    o = m.get("python_call_overhead")
+    if o:
+        lines.append(f"- Python call overhead over C++: {o['overhead_us']:.2f} us/call "
+                     f"({o['python_us_per_call']:.2f} vs {o['cpp_us_per_call']:.2f} us to issue one planned call)")
+    return "\n".join(lines) + "\n"
+
+
+def chart(m: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    vs = [v for v in m["variants"] if "median_ms" in v and v["name"] != "pipelink-plan-build"]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    colors = ["#c44e52" if not v["name"].startswith("pipelink") else "#4c72b0" for v in vs]
+    ax.bar([v["name"] for v in vs], [v["median_ms"] for v in vs], color=colors)
+    ax.set_yscale("log")
+    ax.set_ylabel("median ms (log)")
+    ax.set_title(f"{m['workload']['name']} on {m['device']['name']}: aggregate, one process")
+    for i, v in enumerate(vs):
+        ax.text(i, v["median_ms"], f"{v['median_ms']:.1f}", ha="center", va="bottom", fontsize=8)
+    plt.xticks(rotation=25, ha="right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
