@@ -134,7 +134,12 @@ std::string run_aggregate_sweep(const SweepOptions& o) {
             pt["cross_check"] = {{"against", first_name}, {"rel_l2_diff", rel}};
             // Both sides are within 1e-6 of the oracle where it was checked; 1e-5 leaves room
             // for float atomics on hub-free graphs and still catches a wrong row.
-            if (!(rel <= 1e-5)) throw Error(fmt::format("{} disagrees with {} at E = {}: rel. L2 {:.3e}", name, first_name, E, rel));
+            if (!(rel <= 1e-5)) {  // recorded, reported, and the sweep goes on: its data is kept
+              pt["cross_check"]["agrees"] = false;
+              say(fmt::format("E = {}: {} DISAGREES with {}: rel. L2 {:.3e}", E, name, first_name, rel));
+            } else {
+              pt["cross_check"]["agrees"] = true;
+            }
           }
         }
         std::vector<double> samples;

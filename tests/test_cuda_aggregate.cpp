@@ -278,6 +278,41 @@ TEST_F(CudaAggregate, RunsOnANonDefaultStream) {
   }
 }
 
+TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
+  // The plan is built on stream A and run on stream B behind a few milliseconds of other work,
+  // then dropped at once, and a second plan (another graph, same sizes) is built on A while
+  // the first run has not started: without ordering between the streams the pool hands the
+  // first plan's memory to the second and the run reads the wrong graph.
+  const auto seed = fresh_seed();
+  const std::int64_t N = 20000, F = 64, E = 300000;
+  EdgeList busy_graph = uniform_graph(N, 16000000, seed);
+  EdgeList g1 = uniform_graph(N, E, seed + 1), g2 = uniform_graph(N, E, seed + 2);
+  Tensor x = random_tensor({N, F}, DType::f32, seed + 3);
+  AggregateOracle oracle = aggregate_oracle(x, g1.src, g1.dst, std::nullopt);
+  Tensor xg = gpu(x), bs = gpu(busy_graph.src), bd = gpu(busy_graph.dst);
+  Tensor s1 = gpu(g1.src), d1 = gpu(g1.dst), s2 = gpu(g2.src), d2 = gpu(g2.dst);
+  Tensor scratch = poisoned_gpu(N, F, DType::f32);
+  cuda::Stream a, b;
+  for (int rep = 0; rep < 3; ++rep) {
+    Tensor out = poisoned_gpu(N, F, DType::f32);
+    cuda::synchronize();
+    AggregateOptions busy;
+    busy.path = AggregatePath::lean;
+    busy.stream = b.get();
+    aggregate(xg, bs, bd, std::nullopt, scratch, busy);  // B: milliseconds of atomics queued
+    {
+      AggregatePlan plan = AggregatePlan::build(s1, d1, N, a.get());
+      AggregateOptions run;
+      run.stream = b.get();
+      aggregate(plan, xg, std::nullopt, out, run);  // queued on B behind the atomics
+    }
+    AggregatePlan other = AggregatePlan::build(s2, d2, N, a.get());  // reuses the pool on A
+    b.synchronize();
+    VerifyReport r = verify_aggregate(host(out), oracle);
+    EXPECT_TRUE(r.within_tolerance) << "rep " << rep << ": " << r.summary();
+  }
+}
+
 TEST_F(CudaAggregate, LeanPathAllocatesNoScratch) {
   const auto seed = fresh_seed();
   EdgeList g = uniform_graph(20000, 1000000, seed);

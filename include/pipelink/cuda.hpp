@@ -27,9 +27,9 @@ void release_cached_memory(int device = 0);
 /// seed and the element index, so the same seed gives the same values on any device and grid):
 /// float32/float64 uniform in [lo, hi). For inputs too large to draw on the host (the reach
 /// sweep's 2^33-edge graphs).
-void fill_random_uniform(const TensorView& t, double lo, double hi, std::uint64_t seed);
-/// int32/int64 device tensor: uniform integers in [0, n).
-void fill_random_indices(const TensorView& t, std::int64_t n, std::uint64_t seed);
+void fill_random_uniform(const TensorView& t, double lo, double hi, std::uint64_t seed, void* stream = nullptr);
+/// int32/int64 device tensor: uniform integers in [0, n). Both queue on `stream` (cudaStream_t).
+void fill_random_indices(const TensorView& t, std::int64_t n, std::uint64_t seed, void* stream = nullptr);
 
 class Stream {
  public:

@@ -59,8 +59,20 @@ def _stream_of(x: Any, fw: str) -> int:
     if fw == "cupy":
         import cupy
 
-        return int(cupy.cuda.get_current_stream().ptr)
+        with x.device:  # the current stream of x's device, not of whichever device is current
+            return int(cupy.cuda.get_current_stream().ptr)
     return 0
+
+
+def _refuse_autograd(fw: str, *arrays: Any) -> None:
+    """PipeLink computes no gradients; a tensor that wants one gets an error, not a silent drop."""
+    if fw != "torch":
+        return
+    import torch
+
+    if torch.is_grad_enabled() and any(a is not None and getattr(a, "requires_grad", False) for a in arrays):
+        raise RuntimeError("pipelink.aggregate computes no gradients: call it under torch.no_grad() "
+                           "or pass tensors that do not require grad (.detach())")
 
 
 def _empty_like_rows(x: Any, fw: str, zeros: bool) -> Any:
@@ -117,6 +129,7 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
     """
     _check_mode(mode)
     fw = _framework(x)
+    _refuse_autograd(fw, x, w, out)
     if out is None:
         if accumulate:
             raise ValueError("aggregate: accumulate=True needs `out=` (the array to add into)")

@@ -150,21 +150,31 @@ nb::object load_py(const std::string& path) {
   return nb::cast(arr, nb::rv_policy::reference);
 }
 
-// C++ exceptions -> the Python classes of pipelink/_errors.py (which carry the fields).
+// C++ exceptions -> the Python classes of pipelink/_errors.py (which carry the fields). If that
+// module cannot be imported the builtin base class is raised with the same message, so the
+// original error is never replaced by an ImportError.
+template <class Make>
+void raise_as(const char* cls_name, PyObject* fallback, const char* what, Make&& make) {
+  try {
+    nb::object cls = nb::module_::import_("pipelink._errors").attr(cls_name);
+    nb::object err = make(cls);
+    PyErr_SetObject(cls.ptr(), err.ptr());
+  } catch (const nb::python_error&) {
+    PyErr_SetString(fallback, what);
+  }
+}
+
 void translate(const std::exception_ptr& p, void*) {
   try {
     std::rethrow_exception(p);
   } catch (const ContractViolationError& e) {
-    nb::object cls = nb::module_::import_("pipelink._errors").attr("ContractViolationError");
-    nb::object err = cls(e.what(), e.op(), e.port(), e.field(), e.expected(), e.actual());
-    PyErr_SetObject(cls.ptr(), err.ptr());
+    raise_as("ContractViolationError", PyExc_ValueError, e.what(),
+             [&](nb::object& cls) { return cls(e.what(), e.op(), e.port(), e.field(), e.expected(), e.actual()); });
   } catch (const IndexOutOfRangeError& e) {
-    nb::object cls = nb::module_::import_("pipelink._errors").attr("IndexOutOfRangeError");
-    nb::object err = cls(e.what(), e.op(), e.port(), e.position(), e.value(), e.bound());
-    PyErr_SetObject(cls.ptr(), err.ptr());
+    raise_as("IndexOutOfRangeError", PyExc_IndexError, e.what(),
+             [&](nb::object& cls) { return cls(e.what(), e.op(), e.port(), e.position(), e.value(), e.bound()); });
   } catch (const BackendUnavailableError& e) {
-    nb::object cls = nb::module_::import_("pipelink._errors").attr("BackendUnavailableError");
-    PyErr_SetObject(cls.ptr(), cls(e.what()).ptr());
+    raise_as("BackendUnavailableError", PyExc_RuntimeError, e.what(), [&](nb::object& cls) { return cls(e.what()); });
   } catch (const LookupError& e) {
     PyErr_SetString(PyExc_LookupError, e.what());
   } catch (const ParseError& e) {

@@ -164,3 +164,13 @@ def test_readme_example_runs():
     scope: dict = {}
     exec(compile(code, "README.md", "exec"), scope)  # noqa: S102
     assert scope["output"].shape == (169_343, 64) and bool(torch.isfinite(scope["output"]).all())
+
+
+def test_tensors_that_want_gradients_are_refused(rng):
+    x, src, dst, w = graph(rng, 50, 500, 8)
+    x.requires_grad_(True)
+    with pytest.raises(RuntimeError, match="no gradients"):
+        pt.aggregate(x, src, dst, w)
+    with torch.no_grad():  # inference: fine
+        y = pt.aggregate(x, src, dst, w)
+    check(y, x.detach(), src, dst, w)

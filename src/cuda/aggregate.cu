@@ -232,7 +232,9 @@ constexpr std::int64_t kLongRow = 64;
 std::int64_t long_row_threshold() {
   static const std::int64_t t = [] {
     const char* v = std::getenv("PIPELINK_AGG_LONG_ROW");
-    return v && *v ? std::max<std::int64_t>(0, std::atoll(v)) : kLongRow;
+    // Capped at kSegment: longer rows are always split into segments, and csr_rows_kernel must
+    // skip them (a row summed by both would be added twice when accumulating).
+    return v && *v ? std::clamp<std::int64_t>(std::atoll(v), 0, kSegment) : kLongRow;
   }();
   return t;
 }
@@ -290,6 +292,18 @@ struct CudaPlan final : AggregatePlan::Impl {
   std::int64_t long_row = kLongRow;
   std::int64_t num_long = 0;  // long rows that are not split
   DeviceBuffer long_rows;     // P [num_long]
+  // The plan is built (and its buffers are freed) on `stream`, which must outlive the plan. A run
+  // on another stream waits for `built`, and the plan's stream then waits for that run (`used`),
+  // so neither reads a plan still being built nor frees one still being read.
+  cudaStream_t stream = nullptr;
+  cudaEvent_t built = nullptr, used = nullptr;
+  CudaPlan() = default;
+  CudaPlan(const CudaPlan&) = delete;
+  CudaPlan& operator=(const CudaPlan&) = delete;
+  ~CudaPlan() override {
+    if (built) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(built));
+    if (used) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(used));
+  }
   void run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts) override;
 };
 
@@ -433,6 +447,10 @@ std::shared_ptr<AggregatePlan::Impl> build_plan(const TensorView& src, const Ten
   }
   plan->bytes = plan->row_ptr.bytes() + plan->pairs.bytes() + plan->first_row.bytes() + plan->seg_first.bytes() +
                 plan->seg_row.bytes() + plan->long_rows.bytes();
+  plan->stream = s;
+  PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&plan->built, cudaEventDisableTiming));
+  PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&plan->used, cudaEventDisableTiming));
+  PIPELINK_CUDA_CHECK(cudaEventRecord(plan->built, s));
   return plan;
 }
 
@@ -715,10 +733,29 @@ __global__ void combine_segments_kernel(const P* __restrict__ seg_first, std::in
   }
 }
 
+template <class T>
+__global__ void zero_strided_kernel(T* p, std::int64_t rows, std::int64_t cols, std::int64_t rs, std::int64_t cs) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < rows * cols;
+       i += std::int64_t(gridDim.x) * blockDim.x)
+    p[(i / cols) * rs + (i % cols) * cs] = T(0);
+}
+
+// Zeroes out's rows: one 2-D memset when rows are evenly pitched; otherwise (a zero or negative
+// row stride, legal for some views) an element-wise kernel.
 void zero_rows(const TensorView& out, cudaStream_t s) {
   const std::size_t item = out.itemsize();
-  PIPELINK_CUDA_CHECK(cudaMemset2DAsync(out.data(), std::size_t(out.stride(0)) * item, 0, std::size_t(out.dim(1)) * item,
-                                        std::size_t(out.dim(0)), s));
+  const std::int64_t R = out.dim(0), C = out.dim(1);
+  if (R * C == 0) return;
+  if (out.stride(1) == 1 && (R == 1 || out.stride(0) >= C)) {
+    PIPELINK_CUDA_CHECK(cudaMemset2DAsync(out.data(), std::size_t(R == 1 ? C : out.stride(0)) * item, 0,
+                                          std::size_t(C) * item, std::size_t(R), s));
+    return;
+  }
+  if (item == 8)
+    zero_strided_kernel<double><<<grid_for(R * C, 256), 256, 0, s>>>(out.data_as<double>(), R, C, out.stride(0), out.stride(1));
+  else
+    zero_strided_kernel<float><<<grid_for(R * C, 256), 256, 0, s>>>(out.data_as<float>(), R, C, out.stride(0), out.stride(1));
+  check_launch();
 }
 
 bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
@@ -798,6 +835,18 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
 void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts) {
   const cudaStream_t s = as_stream(opts.stream);
   PIPELINK_CUDA_CHECK(cudaSetDevice(device.index));
+  const bool other_stream = s != stream;
+  if (other_stream) PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(s, built, 0));
+  struct AfterRun {  // also when a launch throws: the plan's frees must wait for what was queued
+    CudaPlan& p;
+    cudaStream_t s;
+    bool on;
+    ~AfterRun() {
+      if (!on) return;
+      PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventRecord(p.used, s));
+      PIPELINK_CUDA_CHECK_NOEXCEPT(cudaStreamWaitEvent(p.stream, p.used, 0));
+    }
+  } after{*this, s, other_stream};
   const bool f64 = x.dtype() == DType::f64;
   if (wide) {
     if (f64) launch_rows<double, std::int64_t>(*this, x, w, out, opts, s);

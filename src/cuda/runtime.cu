@@ -114,7 +114,8 @@ template <class T>
 __global__ void fill_uniform_kernel(T* p, std::int64_t n, double lo, double hi, std::uint64_t seed) {
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
     const double u = double(splitmix64(seed ^ splitmix64(std::uint64_t(i))) >> 11) * 0x1.0p-53;
-    p[i] = T(lo + (hi - lo) * u);
+    const T v = T(lo + (hi - lo) * u);
+    p[i] = v < T(hi) ? v : T(lo);  // rounding to T can reach hi; the range is [lo, hi)
   }
 }
 template <class T>
@@ -129,18 +130,18 @@ void require_contiguous_device(const TensorView& t, const char* what) {
 }
 }  // namespace
 
-void fill_random_uniform(const TensorView& t, double lo, double hi, std::uint64_t seed) {
+void fill_random_uniform(const TensorView& t, double lo, double hi, std::uint64_t seed, void* stream) {
   require_contiguous_device(t, "fill_random_uniform");
   PIPELINK_CUDA_CHECK(cudaSetDevice(t.device().index));
   const std::int64_t n = t.numel();
   if (n == 0) return;
-  if (t.dtype() == DType::f32) fill_uniform_kernel<float><<<1024, 256>>>(t.data_as<float>(), n, lo, hi, seed);
-  else if (t.dtype() == DType::f64) fill_uniform_kernel<double><<<1024, 256>>>(t.data_as<double>(), n, lo, hi, seed);
+  if (t.dtype() == DType::f32) fill_uniform_kernel<float><<<1024, 256, 0, static_cast<cudaStream_t>(stream)>>>(t.data_as<float>(), n, lo, hi, seed);
+  else if (t.dtype() == DType::f64) fill_uniform_kernel<double><<<1024, 256, 0, static_cast<cudaStream_t>(stream)>>>(t.data_as<double>(), n, lo, hi, seed);
   else throw std::invalid_argument("fill_random_uniform: float32 or float64 only");
   PIPELINK_CUDA_CHECK(cudaGetLastError());
 }
 
-void fill_random_indices(const TensorView& t, std::int64_t n, std::uint64_t seed) {
+void fill_random_indices(const TensorView& t, std::int64_t n, std::uint64_t seed, void* stream) {
   require_contiguous_device(t, "fill_random_indices");
   if (n < 1) throw std::invalid_argument("fill_random_indices: n must be >= 1");
   PIPELINK_CUDA_CHECK(cudaSetDevice(t.device().index));
@@ -148,9 +149,9 @@ void fill_random_indices(const TensorView& t, std::int64_t n, std::uint64_t seed
   if (count == 0) return;
   if (t.dtype() == DType::i32) {
     if (n > INT32_MAX) throw std::invalid_argument("fill_random_indices: n does not fit int32");
-    fill_indices_kernel<std::int32_t><<<1024, 256>>>(t.data_as<std::int32_t>(), count, std::uint64_t(n), seed);
+    fill_indices_kernel<std::int32_t><<<1024, 256, 0, static_cast<cudaStream_t>(stream)>>>(t.data_as<std::int32_t>(), count, std::uint64_t(n), seed);
   } else if (t.dtype() == DType::i64) {
-    fill_indices_kernel<std::int64_t><<<1024, 256>>>(t.data_as<std::int64_t>(), count, std::uint64_t(n), seed);
+    fill_indices_kernel<std::int64_t><<<1024, 256, 0, static_cast<cudaStream_t>(stream)>>>(t.data_as<std::int64_t>(), count, std::uint64_t(n), seed);
   } else {
     throw std::invalid_argument("fill_random_indices: int32 or int64 only");
   }
