@@ -191,6 +191,7 @@ std::string AggregateBenchResult::to_json() const {
                   {"samples_ms", v.time.samples},
                   {"extra_peak_bytes", v.extra_peak_bytes},
                   {"extra_peak_bytes_exact", v.memory_exact},
+                  {"process_extra_peak_bytes", v.process_peak_bytes},
                   {"max_abs_err", v.max_abs_err},
                   {"rel_l2_err", v.rel_l2_err},
                   {"within_tolerance", v.within_tolerance},
@@ -221,11 +222,14 @@ std::string AggregateBenchResult::to_markdown() const {
                    gpu ? "extra peak device memory" : "extra peak RSS");
   s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|\n";
   for (const auto& v : variants) {
-    s += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.1f} MB{} | {:.1f} ({:.0f}%) | {:.2e} | {:.2e} | {} |\n", v.name,
+    const std::string process = v.process_peak_bytes >= 0
+                                    ? fmt::format(" (process {:.1f} MB)", double(v.process_peak_bytes) / 1e6)
+                                    : std::string();
+    s += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.1f} MB{}{} | {:.1f} ({:.0f}%) | {:.2e} | {:.2e} | {} |\n", v.name,
                      v.timed ? fmt::format("{:.2f}", v.time.median) : "not timed",
                      v.timed ? fmt::format("{:.2f}", v.time.min) : "-",
                      v.timed ? fmt::format("{:.2f}", v.time.max) : "-", v.cold_ms, double(v.extra_peak_bytes) / 1e6,
-                     v.memory_exact ? "" : " (approx.)", v.effective_gbs,
+                     v.memory_exact ? "" : " (approx.)", process, v.effective_gbs,
                      copy_gbs > 0 ? 100 * v.effective_gbs / copy_gbs : 0.0, v.max_abs_err, v.rel_l2_err,
                      v.within_tolerance ? "yes" : "**no**");
   }

@@ -31,6 +31,9 @@ struct VariantResult {
   double cold_ms = 0;
   std::int64_t extra_peak_bytes = 0;  // peak RSS growth of one call, output allocation included
   bool memory_exact = false;
+  // GPU: process-level (cudaMemGetInfo) growth at its peak during the cold call, after the
+  // allocator caches were emptied; catches memory PipeLink's counters do not see. -1: not measured.
+  std::int64_t process_peak_bytes = -1;
   double max_abs_err = 0, rel_l2_err = 0;
   bool within_tolerance = false;
   double effective_gbs = 0;       // bytes that must move / median time

@@ -3,7 +3,12 @@
 // measured in the same run. Host-only code: CUDA through pipelink/cuda.hpp.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <mutex>
+#include <thread>
 
 #include "aggregate_bench.hpp"
 #include "pipelink/cuda.hpp"
@@ -26,6 +31,50 @@ double device_copy_bandwidth(Device dev) {
   }
   return 2.0 * double(n) * 4.0 / (best * 1e-3);  // bytes read + bytes written, as PROTOCOL.md counts it
 }
+
+namespace {
+
+// Samples the device's free memory from a second thread while a call runs: the lowest reading is
+// the process-level peak (cudaMemGetInfo sees every allocation: PipeLink's pool, cudaMalloc'd
+// tensors freed before the call returns, the CUDA runtime's own).
+class FreeMemorySampler {
+ public:
+  explicit FreeMemorySampler(int device) : device_(device), min_free_(cuda::device_memory_info(device).first) {
+    thread_ = std::thread([this] {
+      try {
+        while (!stop_.load()) {
+          note(cuda::device_memory_info(device_).first);
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+      } catch (...) {  // a failed query ends sampling; the readings so far stand
+      }
+    });
+  }
+  ~FreeMemorySampler() { finish(); }
+  FreeMemorySampler(const FreeMemorySampler&) = delete;
+  FreeMemorySampler& operator=(const FreeMemorySampler&) = delete;
+  std::size_t finish() {
+    if (thread_.joinable()) {
+      stop_ = true;
+      thread_.join();
+      note(cuda::device_memory_info(device_).first);
+    }
+    return min_free_;
+  }
+
+ private:
+  void note(std::size_t f) {
+    std::lock_guard lock(mu_);
+    min_free_ = std::min(min_free_, f);
+  }
+  int device_;
+  std::size_t min_free_;
+  std::mutex mu_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace
 
 void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const AggregateOracle& oracle,
                        const AggregateBenchOptions& o, const std::function<void(const std::string&)>& say) {
@@ -74,12 +123,17 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
     if (p.name == "planned" && !plan.defined()) continue;
     // Cold call: wall time of the synchronized call, allocator peak over what was held before.
     cuda::synchronize(dev.index);
+    cuda::release_cached_memory(dev.index);
     cuda::reset_peak_memory();
     const auto before = cuda::memory_stats();
+    const std::size_t free_before = cuda::device_memory_info(dev.index).first;
+    FreeMemorySampler sampler(dev.index);
     v.cold_ms = time_ms([&] {
       p.run();
       cuda::synchronize(dev.index);
     });
+    const std::size_t free_min = sampler.finish();
+    v.process_peak_bytes = free_before > free_min ? std::int64_t(free_before - free_min) : 0;
     v.extra_peak_bytes = std::int64_t(cuda::memory_stats().peak - before.current);
     v.memory_exact = true;
     if (p.name != "plan-build") {
