@@ -201,3 +201,36 @@ def test_inspect_and_debug_dump_round_trip(rng, tmp_path):
 
 def test_cuda_available_is_a_bool():
     assert isinstance(pipelink.cuda_available(), bool)
+
+
+def test_hostile_inputs_raise_and_never_crash(rng):
+    x, src, dst = _inputs(rng)
+    bad_calls = [
+        lambda: pipelink.aggregate(np.float32(1.0), src, dst),                         # 0-d
+        lambda: pipelink.aggregate(x.astype(bool), src, dst, out=np.zeros(x.shape, bool)),
+        lambda: pipelink.aggregate(np.zeros((1,) * 8, np.float32), src, dst),          # rank 8
+        lambda: pipelink.aggregate(x, src.reshape(20, 20), dst.reshape(20, 20)),       # 2-D indices
+        lambda: pipelink.aggregate(x, src[:10], dst),                                  # E mismatch
+        lambda: pipelink.aggregate(x, src.astype(np.float32), dst),                    # float indices
+        lambda: pipelink.aggregate(x, src, dst, out=np.zeros((50, 8), np.float32)[:, :4]),
+        lambda: pipelink.AggregatePlan(src, dst, -1),
+        lambda: pipelink.aggregate(x, None, None),
+    ]
+    for i, call in enumerate(bad_calls):
+        with pytest.raises((ValueError, TypeError, IndexError, RuntimeError)):
+            call()
+        print("ok", i)
+
+
+def test_reversed_rows_are_read_correctly(rng):
+    n, e = 80, 1500
+    src, dst = random_graph(rng, n, e)
+    base = rng.standard_normal((n, 16)).astype(np.float32)
+    x = base[::-1]  # negative row stride
+    try:
+        y = pipelink.aggregate(x, src, dst)
+    except pipelink.ContractViolationError as err:  # refusing is fine; a wrong answer is not
+        assert err.port == "x"
+        return
+    ref, bound = oracle(np.ascontiguousarray(x), src, dst)
+    assert_within(y, ref, bound)
