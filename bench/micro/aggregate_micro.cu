@@ -352,6 +352,80 @@ __global__ void __launch_bounds__(256) lean_edges(const i64* __restrict__ src, c
   }
 }
 
+
+// ---- L2 eviction-priority hints (PTX createpolicy + .L2::cache_hint, sm_80+) -------------------
+__device__ __forceinline__ std::uint64_t policy_evict_first() {
+  std::uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ std::uint64_t policy_evict_last() {
+  std::uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ float4 ldg4_hint(const float* ptr, std::uint64_t pol) {
+  float4 v;
+  asm volatile("ld.global.nc.L2::cache_hint.v4.f32 {%0,%1,%2,%3}, [%4], %5;"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(ptr), "l"(pol));
+  return v;
+}
+__device__ __forceinline__ void red4_hint(float* ptr, float4 v, std::uint64_t pol) {
+  asm volatile("red.global.add.L2::cache_hint.v4.f32 [%0], {%1,%2,%3,%4}, %5;" ::"l"(ptr), "f"(v.x), "f"(v.y), "f"(v.z),
+               "f"(v.w), "l"(pol)
+               : "memory");
+}
+
+// Ceiling with w: as gather_ceiling, plus the (src, id) pair load and the w gather through id.
+template <int U>
+__global__ void __launch_bounds__(256) gather_ceiling_w(const int2* se, const float* x, const float* w, float* sink, i64 E) {
+  const int lane = threadIdx.x & 31, gl = lane & 15;
+  const unsigned hm = 0xFFFFu << (lane & 16);
+  const i64 g = (blockIdx.x * i64(blockDim.x) + threadIdx.x) / 16, G = i64(gridDim.x) * blockDim.x / 16;
+  float4 acc = make_float4(0, 0, 0, 0);
+  for (i64 k0 = g * 16; k0 < E; k0 += G * 16) {
+    const int2 p = k0 + gl < E ? se[k0 + gl] : make_int2(0, 0);
+    const float my_w = k0 + gl < E ? __ldg(w + p.y) : 0.f;
+#pragma unroll
+    for (int t0 = 0; t0 < 16; t0 += U) {
+      float4 v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) v[u] = ldg4(x + i64(__shfl_sync(hm, p.x, t0 + u, 16)) * F + gl * 4);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const float wt = __shfl_sync(hm, my_w, t0 + u, 16);
+        acc.x += v[u].x * wt;
+        acc.y += v[u].y * wt;
+        acc.z += v[u].z * wt;
+        acc.w += v[u].w * wt;
+      }
+    }
+  }
+  reinterpret_cast<float4*>(sink)[(g % 4096) * 16 + gl] = acc;
+}
+
+// Lean with hints. MODE 0: none; 1: x rows evict_first (no reuse expected); 2: that, and the
+// output reductions evict_last (partial sums stay in L2 longer).
+template <int MODE>
+__global__ void __launch_bounds__(256) lean_hint(const i64* __restrict__ src, const i64* __restrict__ dst,
+                                                 const float* __restrict__ x, const float* __restrict__ w,
+                                                 float* __restrict__ out, i64 E) {
+  const int lane = threadIdx.x & 31, gl = lane & 15;
+  const i64 g = (blockIdx.x * i64(blockDim.x) + threadIdx.x) / 16, G = i64(gridDim.x) * blockDim.x / 16;
+  const std::uint64_t first = policy_evict_first(), last = policy_evict_last();
+  for (i64 e = g; e < E; e += G) {
+    const i64 s = src[e], d = dst[e];
+    const float wt = __ldg(w + e);
+    const float4 v = MODE >= 1 ? ldg4_hint(x + s * F + gl * 4, first) : ldg4(x + s * F + gl * 4);
+    float4 a = make_float4(0, 0, 0, 0);
+    fma_tanh(a, v, wt);
+    float* o = out + d * F + gl * 4;
+    if (MODE >= 2) red4_hint(o, a, last);
+    else atomicAdd(reinterpret_cast<float4*>(o), a);
+  }
+}
+
 // ---- harness ---------------------------------------------------------------------------------
 struct Timer {
   cudaEvent_t a, b;
@@ -574,6 +648,36 @@ int main(int argc, char** argv) {
       std::snprintf(extra, sizeof extra, "max diff vs planned: %.2e", max_rel_diff(ref, out, N * F));
       report(name, t, extra);
     }
+  }
+
+  {  // next-session experiments: the w gather's cost, L2 eviction hints on the lean path
+    std::uint64_t *va = dalloc<std::uint64_t>(E), *vb = dalloc<std::uint64_t>(E);
+    init_pack<<<SM * 16, 256>>>(src, dst, ka, va, E, N, bad);
+    std::size_t tb3 = 0;
+    cub::DoubleBuffer<unsigned> k(ka, kb);
+    cub::DoubleBuffer<std::uint64_t> v(va, vb);
+    CK(cub::DeviceRadixSort::SortPairs(nullptr, tb3, k, v, E, 0, bits));
+    void* temp3 = nullptr;
+    CK(cudaMalloc(&temp3, tb3));
+    CK(cub::DeviceRadixSort::SortPairs(temp3, tb3, k, v, E, 0, bits));
+    const int2* se = reinterpret_cast<const int2*>(v.Current());
+    report("ceiling: gather rows + w through ids, U=8", timed([&] { gather_ceiling_w<8><<<SM * 16 * 4, 256>>>(se, x, w, sink, E); }));
+    for (int mode : {0, 1, 2}) {
+      char name[64];
+      std::snprintf(name, sizeof name, "lean with L2 hints, mode %d", mode);
+      auto t = timed([&] {
+        CK(cudaMemsetAsync(out, 0, N * F * 4));
+        if (mode == 0) lean_hint<0><<<SM * 64, 256>>>(src, dst, x, w, out, E);
+        else if (mode == 1) lean_hint<1><<<SM * 64, 256>>>(src, dst, x, w, out, E);
+        else lean_hint<2><<<SM * 64, 256>>>(src, dst, x, w, out, E);
+      });
+      char extra[64];
+      std::snprintf(extra, sizeof extra, "max diff vs planned: %.2e", max_rel_diff(ref, out, N * F));
+      report(name, t, extra);
+    }
+    CK(cudaFree(temp3));
+    CK(cudaFree(va));
+    CK(cudaFree(vb));
   }
   std::printf("done\n");
   return 0;
