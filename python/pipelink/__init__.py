@@ -121,8 +121,9 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
         accumulate: add into ``out`` instead of overwriting it (rows without edges keep their value).
         plan: an :class:`AggregatePlan` built from ``(src, dst)``; then ``src``/``dst`` may be
             ``None`` and the run is deterministic.
-        mode: ``"auto"`` (deterministic one-shot on CUDA), ``"one_shot"`` or ``"lean"`` (CUDA:
-            no scratch memory, float atomics, not deterministic).
+        mode: ``"auto"`` (deterministic one-shot on CUDA), ``"one_shot"`` or ``"lean"`` (CUDA
+            only: no scratch memory, float atomics, not deterministic; on the CPU it raises
+            ``LookupError`` naming the kernels that exist).
 
     Returns:
         ``out`` (the array passed in, or a new one of ``x``'s kind).
@@ -131,6 +132,7 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
         ContractViolationError: a tensor breaks the op's contract (a ``ValueError``).
         IndexOutOfRangeError: an index is outside ``[0, N)`` (an ``IndexError``); ``out`` is untouched.
         BackendUnavailableError: CUDA tensors on a build or machine without CUDA.
+        RuntimeError: a torch tensor that requires grad while autograd is on (no gradients here).
     """
     _check_mode(mode)
     fw = _framework(x)

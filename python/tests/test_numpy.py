@@ -234,3 +234,9 @@ def test_reversed_rows_are_read_correctly(rng):
         return
     ref, bound = oracle(np.ascontiguousarray(x), src, dst)
     assert_within(y, ref, bound)
+
+
+def test_lean_mode_on_the_cpu_names_what_exists(rng):
+    x, src, dst = _inputs(rng)
+    with pytest.raises(LookupError, match="csr_row_serial"):
+        pipelink.aggregate(x, src, dst, mode="lean")
