@@ -11,13 +11,7 @@
 namespace pipelink::test {
 namespace {
 
-class CudaAggregate : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda_backend_built()) GTEST_SKIP() << "SKIPPED: this build has no CUDA backend";
-    if (cuda_device_count() == 0) GTEST_SKIP() << "SKIPPED: no CUDA device present";
-  }
-};
+class CudaAggregate : public CudaTest {};
 
 const Device kGpu = Device::cuda(0);
 

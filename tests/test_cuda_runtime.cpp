@@ -8,13 +8,7 @@
 namespace pipelink::test {
 namespace {
 
-class CudaRuntime : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda_backend_built()) GTEST_SKIP() << "SKIPPED: this build has no CUDA backend";
-    if (cuda_device_count() == 0) GTEST_SKIP() << "SKIPPED: no CUDA device present";
-  }
-};
+class CudaRuntime : public CudaTest {};
 
 TEST_F(CudaRuntime, RoundTripThroughDeviceMemory) {
   Tensor h = random_tensor({1000, 7}, DType::f32, fresh_seed());

@@ -55,4 +55,13 @@ inline bool bitwise_equal(const TensorView& a, const TensorView& b) {
          std::memcmp(a.data(), b.data(), std::size_t(a.numel()) * a.itemsize()) == 0;
 }
 
+/// Base fixture of the CUDA suites: a visible skip (never a pass) without the backend or a GPU.
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_backend_built()) GTEST_SKIP() << "SKIPPED: this build has no CUDA backend";
+    if (cuda_device_count() == 0) GTEST_SKIP() << "SKIPPED: no CUDA device present";
+  }
+};
+
 }  // namespace pipelink::test

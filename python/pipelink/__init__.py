@@ -80,22 +80,22 @@ def _refuse_autograd(fw: str, *arrays: Any) -> None:
                            "or pass tensors that do not require grad (.detach())")
 
 
-def _empty_like_rows(x: Any, fw: str, zeros: bool) -> Any:
-    """A new [N, F] output of x's framework, dtype and device."""
+def _empty_like_rows(x: Any, fw: str) -> Any:
+    """A new, uninitialised [N, F] output of x's framework, dtype and device (every row is written)."""
     shape = tuple(x.shape)
     if fw == "torch":
         import torch
 
-        return (torch.zeros if zeros else torch.empty)(shape, dtype=x.dtype, device=x.device)
+        return torch.empty(shape, dtype=x.dtype, device=x.device)
     if fw == "cupy":
         import cupy
 
         with x.device:
-            return (cupy.zeros if zeros else cupy.empty)(shape, dtype=x.dtype)
+            return cupy.empty(shape, dtype=x.dtype)
     import numpy as np
 
     if fw == "numpy":
-        return (np.zeros if zeros else np.empty)(shape, dtype=x.dtype)
+        return np.empty(shape, dtype=x.dtype)
     raise TypeError("pipelink: pass `out=` for arrays other than torch, NumPy and CuPy")
 
 
@@ -140,7 +140,7 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
     if out is None:
         if accumulate:
             raise ValueError("aggregate: accumulate=True needs `out=` (the array to add into)")
-        out = _empty_like_rows(x, fw, zeros=False)
+        out = _empty_like_rows(x, fw)
     stream = _stream_of(x, fw)
     if plan is not None:
         plan._run(x, w, out, transform=transform, accumulate=accumulate, stream=stream)
