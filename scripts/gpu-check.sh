@@ -69,3 +69,6 @@ cat "$OUT"/compare-*.md 2>/dev/null || true
 grep -h "ERROR SUMMARY" "$OUT/sanitizer.log" 2>/dev/null | sort | uniq -c || true
 printf '%-40s %-28s %s\n' step result time
 for s in "${status[@]}"; do IFS='|' read -r a b c <<<"$s"; printf '%-40s %-28s %s\n' "$a" "$b" "$c"; done
+# The device tool brings back at most 8 files: past that, everything also goes into one tarball.
+n=$(find "$OUT" -maxdepth 1 -type f | wc -l)
+if [ "$n" -gt 7 ]; then tar -C "$OUT" -czf /tmp/gpu-check-all.tgz . && find "$OUT" -maxdepth 1 -type f ! -name 'tests.log' ! -name 'bench.md' -delete && mv /tmp/gpu-check-all.tgz "$OUT/all.tgz"; fi
