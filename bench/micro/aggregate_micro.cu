@@ -426,6 +426,128 @@ __global__ void __launch_bounds__(256) lean_hint(const i64* __restrict__ src, co
   }
 }
 
+
+// ---- staged rows: cp.async copies x rows into a per-warp shared-memory ring ---------------------
+// The register-held designs above keep at most U rows per lane group in flight and stall on the
+// dependent (src -> row) load chain. Here a warp owns a balanced chunk of rows, copies SE edges'
+// x rows (and their w) into stage j % S with cp.async while it sums stage j - S + 1 out of shared
+// memory: S - 1 stages in flight cost no registers. A lane owns features 2l, 2l+1, so row changes
+// are warp-uniform and each output row is one coalesced 256-byte store.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+template <int TR>
+__device__ __forceinline__ float phi1(float v) {
+  if constexpr (TR == 0) return v;
+  else return tanhf(v);
+}
+
+template <int TR, int SE, int S, int WPB>
+__global__ void __launch_bounds__(WPB * 32) staged_rows(const int* __restrict__ row_ptr, const int* __restrict__ first_row,
+                                                        const int2* __restrict__ se, const float* __restrict__ x,
+                                                        const float* __restrict__ w, float* __restrict__ out, i64 warps) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
+  const i64 gw = blockIdx.x * i64(WPB) + wib;
+  if (gw >= warps) return;
+  float* rows = reinterpret_cast<float*>(smem) + wib * (S * SE * (F + 1));
+  float* wts = rows + S * SE * F;
+  int r = first_row[gw];
+  const int r1 = first_row[gw + 1];
+  if (r >= r1) return;
+  const int kbase = row_ptr[r];
+  const int n = row_ptr[r1] - kbase;
+  const int2* seg = se + kbase;
+  int rbase = r;
+  int win = rbase + lane < r1 ? row_ptr[rbase + lane + 1] - kbase : INT32_MAX;
+  int rbeg = 0, rend = __shfl_sync(~0u, win, 0);
+  float2 part = make_float2(0, 0);
+  double acc0 = 0, acc1 = 0;
+  auto flush = [&]() {
+    float2 o = part;
+    if (rend - rbeg > 32) o = make_float2(float(acc0 + part.x), float(acc1 + part.y));
+    reinterpret_cast<float2*>(out + i64(r) * F)[lane] = o;
+    part = make_float2(0, 0);
+    acc0 = acc1 = 0;
+    ++r;
+    if (r - rbase >= 32) {
+      rbase = r;
+      win = rbase + lane < r1 ? row_ptr[rbase + lane + 1] - kbase : INT32_MAX;
+    }
+    rbeg = rend;
+    rend = __shfl_sync(~0u, win, (r - rbase) & 31);
+  };
+  while (r < r1 && rend == rbeg) flush();
+  if (n == 0) return;
+  int2 pnext = lane < SE && lane < n ? seg[lane] : make_int2(0, 0);
+  auto issue = [&](int j) {
+    const int k0 = j * SE;
+    const int2 p = pnext;
+    const int kn = k0 + SE + lane;
+    pnext = lane < SE && kn < n ? seg[kn] : make_int2(0, 0);
+    if (k0 < n) {
+      float* srow = rows + (j % S) * SE * F;
+#pragma unroll
+      for (int c = 0; c < SE / 2; ++c) {
+        const int chunk = c * 32 + lane, e = chunk >> 4, q = chunk & 15;
+        const int s = __shfl_sync(~0u, p.x, e);
+        if (k0 + e < n) cp_async16(srow + e * F + q * 4, x + i64(s) * F + q * 4);
+      }
+      if (lane < SE && k0 + lane < n) cp_async4(wts + (j % S) * SE + lane, w + p.y);
+    }
+    cp_commit();
+  };
+  const int stages = (n + SE - 1) / SE;
+#pragma unroll
+  for (int j = 0; j < S - 1; ++j) issue(j);
+  for (int j = 0; j < stages; ++j) {
+    issue(j + S - 1);
+    cp_wait<S - 1>();
+    __syncwarp();
+    const float* srow = rows + (j % S) * SE * F;
+    const float* sw = wts + (j % S) * SE;
+    const int k0 = j * SE;
+#pragma unroll
+    for (int e0 = 0; e0 < SE; e0 += 4) {
+      float2 t[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const float2 v = reinterpret_cast<const float2*>(srow + (e0 + u) * F)[lane];
+        const float wt = sw[e0 + u];
+        t[u] = make_float2(phi1<TR>(v.x * wt), phi1<TR>(v.y * wt));
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int k = k0 + e0 + u;
+        if (k < n) {
+          part.x += t[u].x;
+          part.y += t[u].y;
+          if (((k - rbeg + 1) & 31) == 0 && k + 1 < rend) {
+            acc0 += part.x;
+            acc1 += part.y;
+            part = make_float2(0, 0);
+          }
+          if (k + 1 == rend) {
+            flush();
+            while (r < r1 && rend == rbeg) flush();
+          }
+        }
+      }
+    }
+    __syncwarp();
+  }
+  cp_wait<0>();
+}
+
 // ---- harness ---------------------------------------------------------------------------------
 struct Timer {
   cudaEvent_t a, b;
@@ -476,6 +598,7 @@ int main(int argc, char** argv) {
   std::printf("device %s, %d SMs, L2 %d MB; N=%lld E=%lld F=%d\n", prop.name, prop.multiProcessorCount,
               prop.l2CacheSize >> 20, (long long)N, (long long)E, F);
   const int SM = prop.multiProcessorCount;
+  const bool only_staged = std::getenv("MICRO_ONLY_STAGED") != nullptr;  // skip the settled experiments
   i64 *src = dalloc<i64>(E), *dst = dalloc<i64>(E);
   float *w = dalloc<float>(E), *x = dalloc<float>(N * F), *out = dalloc<float>(N * F), *ref = dalloc<float>(N * F);
   gen_edges<<<SM * 16, 256>>>(src, dst, w, E, N, 1);
@@ -560,7 +683,7 @@ int main(int argc, char** argv) {
   // ---- run kernels ----
   float* sink = dalloc<float>(4096 * 64);
   const int G16 = SM * 64;  // 16-lane groups: SM x 32 warps x 2
-  report("ceiling: gather rows, U=4", timed([&] { gather_ceiling<4><<<G16 * 16 / 256 * 4, 256>>>(src_s, x, sink, E); }));
+  if (!only_staged) report("ceiling: gather rows, U=4", timed([&] { gather_ceiling<4><<<G16 * 16 / 256 * 4, 256>>>(src_s, x, sink, E); }));
   report("ceiling: gather rows, U=8", timed([&] { gather_ceiling<8><<<G16 * 16 / 256 * 4, 256>>>(src_s, x, sink, E); }));
   report("ceiling: gather rows, U=16", timed([&] { gather_ceiling<16><<<G16 * 16 / 256 * 4, 256>>>(src_s, x, sink, E); }));
 
@@ -579,12 +702,12 @@ int main(int argc, char** argv) {
       report(name, t, extra);
     };
     if (C == 64) go(flat_rows<8, 1>, "U=8", ref);
-    if (C == 1024) go(flat_rows<4, 1>, "U=4", out);
+    if (C == 1024 && !only_staged) go(flat_rows<4, 1>, "U=4", out);
     CK(cudaFree(first_row));
   }
 
 
-  {  // v2: packed plan, pipelined rows
+  if (!only_staged) {  // v2: packed plan, pipelined rows
     std::uint64_t *va = dalloc<std::uint64_t>(E), *vb = dalloc<std::uint64_t>(E);
     std::size_t tb2 = 0;
     {
@@ -633,6 +756,7 @@ int main(int argc, char** argv) {
 
   // Lean: passes over destination ranges.
   for (int U : {1, 4}) {
+    if (only_staged) break;
     for (int P : {1}) {
       char name[96];
       std::snprintf(name, sizeof name, "lean U=%d passes=%d", U, P);
@@ -650,7 +774,53 @@ int main(int argc, char** argv) {
     }
   }
 
-  {  // next-session experiments: the w gather's cost, L2 eviction hints on the lean path
+
+  {  // staged rows (cp.async ring per warp): SE edges per stage, S stages, WPB warps per block
+    std::uint64_t *va = dalloc<std::uint64_t>(E), *vb = dalloc<std::uint64_t>(E);
+    init_pack<<<SM * 16, 256>>>(src, dst, ka, va, E, N, bad);
+    std::size_t tb4 = 0;
+    cub::DoubleBuffer<unsigned> k(ka, kb);
+    cub::DoubleBuffer<std::uint64_t> v(va, vb);
+    CK(cub::DeviceRadixSort::SortPairs(nullptr, tb4, k, v, E, 0, bits));
+    void* temp4 = nullptr;
+    CK(cudaMalloc(&temp4, tb4));
+    CK(cub::DeviceRadixSort::SortPairs(temp4, tb4, k, v, E, 0, bits));
+    int* row_ptr4 = dalloc<int>(N + 1);
+    row_ptr_search<<<(N + 256) / 256, 256>>>(k.Current(), E, N, row_ptr4);
+    const int2* se = reinterpret_cast<const int2*>(v.Current());
+    for (i64 C : {512, 1024, 2048}) {
+      const i64 warps = E / C + 1;
+      int* first_row = dalloc<int>(warps + 1);
+      group_rows<<<int((warps + 256) / 256), 256>>>(row_ptr4, N, warps, C, first_row);
+      auto go = [&](auto kern, const char* tag, int se_, int s_, int wpb) {
+        const int bytes = wpb * s_ * se_ * (F + 1) * 4;
+        CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+        int blocks = 0;
+        CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kern, wpb * 32, bytes));
+        char name[96];
+        std::snprintf(name, sizeof name, "staged %s C=%lld", tag, (long long)C);
+        CK(cudaMemset(out, 0xFF, N * F * 4));
+        const int grid = int((warps + wpb - 1) / wpb);
+        auto t = timed([&] { kern<<<grid, wpb * 32, bytes>>>(row_ptr4, first_row, se, x, w, out, warps); });
+        char extra[96];
+        std::snprintf(extra, sizeof extra, "%d warps/SM, max diff vs v1: %.2e", blocks * wpb, max_rel_diff(ref, out, N * F));
+        report(name, t, extra);
+      };
+      go(staged_rows<1, 16, 4, 4>, "tanh SE=16 S=4 W=4", 16, 4, 4);
+      go(staged_rows<1, 16, 3, 4>, "tanh SE=16 S=3 W=4", 16, 3, 4);
+      go(staged_rows<1, 8, 6, 8>, "tanh SE=8 S=6 W=8", 8, 6, 8);
+      go(staged_rows<1, 32, 3, 2>, "tanh SE=32 S=3 W=2", 32, 3, 2);
+      go(staged_rows<1, 8, 4, 8>, "tanh SE=8 S=4 W=8", 8, 4, 8);
+      go(staged_rows<1, 8, 3, 8>, "tanh SE=8 S=3 W=8", 8, 3, 8);
+      go(staged_rows<1, 16, 2, 8>, "tanh SE=16 S=2 W=8", 16, 2, 8);
+      go(staged_rows<0, 16, 4, 4>, "identity SE=16 S=4 W=4", 16, 4, 4);
+      CK(cudaFree(first_row));
+    }
+    CK(cudaFree(temp4));
+    CK(cudaFree(va));
+    CK(cudaFree(vb));
+  }
+  if (!only_staged) {  // next-session experiments: the w gather's cost, L2 eviction hints on the lean path
     std::uint64_t *va = dalloc<std::uint64_t>(E), *vb = dalloc<std::uint64_t>(E);
     init_pack<<<SM * 16, 256>>>(src, dst, ka, va, E, N, bad);
     std::size_t tb3 = 0;
