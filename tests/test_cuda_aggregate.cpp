@@ -121,6 +121,46 @@ TEST_F(CudaAggregate, TransformsWeightsFloat64Accumulate) {
   check_case(a);
 }
 
+TEST_F(CudaAggregate, StagedKernelEveryTransformAndRowPaddedViews) {
+  // float32, F = 64 and a 32-bit plan run the staged kernel when x rows are 16-byte aligned (row
+  // stride a multiple of 4) and out rows 8-byte aligned; the other strides take csr_rows_kernel.
+  // Every transform (one instantiation each), with and without weights; padding left untouched.
+  for (Transform t : {Transform::identity, Transform::tanh, Transform::relu, Transform::sigmoid})
+    for (bool weights : {true, false}) {
+      Case c{700, 20000, 64, DType::i32};
+      c.transform = t;
+      c.weights = weights;
+      check_case(c);
+    }
+  const auto seed = fresh_seed();
+  const std::int64_t N = 900, F = 64;
+  EdgeList g = uniform_graph(N, 30000, seed, DType::i32);
+  Tensor sg = gpu(g.src), dg = gpu(g.dst);
+  AggregatePlan plan = AggregatePlan::build(sg, dg, N);
+  for (std::int64_t xpitch : {68, 66})
+    for (std::int64_t opitch : {70, 65}) {
+      SCOPED_TRACE("x row stride " + std::to_string(xpitch) + ", out row stride " + std::to_string(opitch));
+      const std::int64_t xst[] = {xpitch, 1}, ost[] = {opitch, 1}, shape[] = {N, F};
+      Tensor xpad = random_tensor({N, xpitch}, DType::f32, seed + std::uint64_t(xpitch), -2, 2);
+      Tensor x = clone(TensorView(xpad.data(), DType::f32, Device::cpu(), shape, xst));
+      AggregateOracle oracle = aggregate_oracle(x, g.src, g.dst, std::nullopt);
+      Tensor xg = gpu(xpad);
+      Tensor opad = random_tensor({N, opitch}, DType::f32, seed + std::uint64_t(opitch));
+      Tensor og = gpu(opad);
+      aggregate(plan, TensorView(xg.data(), DType::f32, kGpu, shape, xst), std::nullopt,
+                TensorView(og.data(), DType::f32, kGpu, shape, ost));
+      Tensor back = host(og);
+      VerifyReport r = verify_aggregate(clone(TensorView(back.data(), DType::f32, Device::cpu(), shape, ost)), oracle);
+      EXPECT_TRUE(r.within_tolerance) << r.summary();
+      EXPECT_EQ(r.unwritten, 0) << r.summary();
+      std::int64_t padding_changed = 0;
+      for (std::int64_t i = 0; i < N; ++i)
+        for (std::int64_t c = F; c < opitch; ++c)
+          padding_changed += back.data_as<float>()[i * opitch + c] != opad.data_as<float>()[i * opitch + c];
+      EXPECT_EQ(padding_changed, 0);
+    }
+}
+
 TEST_F(CudaAggregate, EmptyGraphSingleNodeDuplicates) {
   check_case({10, 0, 8});
   check_case({1, 999, 64});  // every edge is the self-loop 0 -> 0

@@ -11,11 +11,13 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdlib>
 #include <mutex>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "core/aggregate_plan_impl.hpp"
 #include "cuda/check.cuh"
@@ -614,6 +616,171 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
   }
 }
 
+// ---- planned run, v6: staged rows ------------------------------------------------------------
+// The common case (float32, F = 64, a 32-bit plan, 16-byte aligned x rows, unit column stride):
+// a warp owns a group's rows as csr_rows_kernel's lane groups do, but copies the x rows and w of
+// kStageEdges edges at a time into a per-warp ring of kStages shared-memory stages with cp.async,
+// and sums stage j while the next ones are in flight. In-flight rows hold no registers (40 per
+// thread instead of 80), so occupancy is set by shared memory: 32 warps per SM, each with two
+// stages (16 rows) in flight. A lane owns features 2l and 2l+1, so row changes are warp-uniform
+// and each output row is one coalesced 256-byte store. Same per-row summation order as
+// csr_rows_kernel (float within 32-edge blocks, blocks in double): bitwise deterministic.
+// bench/micro/aggregate_micro.cu, products-like on the H200 (same run): 5.36-5.41 ms against
+// 7.28 ms for the register-held walk; stages of 16 edges (16 warps/SM) 5.93, of 32 edges 10.3+.
+constexpr int kStageEdges = 8, kStages = 3, kStagedWarps = 8, kStagedF = 64;
+constexpr int kStagedSmem = kStagedWarps * kStages * kStageEdges * (kStagedF + 1) * int(sizeof(float));
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
+// The transform as a compile-time constant: a runtime switch per element costs the staged
+// kernel its instruction-level parallelism (eight independent tanh chains per lane).
+template <int TR>
+__device__ __forceinline__ float phi_c(float v) {
+  if constexpr (TR == 0) return v;
+  else if constexpr (TR == 1) return tanhf(v);
+  else if constexpr (TR == 2) return v > 0.f ? v : 0.f;
+  else return 1.f / (1.f + expf(-v));
+}
+
+template <int TR>
+__global__ void __launch_bounds__(kStagedWarps * 32) staged_rows_kernel(
+    const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
+    const EdgePair<std::int32_t>* __restrict__ pairs, const float* __restrict__ x, std::int64_t xs,
+    const float* __restrict__ w, float* __restrict__ out, std::int64_t os, std::int64_t groups, bool accumulate,
+    std::int64_t max_row) {
+  constexpr int F = kStagedF, SE = kStageEdges, S = kStages;
+  extern __shared__ __align__(16) unsigned char staged_smem[];
+  const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
+  const std::int64_t g = blockIdx.x * std::int64_t(kStagedWarps) + wib;
+  if (g >= groups) return;
+  float* const rows = reinterpret_cast<float*>(staged_smem) + wib * (S * SE * (F + 1));
+  float* const wts = rows + S * SE * F;
+  const int r0 = first_row[g], r1 = first_row[g + 1];
+  if (r0 >= r1) return;
+  const int kbase = row_ptr[r0];
+  const int n = row_ptr[r1] - kbase;  // this group's edges, relative to kbase
+  const EdgePair<std::int32_t>* gp = pairs + kbase;
+  // Row ends (relative), 32 rows at a time, one per lane.
+  int r = r0, rbase = r0;
+  int win = rbase + lane < r1 ? row_ptr[rbase + lane + 1] - kbase : n;
+  int rbeg = 0, rend = __shfl_sync(0xffffffffu, win, 0);
+  float2 part = make_float2(0.f, 0.f);
+  double acc0 = 0.0, acc1 = 0.0;
+  auto next_row = [&] {
+    ++r;
+    if (r - rbase >= 32) {
+      rbase = r;
+      win = rbase + lane < r1 ? row_ptr[rbase + lane + 1] - kbase : n;
+    }
+    rbeg = rend;
+    rend = __shfl_sync(0xffffffffu, win, r - rbase);
+  };
+  auto write_row = [&] {  // row r's sum (empty rows: 0, or unchanged when accumulating)
+    if (!(accumulate && rend == rbeg)) {
+      float2* o = reinterpret_cast<float2*>(out + std::int64_t(r) * os) + lane;
+      float2 v = part;
+      if (rend - rbeg > 32) {
+        double a = acc0 + double(part.x), b = acc1 + double(part.y);
+        if (accumulate) {
+          const float2 old = *o;
+          a += double(old.x);
+          b += double(old.y);
+        }
+        v = make_float2(float(a), float(b));
+      } else if (accumulate) {
+        const float2 old = *o;
+        v = make_float2(old.x + part.x, old.y + part.y);
+      }
+      *o = v;
+    }
+    part = make_float2(0.f, 0.f);
+    acc0 = acc1 = 0.0;
+  };
+  auto settle = [&] {  // past empty rows (written) and split rows (left to segments_kernel)
+    while (r < r1 && (rend == rbeg || rend - rbeg > max_row)) {
+      if (rend == rbeg) write_row();
+      next_row();
+    }
+  };
+  settle();
+  while (r < r1) {  // one pass of the ring per run of rows between split rows
+    const int kb = rbeg;
+    EdgePair<std::int32_t> pnext{0, 0};
+    if (lane < SE && kb + lane < n) pnext = gp[kb + lane];
+    auto issue = [&](int j) {  // stage j: edges kb + j*SE ..., into slot j % S
+      const int k0 = kb + j * SE;
+      const EdgePair<std::int32_t> p = pnext;
+      const int kn = k0 + SE + lane;
+      if (lane < SE && kn < n) pnext = gp[kn];
+      if (k0 < n) {
+        float* srow = rows + (j % S) * SE * F;
+#pragma unroll
+        for (int c = 0; c < SE / 2; ++c) {  // SE rows of 16 16-byte pieces, 32 pieces per step
+          const int piece = c * 32 + lane, e = piece >> 4, q = piece & 15;
+          const int sr = __shfl_sync(0xffffffffu, p.src, e);
+          if (k0 + e < n) cp_async16(srow + e * F + q * 4, x + std::int64_t(sr) * xs + q * 4);
+        }
+        if (w && lane < SE && k0 + lane < n) cp_async4(wts + (j % S) * SE + lane, w + p.id);
+      }
+      cp_commit();  // empty groups too: wait_group counts stay uniform
+    };
+#pragma unroll
+    for (int j = 0; j < S - 1; ++j) issue(j);
+    bool jumped = false;
+    for (int j = 0; !jumped; ++j) {
+      issue(j + S - 1);
+      cp_wait<S - 1>();
+      __syncwarp();
+      const float* srow = rows + (j % S) * SE * F;
+      const float* sw = wts + (j % S) * SE;
+      const int k0 = kb + j * SE;
+#pragma unroll
+      for (int e0 = 0; e0 < SE; e0 += 4) {
+        float2 t[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {  // four edges' values before any is added: 8 chains per lane
+          const float2 v = reinterpret_cast<const float2*>(srow + (e0 + u) * F)[lane];
+          const float wt = w ? sw[e0 + u] : 1.f;
+          t[u] = make_float2(phi_c<TR>(v.x * wt), phi_c<TR>(v.y * wt));
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          const int k = k0 + e0 + u;
+          if (k < n && !jumped) {
+            part.x += t[u].x;
+            part.y += t[u].y;
+            if (((k - rbeg + 1) & 31) == 0 && k + 1 < rend) {  // a full 32-edge block inside the row
+              acc0 += double(part.x);
+              acc1 += double(part.y);
+              part = make_float2(0.f, 0.f);
+            }
+            if (k + 1 == rend) {
+              write_row();
+              next_row();
+              settle();
+              // Past the group's last row, or a split row skipped: restart the ring after it.
+              jumped = r >= r1 || rbeg != k + 1;
+            }
+          }
+        }
+      }
+      __syncwarp();
+    }
+    cp_wait<0>();  // drain the stages issued past the jump before the ring is reused
+    __syncwarp();
+  }
+}
+
 // Long rows and segments of split rows: a warp per item (a long row, or kSegment edges of a split
 // row, the last segment maybe shorter), split into lane groups as in csr_rows_kernel; the groups
 // combine in a fixed shuffle tree after each 32-edge batch and batches add in double. Items
@@ -769,6 +936,53 @@ int lanes_per_edge(std::int64_t F, int vec) {
 }
 
 
+// Whether the staged kernel takes this run: float32, F = 64, a 32-bit plan, x rows 16-byte
+// aligned with unit column stride, out rows 8-byte aligned. PIPELINK_AGG_STAGED=0 turns it off
+// (the v5 kernels then run: for A/B measurements).
+template <class T, class P>
+bool staged_fits(const TensorView& x, const TensorView& out, std::int64_t F) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("PIPELINK_AGG_STAGED");
+    return !(v && std::string(v) == "0");
+  }();
+  if constexpr (!std::is_same_v<T, float> || !std::is_same_v<P, std::int32_t>) {
+    return false;
+  } else {
+    return enabled && F == kStagedF && x.stride(1) == 1 && x.stride(0) % 4 == 0 && aligned16(x.data()) &&
+           out.stride(1) == 1 && out.stride(0) % 2 == 0 && (reinterpret_cast<std::uintptr_t>(out.data()) & 7u) == 0;
+  }
+}
+
+template <int TR>
+void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const EdgePair<std::int32_t>* pp, const float* xp,
+                      std::int64_t xs, const float* wp, float* op, std::int64_t os, std::int64_t groups, bool acc,
+                      cudaStream_t s) {
+  // The opt-in above 48 KiB of dynamic shared memory is per device: once per device and transform.
+  static std::atomic<std::uint64_t> opted{0};
+  int dev = 0;
+  PIPELINK_CUDA_CHECK(cudaGetDevice(&dev));
+  const std::uint64_t bit = dev < 64 ? std::uint64_t(1) << dev : 0;
+  if (!bit || !(opted.load(std::memory_order_acquire) & bit)) {
+    PIPELINK_CUDA_CHECK(
+        cudaFuncSetAttribute(staged_rows_kernel<TR>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStagedSmem));
+    opted.fetch_or(bit, std::memory_order_acq_rel);
+  }
+  const int grid = int((groups + kStagedWarps - 1) / kStagedWarps);
+  staged_rows_kernel<TR><<<grid, kStagedWarps * 32, kStagedSmem, s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, kSegment);
+  check_launch();
+}
+
+void launch_staged(const std::int32_t* rp, const std::int32_t* fr, const EdgePair<std::int32_t>* pp, const float* xp,
+                   std::int64_t xs, const float* wp, float* op, std::int64_t os, std::int64_t groups, int tr, bool acc,
+                   cudaStream_t s) {
+  switch (tr) {
+    case 0: launch_staged_tr<0>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, s); break;
+    case 1: launch_staged_tr<1>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, s); break;
+    case 2: launch_staged_tr<2>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, s); break;
+    default: launch_staged_tr<3>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, s); break;
+  }
+}
+
 template <class T, class P>
 void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w, const TensorView& out,
                  const AggregateOptions& opts, cudaStream_t s) {
@@ -792,7 +1006,12 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   const std::int64_t xs = x.stride(0), os = out.stride(0);
   const int tr = int(opts.transform);
   const bool acc = opts.accumulate;
-  {
+  const bool staged = staged_fits<T, P>(x, out, F);
+  if (staged) {
+    launch_staged(reinterpret_cast<const std::int32_t*>(rp), plan.first_row.as<const std::int32_t>(),
+                  reinterpret_cast<const EdgePair<std::int32_t>*>(pp), reinterpret_cast<const float*>(xp), xs,
+                  reinterpret_cast<const float*>(wp), reinterpret_cast<float*>(op), os, plan.groups, tr, acc, s);
+  } else {
     const auto* fr = plan.first_row.as<const P>();
     const std::int64_t G = plan.groups;
     const int grid = int((G * lpe + 255) / 256);
@@ -807,8 +1026,9 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
     check_launch();
   }
   DeviceBuffer partial(std::size_t(plan.num_segments * F) * sizeof(double), s);
-  if (plan.num_segments + plan.num_long > 0) {
-    const std::int64_t S = plan.num_segments, items = S + plan.num_long;
+  // Items: the segments of split rows, then the long rows (which the staged kernel sums itself).
+  if (plan.num_segments + (staged ? 0 : plan.num_long) > 0) {
+    const std::int64_t S = plan.num_segments, items = S + (staged ? 0 : plan.num_long);
     const P* sf = plan.seg_first.as<const P>();
     const P* sr = plan.seg_row.as<const P>();
     const P* lr = plan.long_rows.as<const P>();
