@@ -48,18 +48,32 @@ def _framework(a: Any) -> str:
     raise TypeError(f"pipelink: expected a torch tensor, NumPy or CuPy array (or any DLPack producer), got {type(a).__name__}")
 
 
+_TORCH: Any = None  # the torch module and its raw stream getter, looked up once (per-call cost)
+_RAW_STREAM: Any = None
+
+
+def _torch() -> Any:
+    global _TORCH, _RAW_STREAM
+    if _TORCH is None:
+        import torch
+
+        # The raw getter (what Triton uses) skips building a torch.cuda.Stream object: a few
+        # microseconds of the per-call overhead budget (issue 4: <= 10 us over C++).
+        _RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        _TORCH = torch
+    return _TORCH
+
+
 def _stream_of(x: Any, fw: str) -> int:
     """The caller's current CUDA stream for x's device (0 on the CPU or when unknown)."""
     if fw == "torch":
-        if x.device.type == "cuda":
-            import torch
-
-            # The raw getter (what Triton uses) skips building a torch.cuda.Stream object: a few
-            # microseconds of the per-call overhead budget (issue 4: <= 10 us over C++).
-            raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-            if raw is not None:
-                return int(raw(x.device.index if x.device.index is not None else torch.cuda.current_device()))
-            return int(torch.cuda.current_stream(x.device).cuda_stream)
+        dev = x.device
+        if dev.type == "cuda":
+            torch = _torch()
+            index = dev.index if dev.index is not None else torch.cuda.current_device()
+            if _RAW_STREAM is not None:
+                return int(_RAW_STREAM(index))
+            return int(torch.cuda.current_stream(index).cuda_stream)
         return 0
     if fw == "cupy":
         import cupy
@@ -84,9 +98,7 @@ def _native(a: Any, fw: str) -> Any:
     if fw != "torch" or a is None:
         return a
     if _TORCH_EXPORT is None:
-        import torch
-
-        _TORCH_EXPORT = getattr(torch._C, "_to_dlpack", False)
+        _TORCH_EXPORT = getattr(_torch()._C, "_to_dlpack", False)
     return _TORCH_EXPORT(a) if _TORCH_EXPORT else a
 
 
@@ -94,9 +106,7 @@ def _refuse_autograd(fw: str, *arrays: Any) -> None:
     """PipeLink computes no gradients; a tensor that wants one gets an error, not a silent drop."""
     if fw != "torch":
         return
-    import torch
-
-    if torch.is_grad_enabled() and any(a is not None and getattr(a, "requires_grad", False) for a in arrays):
+    if _torch().is_grad_enabled() and any(a is not None and getattr(a, "requires_grad", False) for a in arrays):
         raise RuntimeError("pipelink.aggregate computes no gradients: call it under torch.no_grad() "
                            "or pass tensors that do not require grad (.detach())")
 

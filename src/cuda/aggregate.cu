@@ -297,8 +297,27 @@ struct CudaPlan final : AggregatePlan::Impl {
   // The plan is built (and its buffers are freed) on `stream`, which must outlive the plan. A run
   // on another stream waits for `built`, and the plan's stream then waits for that run (`used`),
   // so neither reads a plan still being built nor frees one still being read.
+  // Both events are made on the first run on another stream (a one-shot call never needs them:
+  // two event creations per call saved); recording `built` then, on the build stream, still
+  // orders after the build. The mutex keeps concurrent runs from re-recording `used` between
+  // another run's record and wait.
   cudaStream_t stream = nullptr;
   cudaEvent_t built = nullptr, used = nullptr;
+  std::mutex events_mu;
+  void wait_for_build(cudaStream_t s) {
+    std::lock_guard lock(events_mu);
+    if (!built) {
+      PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&built, cudaEventDisableTiming));
+      PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&used, cudaEventDisableTiming));
+    }
+    PIPELINK_CUDA_CHECK(cudaEventRecord(built, stream));
+    PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(s, built, 0));
+  }
+  void hold_frees_for(cudaStream_t s) noexcept {
+    std::lock_guard lock(events_mu);
+    PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventRecord(used, s));
+    PIPELINK_CUDA_CHECK_NOEXCEPT(cudaStreamWaitEvent(stream, used, 0));
+  }
   CudaPlan() = default;
   CudaPlan(const CudaPlan&) = delete;
   CudaPlan& operator=(const CudaPlan&) = delete;
@@ -450,9 +469,6 @@ std::shared_ptr<AggregatePlan::Impl> build_plan(const TensorView& src, const Ten
   plan->bytes = plan->row_ptr.bytes() + plan->pairs.bytes() + plan->first_row.bytes() + plan->seg_first.bytes() +
                 plan->seg_row.bytes() + plan->long_rows.bytes();
   plan->stream = s;
-  PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&plan->built, cudaEventDisableTiming));
-  PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&plan->used, cudaEventDisableTiming));
-  PIPELINK_CUDA_CHECK(cudaEventRecord(plan->built, s));
   return plan;
 }
 
@@ -630,17 +646,38 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
 constexpr int kStageEdges = 8, kStages = 3, kStagedWarps = 8, kStagedF = 64;
 constexpr int kStagedSmem = kStagedWarps * kStages * kStageEdges * (kStagedF + 1) * int(sizeof(float));
 
+// cp.async exists from sm_80 on; staged_fits() keeps older devices off this kernel, and a build
+// for an older architecture compiles it to a trap.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define PIPELINK_NO_CP_ASYNC 1
+#endif
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+#ifdef PIPELINK_NO_CP_ASYNC
+  __trap();
+#else
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+#endif
 }
 __device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+#ifdef PIPELINK_NO_CP_ASYNC
+  __trap();
+#else
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(gmem) : "memory");
+#endif
 }
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void cp_commit() {
+#ifndef PIPELINK_NO_CP_ASYNC
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
 template <int N>
-__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+__device__ __forceinline__ void cp_wait() {
+#ifndef PIPELINK_NO_CP_ASYNC
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
 
 // The transform as a compile-time constant: a runtime switch per element costs the staged
 // kernel its instruction-level parallelism (eight independent tanh chains per lane).
@@ -936,9 +973,24 @@ int lanes_per_edge(std::int64_t F, int vec) {
 }
 
 
+// Compute capability (major * 10 + minor) of a device, looked up once per device.
+int device_sm(int dev) {
+  static std::atomic<int> known[64];
+  if (dev < 0 || dev >= 64) return 0;
+  int sm = known[dev].load(std::memory_order_relaxed);
+  if (sm == 0) {
+    int major = 0, minor = 0;
+    PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    sm = major * 10 + minor;
+    known[dev].store(sm, std::memory_order_relaxed);
+  }
+  return sm;
+}
+
 // Whether the staged kernel takes this run: float32, F = 64, a 32-bit plan, x rows 16-byte
 // aligned with unit column stride, out rows 8-byte aligned. PIPELINK_AGG_STAGED=0 turns it off
-// (the v5 kernels then run: for A/B measurements).
+// (the v5 kernels then run: for A/B measurements). Needs sm_80 (cp.async).
 template <class T, class P>
 bool staged_fits(const TensorView& x, const TensorView& out, std::int64_t F) {
   static const bool enabled = [] {
@@ -948,7 +1000,7 @@ bool staged_fits(const TensorView& x, const TensorView& out, std::int64_t F) {
   if constexpr (!std::is_same_v<T, float> || !std::is_same_v<P, std::int32_t>) {
     return false;
   } else {
-    return enabled && F == kStagedF && x.stride(1) == 1 && x.stride(0) % 4 == 0 && aligned16(x.data()) &&
+    return enabled && device_sm(x.device().index) >= 80 && F == kStagedF && x.stride(1) == 1 && x.stride(0) % 4 == 0 && aligned16(x.data()) &&
            out.stride(1) == 1 && out.stride(0) % 2 == 0 && (reinterpret_cast<std::uintptr_t>(out.data()) & 7u) == 0;
   }
 }
@@ -1056,15 +1108,13 @@ void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& o
   const cudaStream_t s = as_stream(opts.stream);
   PIPELINK_CUDA_CHECK(cudaSetDevice(device.index));
   const bool other_stream = s != stream;
-  if (other_stream) PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(s, built, 0));
+  if (other_stream) wait_for_build(s);
   struct AfterRun {  // also when a launch throws: the plan's frees must wait for what was queued
     CudaPlan& p;
     cudaStream_t s;
     bool on;
     ~AfterRun() {
-      if (!on) return;
-      PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventRecord(p.used, s));
-      PIPELINK_CUDA_CHECK_NOEXCEPT(cudaStreamWaitEvent(p.stream, p.used, 0));
+      if (on) p.hold_frees_for(s);
     }
   } after{*this, s, other_stream};
   const bool f64 = x.dtype() == DType::f64;

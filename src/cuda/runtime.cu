@@ -51,11 +51,18 @@ namespace detail {
 // The pool keeps freed scratch (see alloc_async); an allocation that finds the device full gives
 // that memory back to the driver and tries once more, so plans built earlier never starve a
 // later tensor (the reach sweep: a 2^32-edge plan's 69 GB, then 103 GB of 2^33-edge inputs).
+// Not while `stream` is being captured into a graph: the device-wide synchronization would
+// invalidate the capture, so the error is returned as it is.
 template <class F>
-cudaError_t with_pool_retry(F&& attempt) {
+cudaError_t with_pool_retry(cudaStream_t stream, F&& attempt) {
   cudaError_t e = attempt();
   if (e != cudaErrorMemoryAllocation) return e;
   (void)cudaGetLastError();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess || capture != cudaStreamCaptureStatusNone) {
+    (void)cudaGetLastError();
+    return e;
+  }
   int dev = 0;
   cudaMemPool_t pool = nullptr;
   if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess &&
@@ -79,7 +86,7 @@ void* alloc_async(std::size_t bytes, cudaStream_t stream) {
     (void)cudaGetLastError();
   });
   void* p = nullptr;
-  PIPELINK_CUDA_CHECK(with_pool_retry([&] { return cudaMallocAsync(&p, bytes, stream); }));
+  PIPELINK_CUDA_CHECK(with_pool_retry(stream, [&] { return cudaMallocAsync(&p, bytes, stream); }));
   note_alloc(bytes);
   return p;
 }
@@ -209,7 +216,7 @@ int device_count() noexcept {
 void* allocate(std::size_t bytes, int device) {
   PIPELINK_CUDA_CHECK(cudaSetDevice(device));
   void* p = nullptr;
-  PIPELINK_CUDA_CHECK(detail::with_pool_retry([&] { return cudaMalloc(&p, bytes); }));
+  PIPELINK_CUDA_CHECK(detail::with_pool_retry(nullptr, [&] { return cudaMalloc(&p, bytes); }));
   note_alloc(bytes);
   std::lock_guard lock(g_sizes_mu);
   g_sizes[p] = bytes;
