@@ -643,6 +643,7 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
 // csr_rows_kernel (float within 32-edge blocks, blocks in double): bitwise deterministic.
 // bench/micro/aggregate_micro.cu, products-like on the H200 (same run): 5.36-5.41 ms against
 // 7.28 ms for the register-held walk; stages of 16 edges (16 warps/SM) 5.93, of 32 edges 10.3+.
+// Production at 5a2ae4ed6a8c: products-like 6.97 (v5 kernels, A/B) -> 5.76 ms.
 constexpr int kStageEdges = 8, kStages = 3, kStagedWarps = 8, kStagedF = 64;
 constexpr int kStagedSmem = kStagedWarps * kStages * kStageEdges * (kStagedF + 1) * int(sizeof(float));
 
@@ -689,27 +690,42 @@ __device__ __forceinline__ float phi_c(float v) {
   else return 1.f / (1.f + expf(-v));
 }
 
+// Work items: warps [0, num_split) take one segment of a split row each (kSegment edges; its
+// double sum goes to partial[item], added per row in segment order by combine_segments_kernel),
+// the others one group of rows each. Segments first, so that hub rows start early and run beside
+// the row groups in one launch (power-law: 22.8% of the edges lie in 1758 split rows).
 template <int TR>
 __global__ void __launch_bounds__(kStagedWarps * 32) staged_rows_kernel(
     const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
     const EdgePair<std::int32_t>* __restrict__ pairs, const float* __restrict__ x, std::int64_t xs,
     const float* __restrict__ w, float* __restrict__ out, std::int64_t os, std::int64_t groups, bool accumulate,
-    std::int64_t max_row) {
+    std::int64_t max_row, const std::int32_t* __restrict__ seg_first, const std::int32_t* __restrict__ seg_row,
+    std::int64_t num_split, double* __restrict__ partial) {
   constexpr int F = kStagedF, SE = kStageEdges, S = kStages;
   extern __shared__ __align__(16) unsigned char staged_smem[];
   const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
-  const std::int64_t g = blockIdx.x * std::int64_t(kStagedWarps) + wib;
-  if (g >= groups) return;
+  const std::int64_t item = blockIdx.x * std::int64_t(kStagedWarps) + wib;
+  const bool seg = item < num_split;
+  const std::int64_t g = item - num_split;
+  if (!seg && g >= groups) return;
   float* const rows = reinterpret_cast<float*>(staged_smem) + wib * (S * SE * (F + 1));
   float* const wts = rows + S * SE * F;
-  const int r0 = first_row[g], r1 = first_row[g + 1];
-  if (r0 >= r1) return;
-  const int kbase = row_ptr[r0];
-  const int n = row_ptr[r1] - kbase;  // this group's edges, relative to kbase
+  int r0 = 0, r1 = 1, kbase = 0, n = 0;
+  if (seg) {  // one row of its own: the segment's edges
+    const int row = seg_row[item], row_begin = row_ptr[row], row_end = row_ptr[row + 1];
+    kbase = row_begin + int(item - seg_first[row]) * int(kSegment);
+    n = min(int(kSegment), row_end - kbase);
+  } else {
+    r0 = first_row[g];
+    r1 = first_row[g + 1];
+    if (r0 >= r1) return;
+    kbase = row_ptr[r0];
+    n = row_ptr[r1] - kbase;  // this group's edges, relative to kbase
+  }
   const EdgePair<std::int32_t>* gp = pairs + kbase;
   // Row ends (relative), 32 rows at a time, one per lane.
   int r = r0, rbase = r0;
-  int win = rbase + lane < r1 ? row_ptr[rbase + lane + 1] - kbase : n;
+  int win = !seg && rbase + lane < r1 ? row_ptr[rbase + lane + 1] - kbase : n;
   int rbeg = 0, rend = __shfl_sync(0xffffffffu, win, 0);
   float2 part = make_float2(0.f, 0.f);
   double acc0 = 0.0, acc1 = 0.0;
@@ -723,7 +739,9 @@ __global__ void __launch_bounds__(kStagedWarps * 32) staged_rows_kernel(
     rend = __shfl_sync(0xffffffffu, win, r - rbase);
   };
   auto write_row = [&] {  // row r's sum (empty rows: 0, or unchanged when accumulating)
-    if (!(accumulate && rend == rbeg)) {
+    if (seg) {
+      reinterpret_cast<double2*>(partial + item * F)[lane] = make_double2(acc0 + double(part.x), acc1 + double(part.y));
+    } else if (!(accumulate && rend == rbeg)) {
       float2* o = reinterpret_cast<float2*>(out + std::int64_t(r) * os) + lane;
       float2 v = part;
       if (rend - rbeg > 32) {
@@ -743,8 +761,8 @@ __global__ void __launch_bounds__(kStagedWarps * 32) staged_rows_kernel(
     part = make_float2(0.f, 0.f);
     acc0 = acc1 = 0.0;
   };
-  auto settle = [&] {  // past empty rows (written) and split rows (left to segments_kernel)
-    while (r < r1 && (rend == rbeg || rend - rbeg > max_row)) {
+  auto settle = [&] {  // past empty rows (written) and split rows (their segments are other warps' items)
+    while (r < r1 && (rend == rbeg || (!seg && rend - rbeg > max_row))) {
       if (rend == rbeg) write_row();
       next_row();
     }
@@ -1005,10 +1023,17 @@ bool staged_fits(const TensorView& x, const TensorView& out, std::int64_t F) {
   }
 }
 
+struct StagedSegments {  // the split rows' segments, summed by the staged kernel too
+  const std::int32_t* seg_first;
+  const std::int32_t* seg_row;
+  std::int64_t count;
+  double* partial;
+};
+
 template <int TR>
 void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const EdgePair<std::int32_t>* pp, const float* xp,
                       std::int64_t xs, const float* wp, float* op, std::int64_t os, std::int64_t groups, bool acc,
-                      cudaStream_t s) {
+                      const StagedSegments& sg, cudaStream_t s) {
   // The opt-in above 48 KiB of dynamic shared memory is per device: once per device and transform.
   static std::atomic<std::uint64_t> opted{0};
   int dev = 0;
@@ -1019,19 +1044,20 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
         cudaFuncSetAttribute(staged_rows_kernel<TR>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStagedSmem));
     opted.fetch_or(bit, std::memory_order_acq_rel);
   }
-  const int grid = int((groups + kStagedWarps - 1) / kStagedWarps);
-  staged_rows_kernel<TR><<<grid, kStagedWarps * 32, kStagedSmem, s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, kSegment);
+  const int grid = int((sg.count + groups + kStagedWarps - 1) / kStagedWarps);
+  staged_rows_kernel<TR><<<grid, kStagedWarps * 32, kStagedSmem, s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, kSegment,
+                                                                      sg.seg_first, sg.seg_row, sg.count, sg.partial);
   check_launch();
 }
 
 void launch_staged(const std::int32_t* rp, const std::int32_t* fr, const EdgePair<std::int32_t>* pp, const float* xp,
                    std::int64_t xs, const float* wp, float* op, std::int64_t os, std::int64_t groups, int tr, bool acc,
-                   cudaStream_t s) {
+                   const StagedSegments& sg, cudaStream_t s) {
   switch (tr) {
-    case 0: launch_staged_tr<0>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, s); break;
-    case 1: launch_staged_tr<1>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, s); break;
-    case 2: launch_staged_tr<2>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, s); break;
-    default: launch_staged_tr<3>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, s); break;
+    case 0: launch_staged_tr<0>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg, s); break;
+    case 1: launch_staged_tr<1>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg, s); break;
+    case 2: launch_staged_tr<2>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg, s); break;
+    default: launch_staged_tr<3>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg, s); break;
   }
 }
 
@@ -1059,10 +1085,13 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   const int tr = int(opts.transform);
   const bool acc = opts.accumulate;
   const bool staged = staged_fits<T, P>(x, out, F);
+  DeviceBuffer partial(std::size_t(plan.num_segments * F) * sizeof(double), s);
   if (staged) {
+    const StagedSegments sg{plan.seg_first.as<const std::int32_t>(), plan.seg_row.as<const std::int32_t>(),
+                            plan.num_segments, partial.as<double>()};
     launch_staged(reinterpret_cast<const std::int32_t*>(rp), plan.first_row.as<const std::int32_t>(),
                   reinterpret_cast<const EdgePair<std::int32_t>*>(pp), reinterpret_cast<const float*>(xp), xs,
-                  reinterpret_cast<const float*>(wp), reinterpret_cast<float*>(op), os, plan.groups, tr, acc, s);
+                  reinterpret_cast<const float*>(wp), reinterpret_cast<float*>(op), os, plan.groups, tr, acc, sg, s);
   } else {
     const auto* fr = plan.first_row.as<const P>();
     const std::int64_t G = plan.groups;
@@ -1077,10 +1106,9 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
       csr_rows_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row, sb);
     check_launch();
   }
-  DeviceBuffer partial(std::size_t(plan.num_segments * F) * sizeof(double), s);
-  // Items: the segments of split rows, then the long rows (which the staged kernel sums itself).
-  if (plan.num_segments + (staged ? 0 : plan.num_long) > 0) {
-    const std::int64_t S = plan.num_segments, items = S + (staged ? 0 : plan.num_long);
+  // Items: the segments of split rows, then the long rows (the staged kernel sums both itself).
+  if (!staged && plan.num_segments + plan.num_long > 0) {
+    const std::int64_t S = plan.num_segments, items = S + plan.num_long;
     const P* sf = plan.seg_first.as<const P>();
     const P* sr = plan.seg_row.as<const P>();
     const P* lr = plan.long_rows.as<const P>();
