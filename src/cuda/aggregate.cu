@@ -306,11 +306,17 @@ struct CudaPlan final : AggregatePlan::Impl {
   std::mutex events_mu;
   void wait_for_build(cudaStream_t s) {
     std::lock_guard lock(events_mu);
-    if (!built) {
-      PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&built, cudaEventDisableTiming));
-      PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&used, cudaEventDisableTiming));
+    if (!built) {  // recorded once: later runs must not queue behind work on the build stream
+      cudaEvent_t b = nullptr, u = nullptr;
+      PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&b, cudaEventDisableTiming));
+      if (const cudaError_t e = cudaEventCreateWithFlags(&u, cudaEventDisableTiming); e != cudaSuccess) {
+        PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(b));
+        PIPELINK_CUDA_CHECK(e);
+      }
+      PIPELINK_CUDA_CHECK(cudaEventRecord(b, stream));
+      built = b;
+      used = u;
     }
-    PIPELINK_CUDA_CHECK(cudaEventRecord(built, stream));
     PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(s, built, 0));
   }
   void hold_frees_for(cudaStream_t s) noexcept {
@@ -447,7 +453,9 @@ std::shared_ptr<AggregatePlan::Impl> build_plan(const TensorView& src, const Ten
   // PIPELINK_AGG_FORCE_WIDE=1: the 64-bit plan at any size (the tests use it to cover the path
   // that real inputs only take past 2^31 edges).
   const char* force = std::getenv("PIPELINK_AGG_FORCE_WIDE");
-  plan->wide = N >= INT32_MAX || plan->num_edges >= INT32_MAX || (force && *force == '1');
+  // The margin keeps the staged kernel's int32 edge offsets (up to a few stages past a group's
+  // end) from overflowing.
+  plan->wide = N >= INT32_MAX || plan->num_edges >= INT32_MAX - 4096 || (force && *force == '1');
   if (plan->num_edges > 0) {
     const bool i32 = src.dtype() == DType::i32;
     DeviceBuffer flag(sizeof(unsigned long long), s);
@@ -639,8 +647,10 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
 // and sums stage j while the next ones are in flight. In-flight rows hold no registers (40 per
 // thread instead of 80), so occupancy is set by shared memory: 32 warps per SM, each with two
 // stages (16 rows) in flight. A lane owns features 2l and 2l+1, so row changes are warp-uniform
-// and each output row is one coalesced 256-byte store. Same per-row summation order as
-// csr_rows_kernel (float within 32-edge blocks, blocks in double): bitwise deterministic.
+// and each output row is one coalesced 256-byte store. Rows of up to kLongRow edges are summed
+// in the same order as csr_rows_kernel sums them (float within 32-edge blocks, blocks in double);
+// longer rows and segments in that order too, which differs from segments_kernel's shuffle tree,
+// so their bits depend on the path taken (each path is bitwise deterministic).
 // bench/micro/aggregate_micro.cu, products-like on the H200 (same run): 5.36-5.41 ms against
 // 7.28 ms for the register-held walk; stages of 16 edges (16 warps/SM) 5.93, of 32 edges 10.3+.
 // Production at 5a2ae4ed6a8c: products-like 6.97 (v5 kernels, A/B) -> 5.76 ms.
@@ -991,19 +1001,21 @@ int lanes_per_edge(std::int64_t F, int vec) {
 }
 
 
-// Compute capability (major * 10 + minor) of a device, looked up once per device.
-int device_sm(int dev) {
-  static std::atomic<int> known[64];
-  if (dev < 0 || dev >= 64) return 0;
-  int sm = known[dev].load(std::memory_order_relaxed);
-  if (sm == 0) {
-    int major = 0, minor = 0;
-    PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    sm = major * 10 + minor;
-    known[dev].store(sm, std::memory_order_relaxed);
+// Whether the staged kernel can run on a device: the code the device runs must come from sm_80+
+// PTX (a build for an older architecture, JIT-compiled on a newer GPU, has the trap instead of
+// cp.async), which implies a device of sm_80 or newer. Looked up once per device (run() has made
+// it current).
+bool staged_supported(int dev) {
+  static std::atomic<int> known[64];  // 0 unknown, 1 no, 2 yes
+  if (dev < 0 || dev >= 64) return false;
+  int v = known[dev].load(std::memory_order_relaxed);
+  if (v == 0) {
+    cudaFuncAttributes a{};
+    PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&a, staged_rows_kernel<1>));
+    v = a.ptxVersion >= 80 ? 2 : 1;
+    known[dev].store(v, std::memory_order_relaxed);
   }
-  return sm;
+  return v == 2;
 }
 
 // Whether the staged kernel takes this run: float32, F = 64, a 32-bit plan, x rows 16-byte
@@ -1018,7 +1030,7 @@ bool staged_fits(const TensorView& x, const TensorView& out, std::int64_t F) {
   if constexpr (!std::is_same_v<T, float> || !std::is_same_v<P, std::int32_t>) {
     return false;
   } else {
-    return enabled && device_sm(x.device().index) >= 80 && F == kStagedF && x.stride(1) == 1 && x.stride(0) % 4 == 0 && aligned16(x.data()) &&
+    return enabled && staged_supported(x.device().index) && F == kStagedF && x.stride(1) == 1 && x.stride(0) % 4 == 0 && aligned16(x.data()) &&
            out.stride(1) == 1 && out.stride(0) % 2 == 0 && (reinterpret_cast<std::uintptr_t>(out.data()) & 7u) == 0;
   }
 }
