@@ -4,6 +4,8 @@
 # table last. The machine cannot download: run scripts/fetch-gpu-deps.sh here first and pass
 # `carry: [".deps"]` to the device tool.
 #   usage: OUT=/some/dir scripts/gpu-check.sh
+#   knobs: WORKLOADS, ORDER, COMPARE, SWEEP, NCU (workloads to profile), SKIP_TESTS, SKIP_PYTEST,
+#          RACECHECK_FILTER (a gtest filter for the slow racecheck pass)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/gpu-check}
@@ -58,6 +60,13 @@ if [ -n "${COMPARE:-}" ] && [ ${#pyopt[@]} -gt 0 ]; then  # COMPARE="arxiv-like 
   for w in $COMPARE; do
     step "compare_torch $w" bench.log env PIPELINK_PYTHON_PATH="$PWD/build/gpu/python" python3 bench/compare_torch.py \
       --workload "$w" --json "$OUT/compare-$w.json" --markdown "$OUT/compare-$w.md" --png "$OUT/compare-$w.png"
+  done
+fi
+if [ -n "${NCU:-}" ]; then  # NCU="power-law products-like": Nsight Compute on one planned run of each
+  for w in $NCU; do
+    step "ncu $w" ncu.log ncu --set full -k regex:staged_rows_kernel -c 1 -o "$OUT/ncu-$w" \
+      $cli bench aggregate --workload "$w" --device cuda --repeats 10 --no-null-test --quiet
+    ncu --import "$OUT/ncu-$w.ncu-rep" --page details >"$OUT/ncu-$w.txt" 2>&1 || true
   done
 fi
 if [ -n "${SWEEP:-}" ]; then  # SWEEP=products-like: edge-count sweep to the memory limit, with plots
