@@ -199,10 +199,12 @@ class AggregatePlan:
 
     @property
     def num_nodes(self) -> int:
+        """N, the number of nodes the plan was built for (rows of ``x`` and ``out``)."""
         return self._impl.num_nodes
 
     @property
     def num_edges(self) -> int:
+        """E, the number of edges in the plan."""
         return self._impl.num_edges
 
     @property
@@ -212,6 +214,7 @@ class AggregatePlan:
 
     @property
     def device(self) -> str:
+        """The device holding the plan, e.g. ``"cpu"`` or ``"cuda:0"``."""
         return self._impl.device
 
     def _run(self, x: Any, w: Optional[Any], out: Any, *, transform: str, accumulate: bool, stream: int,
