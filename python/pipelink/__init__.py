@@ -113,6 +113,8 @@ def _refuse_autograd(fw: str, *arrays: Any) -> None:
 
 def _empty_like_rows(x: Any, fw: str) -> Any:
     """A new, uninitialised [N, F] output of x's framework, dtype and device (every row is written)."""
+    if fw not in ("torch", "cupy", "numpy"):  # a bare DLPack producer may have no .shape at all
+        raise TypeError("pipelink: pass `out=` for arrays other than torch, NumPy and CuPy")
     shape = tuple(x.shape)
     if fw == "torch":
         import torch
@@ -125,9 +127,7 @@ def _empty_like_rows(x: Any, fw: str) -> Any:
             return cupy.empty(shape, dtype=x.dtype)
     import numpy as np
 
-    if fw == "numpy":
-        return np.empty(shape, dtype=x.dtype)
-    raise TypeError("pipelink: pass `out=` for arrays other than torch, NumPy and CuPy")
+    return np.empty(shape, dtype=x.dtype)
 
 
 def _check_mode(mode: str) -> None:

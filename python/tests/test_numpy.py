@@ -240,3 +240,36 @@ def test_lean_mode_on_the_cpu_names_what_exists(rng):
     x, src, dst = _inputs(rng)
     with pytest.raises(LookupError, match="csr_row_serial"):
         pipelink.aggregate(x, src, dst, mode="lean")
+
+
+class _Producer:
+    """A bare DLPack producer (neither torch, NumPy nor CuPy to pipelink): what CuPy, JAX or any
+    array-API library hands over. It forwards the protocol to a NumPy array and keeps it alive."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.a = a
+
+    def __dlpack__(self, **kwargs):
+        return self.a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def test_any_dlpack_producer_is_read_and_written_in_place(rng):
+    n, e, f = 150, 2000, 12
+    src, dst = random_graph(rng, n, e)
+    x = rng.standard_normal((n, f)).astype(np.float32)
+    w = rng.uniform(-1, 1, e).astype(np.float32)
+    out = np.full((n, f), np.nan, np.float32)
+    got = pipelink.aggregate(_Producer(x), _Producer(src), _Producer(dst), _Producer(w), out=_Producer(out))
+    assert isinstance(got, _Producer) and got.a is out  # the caller's array, written in place
+    ref, bound = oracle(x, src, dst, w)
+    assert_within(out, ref, bound)
+    plan = pipelink.AggregatePlan(_Producer(src), _Producer(dst), n)
+    again = np.full((n, f), np.nan, np.float32)
+    plan(_Producer(x), _Producer(w), out=_Producer(again))
+    np.testing.assert_array_equal(again, pipelink.aggregate(x, None, None, w, plan=plan))
+    # Without `out=` there is no framework to make the result in: a clear error, not a guess.
+    with pytest.raises(TypeError, match="out="):
+        pipelink.aggregate(_Producer(x), _Producer(src), _Producer(dst))
