@@ -101,6 +101,17 @@ void check_case(const Case& c) {
   check_graph(c, uniform_graph(c.N, c.E, seed, c.index), seed);
 }
 
+// Graphs with hub rows: F = 64 (the staged kernel) plain and accumulating, then F = 3 (csr_rows).
+void check_hub_graph(Case c, const EdgeList& g, std::uint64_t seed) {
+  c.hubs = true;
+  check_graph(c, g, seed);
+  c.accumulate = true;
+  check_graph(c, g, seed + 1);
+  c.accumulate = false;
+  c.F = 3;
+  check_graph(c, g, seed + 2);
+}
+
 TEST_F(CudaAggregate, FeatureWidthsBothIndexTypes) {
   for (std::int64_t F : {1, 3, 64, 100, 256})
     for (DType idx : {DType::i32, DType::i64}) check_case({700, 5000, F, idx});
@@ -192,14 +203,7 @@ TEST_F(CudaAggregate, RowsAroundTheSegmentLength) {
     for (std::int64_t k = 0; k < degrees[r]; ++k) g.dst.data_as<std::int64_t>()[e++] = 390 + r;
   for (std::int64_t k = 0; k < 50000; ++k)  // keep the six long rows exactly at their degree
     if (g.dst.data_as<std::int64_t>()[k] >= 390) g.dst.data_as<std::int64_t>()[k] = k % 390;
-  Case c{400, E, 64};
-  c.hubs = true;
-  check_graph(c, g, seed);
-  c.accumulate = true;
-  check_graph(c, g, seed + 1);
-  c.accumulate = false;
-  c.F = 3;
-  check_graph(c, g, seed + 2);
+  check_hub_graph({400, E, 64}, g, seed);
 }
 
 TEST_F(CudaAggregate, SplitRowsAnywhereAndRunsOfEmptyRows) {
@@ -217,14 +221,7 @@ TEST_F(CudaAggregate, SplitRowsAnywhereAndRunsOfEmptyRows) {
   std::int64_t e = 20000;
   for (int h = 0; h < 4; ++h)
     for (std::int64_t k = 0; k < hub_degree[h]; ++k) dst[e++] = hub_rows[h];
-  Case c{N, E, 64};
-  c.hubs = true;
-  check_graph(c, g, seed);
-  c.accumulate = true;
-  check_graph(c, g, seed + 1);
-  c.accumulate = false;
-  c.F = 3;
-  check_graph(c, g, seed + 2);
+  check_hub_graph({N, E, 64}, g, seed);
 }
 
 TEST_F(CudaAggregate, WidePlanLayoutAtSmallSizes) {
