@@ -5,6 +5,7 @@
 # `carry: [".deps"]` to the device tool.
 #   usage: OUT=/some/dir scripts/gpu-check.sh
 #   knobs: WORKLOADS, ORDER, COMPARE, SWEEP, NCU (workloads to profile), SKIP_TESTS, SKIP_PYTEST,
+#          MUTANTS (scripts/mutation-check.sh),
 #          RACECHECK_FILTER (a gtest filter for the slow racecheck pass)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +45,9 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
     [ -n "${RACECHECK_FILTER:-}" ] && [ "$n" = test_cuda_aggregate ] && filt=(--gtest_filter="$RACECHECK_FILTER")
     step "racecheck $n" sanitizer.log compute-sanitizer --tool racecheck --error-exitcode 3 "$t" "${filt[@]}"
   done
+fi
+if [ -n "${MUTANTS:-}" ]; then  # MUTANTS=1: break chosen branches on purpose; each must fail its test
+  step mutants tests.log env OUT="$OUT" scripts/mutation-check.sh
 fi
 if [ ${#pyopt[@]} -gt 0 ] && [ -z "${SKIP_PYTEST:-}" ]; then  # pytest on the GPU against the machine's torch
   python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install -q --no-index --find-links .deps/wheels pytest >/dev/null 2>&1

@@ -242,6 +242,47 @@ TEST_F(CudaAggregate, WidePlanLayoutAtSmallSizes) {
   check_graph(c, g, seed);
 }
 
+// Plans come from a counting sort (rows of at most kSegment edges) or the radix sort; both must
+// put each row's edges in edge-id order, so a run gives the same bits with either plan. Rows of
+// every length class of the counting build's row sort (warp sorts of 1, 2, 4, 8 pairs per lane,
+// the block sort past 256 edges), in random and destination order, int32 and int64 indices.
+TEST_F(CudaAggregate, CountingAndRadixBuildsGiveTheSameBits) {
+  const std::int64_t degrees[] = {1, 2, 31, 32, 33, 64, 65, 128, 129, 256, 257, 1000, 2047, 2048};
+  const std::int64_t N = 3000, F = 64, background = 40000;
+  std::int64_t E = background;
+  for (auto d : degrees) E += d;
+  for (DType idx : {DType::i32, DType::i64}) {
+    for (bool sorted : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(idx)) + (sorted ? " dst-sorted" : " random order"));
+      const auto seed = fresh_seed();
+      EdgeList g = uniform_graph(N, E, seed, idx);
+      auto set_dst = [&](std::int64_t e, std::int64_t v) {
+        if (idx == DType::i32) g.dst.data_as<std::int32_t>()[e] = std::int32_t(v);
+        else g.dst.data_as<std::int64_t>()[e] = v;
+      };
+      for (std::int64_t k = 0; k < background; ++k) set_dst(k, k % (N - 20));  // rows N-20.. only below
+      std::int64_t e = background;
+      for (std::int64_t r = 0; r < std::int64_t(std::size(degrees)); ++r)
+        for (std::int64_t k = 0; k < degrees[r]; ++k) set_dst(e++, N - 20 + r);
+      if (sorted) sort_by_destination(g);
+      Tensor xg = gpu(random_tensor({N, F}, DType::f32, seed + 1, -2, 2));
+      Tensor wg = gpu(random_tensor({E}, DType::f32, seed + 2));
+      Tensor sg = gpu(g.src), dg = gpu(g.dst);
+      AggregatePlan counted = AggregatePlan::build(sg, dg, N);
+      ::setenv("PIPELINK_AGG_BUILD", "radix", 1);
+      AggregatePlan radix = AggregatePlan::build(sg, dg, N);
+      ::unsetenv("PIPELINK_AGG_BUILD");
+      EXPECT_EQ(counted.bytes(), radix.bytes());
+      Tensor a = poisoned_gpu(N, F, DType::f32), b = poisoned_gpu(N, F, DType::f32);
+      aggregate(counted, xg, wg.view(), a);
+      aggregate(radix, xg, wg.view(), b);
+      EXPECT_TRUE(bitwise_equal(host(a), host(b)));
+      Case c{N, E, F, idx};
+      check_graph(c, g, seed + 3);  // and against the oracle and the CPU, every path
+    }
+  }
+}
+
 TEST_F(CudaAggregate, PlannedAndOneShotAreBitwiseDeterministic) {
   const auto seed = fresh_seed();
   EdgeList g = rmat_graph(14, 400000, 0.57, 0.19, 0.19, seed);
