@@ -5,7 +5,7 @@
 # `carry: [".deps"]` to the device tool.
 #   usage: OUT=/some/dir scripts/gpu-check.sh
 #   knobs: WORKLOADS, ORDER, COMPARE, SWEEP, NCU (workloads to profile), SKIP_TESTS, SKIP_PYTEST,
-#          MUTANTS (scripts/mutation-check.sh),
+#          MUTANTS (scripts/mutation-check.sh), SKIP_SANITIZER,
 #          RACECHECK_FILTER (a gtest filter for the slow racecheck pass)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +35,7 @@ step configure tests.log cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Rel
 step build tests.log cmake --build build/gpu -j "$jobs"
 if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pass in the same call)
   step ctest tests.log ctest --test-dir build/gpu -j 8 --output-on-failure
-  for t in $(find build/gpu/tests -maxdepth 1 -type f -executable -name 'test_cuda_*' | sort); do
+  for t in $( [ -z "${SKIP_SANITIZER:-}" ] && find build/gpu/tests -maxdepth 1 -type f -executable -name 'test_cuda_*' | sort); do
     n=$(basename "$t")
     step "memcheck $n" sanitizer.log compute-sanitizer --tool memcheck --error-exitcode 3 "$t"
     # RACECHECK_FILTER (a gtest filter) narrows the slow racecheck pass of test_cuda_aggregate when
