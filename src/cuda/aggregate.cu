@@ -6,13 +6,8 @@
 // row per edge (15.8 GB) + the plan's src and edge-id columns (0.5 GB) + w gathered through the
 // edge ids (one 32-byte sector per edge: 2.0 GB) + the output (0.63 GB): ~19 GB, 4.5 ms at the
 // 4.26 TB/s copy bandwidth PROTOCOL.md measured. Rows of x re-read from L2 are the only way below.
-#include <cub/block/block_load.cuh>
-#include <cub/block/block_merge_sort.cuh>
-#include <cub/block/block_store.cuh>
 #include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
-#include <cub/warp/warp_merge_sort.cuh>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -369,189 +364,6 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   plan.pairs = std::move(pairs.Current() == pairs_a.as<Pair>() ? pairs_a : pairs_b);
 }
 
-// ---- plan build v7: a counting sort by destination (narrow plans without split rows) ---------
-//
-// The radix sort above moves 12 bytes per edge in each of its 3 passes (plus the double
-// buffers: 24 bytes per edge at the peak, the one-shot path's 24.4 B/edge). A counting sort moves
-// each (src, id) pair once: count the in-degrees (warp-aggregated atomics, the index check folded
-// in), scan them into row_ptr, scatter each pair to its row with an atomic cursor, then sort each
-// row by edge id (rows are short: products-like's longest has ~70 edges), which puts every pair
-// exactly where the stable radix sort puts it, so both builds give the same plan and the same
-// bits. Scratch: the N + 1 counters; the peak is the plan itself (8 bytes per edge + 4 per node).
-// Graphs with split rows (more than kSegment edges, power-law's hubs) keep the radix sort: their
-// rows are too long to sort in shared memory. PIPELINK_AGG_BUILD=radix forces it (A/B runs).
-
-// Warp-aggregated: lanes with the same destination add once (dst-sorted inputs put a whole warp
-// on one row). The loop is warp-uniform so that the warp intrinsics see every lane.
-template <class I>
-__global__ void count_dst_kernel(const I* src, const I* dst, std::int64_t E, std::uint64_t N, std::int32_t* counts,
-                                 unsigned long long* first_bad) {
-  const int lane = threadIdx.x & 31;
-  const std::int64_t warps = std::int64_t(gridDim.x) * (blockDim.x / 32);
-  for (std::int64_t base = (blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x - lane); base < E; base += warps * 32) {
-    const std::int64_t e = base + lane;
-    bool ok = false;
-    unsigned d = 0;
-    if (e < E) {
-      const std::uint64_t s = std::uint64_t(std::int64_t(src[e])), dd = std::uint64_t(std::int64_t(dst[e]));
-      ok = s < N && dd < N;
-      if (!ok) atomicMin(first_bad, (unsigned long long)e);
-      d = unsigned(dd);
-    }
-    const unsigned valid = __ballot_sync(0xffffffffu, ok);
-    if (ok) {
-      const unsigned peers = __match_any_sync(valid, d);
-      if (lane == __ffs(peers) - 1) atomicAdd(counts + d, int(__popc(peers)));
-    }
-  }
-}
-
-// pairs[cursor[d]++] = (src, e): the order within a row depends on the atomics' timing and is
-// fixed by the row sort below. Runs only on valid indices (the build checked them first).
-template <class I>
-__global__ void scatter_pairs_kernel(const I* src, const I* dst, std::int64_t E, std::int32_t* cursor,
-                                     EdgePair<std::int32_t>* pairs) {
-  const int lane = threadIdx.x & 31;
-  const std::int64_t warps = std::int64_t(gridDim.x) * (blockDim.x / 32);
-  for (std::int64_t base = (blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x - lane); base < E; base += warps * 32) {
-    const std::int64_t e = base + lane;
-    const bool ok = e < E;
-    const unsigned valid = __ballot_sync(0xffffffffu, ok);
-    if (ok) {
-      const unsigned d = unsigned(std::int64_t(dst[e]));
-      const unsigned peers = __match_any_sync(valid, d);
-      const int leader = __ffs(peers) - 1;
-      int pos = 0;
-      if (lane == leader) pos = atomicAdd(cursor + d, int(__popc(peers)));
-      pos = __shfl_sync(peers, pos, leader) + __popc(peers & ((1u << lane) - 1));
-      pairs[pos] = EdgePair<std::int32_t>{std::int32_t(std::int64_t(src[e])), std::int32_t(e)};
-    }
-  }
-}
-
-// An EdgePair<int32> read as a uint64 is (id << 32 | src): ids are unique, so ordering the words
-// orders the pairs by edge id.
-struct WordLess {
-  __device__ bool operator()(std::uint64_t a, std::uint64_t b) const { return a < b; }
-};
-constexpr std::uint64_t kPastLastPair = ~std::uint64_t(0);
-constexpr int kSortWarps = 8;
-
-// Rows of (32 K / 2, 32 K] edges (K = 1: 2 to 32), a warp each: CUB's WarpMergeSort with K
-// pairs per lane. A warp reads 32 rows' lengths at once and sorts the ones of its class.
-template <int K>
-__global__ void __launch_bounds__(kSortWarps * 32) sort_rows_warp_kernel(const std::int32_t* row_ptr, std::int64_t N,
-                                                                         std::uint64_t* pairs) {
-  using Sort = cub::WarpMergeSort<std::uint64_t, K, 32>;
-  __shared__ typename Sort::TempStorage temp[kSortWarps];
-  constexpr int lo = K == 1 ? 1 : 16 * K, hi = 32 * K;
-  const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
-  const std::int64_t warps = std::int64_t(gridDim.x) * kSortWarps;
-  for (std::int64_t base = (blockIdx.x * std::int64_t(kSortWarps) + wib) * 32; base < N; base += warps * 32) {
-    const std::int64_t r = base + lane;
-    int b = 0, len = 0;
-    if (r < N) {
-      b = row_ptr[r];
-      len = row_ptr[r + 1] - b;
-    }
-    for (unsigned m = __ballot_sync(0xffffffffu, len > lo && len <= hi); m; m &= m - 1) {
-      const int j = __ffs(m) - 1;
-      const int rb = __shfl_sync(0xffffffffu, b, j), rl = __shfl_sync(0xffffffffu, len, j);
-      std::uint64_t keys[K];
-      cub::LoadDirectBlocked(lane, pairs + rb, keys, rl, kPastLastPair);
-      Sort(temp[wib]).Sort(keys, WordLess{}, rl, kPastLastPair);
-      cub::StoreDirectBlocked(lane, pairs + rb, keys, rl);
-      __syncwarp();  // the temp storage is reused by the next row
-    }
-  }
-}
-
-// Rows of (256, kSegment] edges, a block each: CUB's BlockMergeSort, 8 pairs per thread.
-constexpr int kSortBlockItems = 8;
-static_assert(256 * kSortBlockItems == kSegment, "a block sorts the longest row that is not split");
-__global__ void __launch_bounds__(256) sort_rows_block_kernel(const std::int32_t* row_ptr, std::int64_t N,
-                                                              std::uint64_t* pairs) {
-  using Sort = cub::BlockMergeSort<std::uint64_t, 256, kSortBlockItems>;
-  __shared__ typename Sort::TempStorage temp;
-  __shared__ std::int32_t rows[256];
-  __shared__ int count;
-  for (std::int64_t base = blockIdx.x * std::int64_t(256); base < N; base += std::int64_t(gridDim.x) * 256) {
-    if (threadIdx.x == 0) count = 0;
-    __syncthreads();
-    const std::int64_t r = base + threadIdx.x;
-    if (r < N && row_ptr[r + 1] - row_ptr[r] > 256) rows[atomicAdd(&count, 1)] = std::int32_t(r);
-    __syncthreads();
-    const int n = count;
-    for (int i = 0; i < n; ++i) {
-      const int rb = row_ptr[rows[i]], rl = row_ptr[rows[i] + 1] - rb;
-      std::uint64_t keys[kSortBlockItems];
-      cub::LoadDirectBlocked(int(threadIdx.x), pairs + rb, keys, rl, kPastLastPair);
-      Sort(temp).Sort(keys, WordLess{}, rl, kPastLastPair);
-      cub::StoreDirectBlocked(int(threadIdx.x), pairs + rb, keys, rl);
-      __syncthreads();
-    }
-  }
-}
-
-// Whether the build takes the counting sort: PIPELINK_AGG_BUILD=radix says no (read per build,
-// so that a test can build the same graph both ways).
-bool counting_build_allowed() {
-  const char* v = std::getenv("PIPELINK_AGG_BUILD");
-  return !(v && std::string(v) == "radix");
-}
-
-// The counting build. Returns false (nothing kept) when a row is longer than kSegment: the caller
-// then takes the radix sort. Bad indices throw here, before anything else runs.
-template <class I>
-bool count_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
-                  unsigned long long* flag) {
-  const std::int64_t E = plan.num_edges;
-  const I* sp = src.data_as<const I>();
-  const I* dp = dst.data_as<const I>();
-  DeviceBuffer counts((N + 1) * sizeof(std::int32_t), s), max_len(sizeof(std::int32_t), s);
-  PIPELINK_CUDA_CHECK(cudaMemsetAsync(counts.get(), 0, counts.bytes(), s));
-  count_dst_kernel<I><<<grid_for(E, 256), 256, 0, s>>>(sp, dp, E, std::uint64_t(N), counts.as<std::int32_t>(), flag);
-  check_launch();
-  {
-    std::size_t bytes = 0;
-    PIPELINK_CUDA_CHECK(cub::DeviceReduce::Max(nullptr, bytes, counts.as<const std::int32_t>(), max_len.as<std::int32_t>(), N, s));
-    DeviceBuffer temp(bytes, s);
-    PIPELINK_CUDA_CHECK(
-        cub::DeviceReduce::Max(temp.get(), bytes, counts.as<const std::int32_t>(), max_len.as<std::int32_t>(), N, s));
-  }
-  unsigned long long bad = ULLONG_MAX;
-  std::int32_t longest = 0;
-  PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&bad, flag, sizeof bad, cudaMemcpyDeviceToHost, s));
-  PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&longest, max_len.get(), sizeof longest, cudaMemcpyDeviceToHost, s));
-  PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
-  report_bad_edge("aggregate", &src, &dst, N, bad);
-  if (longest > kSegment) return false;
-
-  plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
-  std::int32_t* rp = plan.row_ptr.as<std::int32_t>();
-  {
-    std::size_t bytes = 0;
-    PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, counts.as<std::int32_t>(), rp, N + 1, s));
-    DeviceBuffer temp(bytes, s);
-    PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.get(), bytes, counts.as<std::int32_t>(), rp, N + 1, s));
-  }
-  PIPELINK_CUDA_CHECK(cudaMemcpyAsync(counts.get(), rp, N * sizeof(std::int32_t), cudaMemcpyDeviceToDevice, s));
-  plan.pairs = DeviceBuffer(E * sizeof(EdgePair<std::int32_t>), s);
-  scatter_pairs_kernel<I><<<grid_for(E, 256), 256, 0, s>>>(sp, dp, E, counts.as<std::int32_t>(),
-                                                           plan.pairs.as<EdgePair<std::int32_t>>());
-  check_launch();
-  counts.reset();
-  auto* words = plan.pairs.as<std::uint64_t>();
-  const int warp_grid = grid_for(N, 32 * kSortWarps);
-  if (longest > 1) sort_rows_warp_kernel<1><<<warp_grid, 32 * kSortWarps, 0, s>>>(rp, N, words);
-  if (longest > 32) sort_rows_warp_kernel<2><<<warp_grid, 32 * kSortWarps, 0, s>>>(rp, N, words);
-  if (longest > 64) sort_rows_warp_kernel<4><<<warp_grid, 32 * kSortWarps, 0, s>>>(rp, N, words);
-  if (longest > 128) sort_rows_warp_kernel<8><<<warp_grid, 32 * kSortWarps, 0, s>>>(rp, N, words);
-  if (longest > 256) sort_rows_block_kernel<<<grid_for(N, 256), 256, 0, s>>>(rp, N, words);
-  check_launch();
-  return true;
-}
-
 template <class I>
 void sort_wide(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
                unsigned long long* flag) {
@@ -654,13 +466,8 @@ std::shared_ptr<AggregatePlan::Impl> build_plan(const TensorView& src, const Ten
       else sort_wide<std::int64_t>(*plan, src, dst, N, s, f);
       finish_plan<std::int64_t>(*plan, src, dst, N, s, f);
     } else {
-      const bool counted = counting_build_allowed() &&
-                           (i32 ? count_narrow<std::int32_t>(*plan, src, dst, N, s, f)
-                                : count_narrow<std::int64_t>(*plan, src, dst, N, s, f));
-      if (!counted) {
-        if (i32) sort_narrow<std::int32_t>(*plan, src, dst, N, s, f);
-        else sort_narrow<std::int64_t>(*plan, src, dst, N, s, f);
-      }
+      if (i32) sort_narrow<std::int32_t>(*plan, src, dst, N, s, f);
+      else sort_narrow<std::int64_t>(*plan, src, dst, N, s, f);
       finish_plan<std::int32_t>(*plan, src, dst, N, s, f);
     }
   } else {
@@ -848,7 +655,11 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
 // bench/micro/aggregate_micro.cu, products-like on the H200 (same run): 5.36-5.41 ms against
 // 7.28 ms for the register-held walk; stages of 16 edges (16 warps/SM) 5.93, of 32 edges 10.3+.
 // Production at 5a2ae4ed6a8c: products-like 6.97 (v5 kernels, A/B) -> 5.76 ms.
-constexpr int kStageEdges = 8, kStages = 3, kStagedWarps = 8, kStagedF = 64;
+// Warps per block: the warps share nothing, but a block keeps its shared memory until its slowest
+// warp ends. ncu on power-law with 8 warps per block: 27% achieved occupancy against 50%
+// theoretical (a warp with a 2048-edge segment holds seven finished ones' stages); 2 warps per
+// block keep the SM at 32 warps (16 blocks of 12.5 KB plus the driver's 1 KB each).
+constexpr int kStageEdges = 8, kStages = 3, kStagedWarps = 2, kStagedF = 64;
 constexpr int kStagedSmem = kStagedWarps * kStages * kStageEdges * (kStagedF + 1) * int(sizeof(float));
 
 // cp.async exists from sm_80 on; staged_fits() keeps older devices off this kernel, and a build
@@ -899,7 +710,7 @@ __device__ __forceinline__ float phi_c(float v) {
 // the others one group of rows each. Segments first, so that hub rows start early and run beside
 // the row groups in one launch (power-law: 22.8% of the edges lie in 1758 split rows).
 template <int TR>
-__global__ void __launch_bounds__(kStagedWarps * 32) staged_rows_kernel(
+__global__ void __launch_bounds__(kStagedWarps * 32, 32 / kStagedWarps) staged_rows_kernel(
     const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
     const EdgePair<std::int32_t>* __restrict__ pairs, const float* __restrict__ x, std::int64_t xs,
     const float* __restrict__ w, float* __restrict__ out, std::int64_t os, std::int64_t groups, bool accumulate,
@@ -1003,6 +814,11 @@ __global__ void __launch_bounds__(kStagedWarps * 32) staged_rows_kernel(
       const float* srow = rows + (j % S) * SE * F;
       const float* sw = wts + (j % S) * SE;
       const int k0 = kb + j * SE;
+      // Fast stage: all SE edges lie in the current row and no 32-edge block ends before the
+      // stage's last edge, so the sums need no per-edge checks (same adds, same order, same bits).
+      // ncu on products-like before this: 82.7 instructions per edge, issue slots 90% busy: the
+      // per-edge row and block checks, not the memory, set the pace.
+      const bool fast = k0 + SE <= rend && ((k0 - rbeg) & 31) <= 32 - SE;
 #pragma unroll
       for (int e0 = 0; e0 < SE; e0 += 4) {
         float2 t[4];
@@ -1011,6 +827,14 @@ __global__ void __launch_bounds__(kStagedWarps * 32) staged_rows_kernel(
           const float2 v = reinterpret_cast<const float2*>(srow + (e0 + u) * F)[lane];
           const float wt = w ? sw[e0 + u] : 1.f;
           t[u] = make_float2(phi_c<TR>(v.x * wt), phi_c<TR>(v.y * wt));
+        }
+        if (fast) {
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            part.x += t[u].x;
+            part.y += t[u].y;
+          }
+          continue;
         }
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
@@ -1028,9 +852,24 @@ __global__ void __launch_bounds__(kStagedWarps * 32) staged_rows_kernel(
               next_row();
               settle();
               // Past the group's last row, or a split row skipped: restart the ring after it.
+              // (A split row is always its group's last row while the chunk C <= kSegment, so
+              // the second test is a guard: scripts/mutation-check.sh found it unreachable.)
               jumped = r >= r1 || rbeg != k + 1;
             }
           }
+        }
+      }
+      if (fast) {  // the stage's last edge: a row end or a block end, as the per-edge path does it
+        const int kend = k0 + SE;
+        if (kend == rend) {
+          write_row();
+          next_row();
+          settle();
+          jumped = r >= r1 || rbeg != kend;
+        } else if (((kend - rbeg) & 31) == 0) {
+          acc0 += double(part.x);
+          acc1 += double(part.y);
+          part = make_float2(0.f, 0.f);
         }
       }
       __syncwarp();
