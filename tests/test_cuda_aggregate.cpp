@@ -368,7 +368,9 @@ TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
     AggregateOptions busy;
     busy.path = AggregatePath::lean;
     busy.stream = b.get();
-    aggregate(xg, bs, bd, std::nullopt, scratch, busy);  // B: milliseconds of atomics queued
+    // B: tens of milliseconds of atomics queued, far longer than building the second plan on A
+    // (with one call, the frees-not-ordered mutant of scripts/mutation-check.sh passed once).
+    for (int k = 0; k < 10; ++k) aggregate(xg, bs, bd, std::nullopt, scratch, busy);
     {
       AggregatePlan plan = AggregatePlan::build(s1, d1, N, a.get());
       AggregateOptions run;
