@@ -27,6 +27,7 @@ mutations=(
 fail=0
 for m in "${mutations[@]}"; do
   IFS='@' read -r name file old new nth filter <<<"$m"
+  [ -n "${MUTANT_ONLY:-}" ] && [[ "$name" != *"$MUTANT_ONLY"* ]] && continue  # MUTANT_ONLY=frees: one mutant
   cp "$work/$file" "$work/$file.orig"
   if ! python3 - "$work/$file" "$old" "$new" "$nth" <<'EOF'
 import sys

@@ -377,7 +377,8 @@ TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
       run.stream = b.get();
       aggregate(plan, xg, std::nullopt, out, run);  // queued on B behind the atomics
     }
-    AggregatePlan other = AggregatePlan::build(s2, d2, N, a.get());  // reuses the pool on A
+    std::vector<AggregatePlan> others;  // reuse the pool on A: several plans, so that one lands on the first's memory
+    for (int k = 0; k < 4; ++k) others.push_back(AggregatePlan::build(s2, d2, N, a.get()));
     b.synchronize();
     VerifyReport r = verify_aggregate(host(out), oracle);
     EXPECT_TRUE(r.within_tolerance) << "rep " << rep << ": " << r.summary();
