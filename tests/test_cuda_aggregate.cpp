@@ -377,7 +377,11 @@ TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
       run.stream = b.get();
       aggregate(plan, xg, std::nullopt, out, run);  // queued on B behind the atomics
     }
-    std::vector<AggregatePlan> others;  // reuse the pool on A: several plans, so that one lands on the first's memory
+    // Several plans on A, meant to land on the first plan's freed memory. They do not reliably:
+    // with the radix build the frees-not-ordered mutant of scripts/mutation-check.sh passed this
+    // test in 3 of 4 runs on the H200 (docs/results/h200-mutants.txt). Still a correctness check
+    // of the cross-stream run; not yet proof of the free ordering.
+    std::vector<AggregatePlan> others;
     for (int k = 0; k < 4; ++k) others.push_back(AggregatePlan::build(s2, d2, N, a.get()));
     b.synchronize();
     VerifyReport r = verify_aggregate(host(out), oracle);
