@@ -640,13 +640,13 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
   }
 }
 
-// ---- planned run, v6: staged rows ------------------------------------------------------------
+// ---- planned run, v6/v7: staged rows ---------------------------------------------------------
 // The common case (float32, F = 64, a 32-bit plan, 16-byte aligned x rows, unit column stride):
 // a warp owns a group's rows as csr_rows_kernel's lane groups do, but copies the x rows and w of
 // kStageEdges edges at a time into a per-warp ring of kStages shared-memory stages with cp.async,
 // and sums stage j while the next ones are in flight. In-flight rows hold no registers (ptxas,
-// sm_90: 48 per thread for tanh and sigmoid, 40 for identity and relu, against csr_rows_kernel's
-// 80), so occupancy is set by shared memory: 32 warps per SM, each with two
+// sm_90: 59 per thread under __launch_bounds__(64, 16), against csr_rows_kernel's 80), so
+// occupancy is set by shared memory: 32 warps per SM, each with two
 // stages (16 rows) in flight. A lane owns features 2l and 2l+1, so row changes are warp-uniform
 // and each output row is one coalesced 256-byte store. Rows of up to kLongRow edges are summed
 // in the same order as csr_rows_kernel sums them (float within 32-edge blocks, blocks in double);
@@ -654,7 +654,8 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
 // so their bits depend on the path taken (each path is bitwise deterministic).
 // bench/micro/aggregate_micro.cu, products-like on the H200 (same run): 5.36-5.41 ms against
 // 7.28 ms for the register-held walk; stages of 16 edges (16 warps/SM) 5.93, of 32 edges 10.3+.
-// Production at 5a2ae4ed6a8c: products-like 6.97 (v5 kernels, A/B) -> 5.76 ms.
+// Production at 5a2ae4ed6a8c: products-like 6.97 (v5 kernels, A/B) -> 5.76 ms; v7 (fast stages,
+// 2-warp blocks) at 3dafadb3b78a: 5.30 ms, power-law 7.84 -> 6.04 ms.
 // Warps per block: the warps share nothing, but a block keeps its shared memory until its slowest
 // warp ends. ncu on power-law with 8 warps per block: 27% achieved occupancy against 50%
 // theoretical (a warp with a 2048-edge segment holds seven finished ones' stages); 2 warps per
