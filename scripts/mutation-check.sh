@@ -9,16 +9,31 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/mutants}
 mkdir -p "$OUT"
-work=${MUTANT_DIR:-/tmp/pipelink-mutants}
-rm -rf "$work" && mkdir -p "$work"
-if git rev-parse --git-dir >/dev/null 2>&1; then
-  git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$work"
+log=$OUT/mutants.log
+: >"$log"
+work=$(mktemp -d /tmp/pipelink-mutants.XXXXXX) || exit 2
+trap 'rm -rf "$work"' EXIT
+if git rev-parse --git-dir >/dev/null 2>&1; then  # tracked and untracked-not-ignored files that exist
+  git ls-files -z --cached --others --exclude-standard |
+    while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
+    xargs -0 cp --parents -t "$work" || { echo "copying the tree failed"; exit 2; }
 else
-  tar --exclude=./build --exclude=./.deps --exclude=./out -cf - . | tar -C "$work" -xf -
+  tar --exclude=./build --exclude=./.deps --exclude=./out -cf - . | tar -C "$work" -xf - || { echo "copying the tree failed"; exit 2; }
 fi
 DEPS=$PWD/.deps/root/usr
+export LD_LIBRARY_PATH=$DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 cmake -S "$work" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPIPELINK_CUDA=ON -DCMAKE_PREFIX_PATH="$DEPS" \
-  -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu >"$OUT/mutants.log" 2>&1 || { echo "configure failed"; exit 2; }
+  -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu >>"$log" 2>&1 || { echo "configure failed (see $log)"; exit 2; }
+build() { cmake --build "$work/build" --target test_cuda_aggregate -j "$(nproc)" >>"$log" 2>&1; }
+# Runs one gtest filter; prints its exit status (124/137: killed by the timeout). A run that
+# executed no test prints "none".
+run_filter() {
+  local out rc
+  out=$(timeout -k 10 60 "$work/build/tests/test_cuda_aggregate" --gtest_filter="$1" 2>&1)
+  rc=$?
+  printf '%s\n' "$out" >>"$log"
+  if [ $rc -eq 0 ] && ! grep -qE '^\[  PASSED  \] [1-9]' <<<"$out"; then echo none; else echo $rc; fi
+}
 
 # name @ file @ text to replace @ replacement @ which occurrence (1-based) @ gtest filter that must fail
 mutations=(
@@ -27,9 +42,28 @@ mutations=(
   "staged fast stage skips its 32-edge block end@src/cuda/aggregate.cu@} else if (((kend - rbeg) & 31) == 0) {@} else if (false) {@1@CudaAggregate.StagedAndRegisterWalksGiveTheSameBits"
 )
 fail=0
+selected=()
 for m in "${mutations[@]}"; do
   IFS='@' read -r name file old new nth filter <<<"$m"
   [ -n "${MUTANT_ONLY:-}" ] && [[ "$name" != *"$MUTANT_ONLY"* ]] && continue  # MUTANT_ONLY=frees: one mutant
+  selected+=("$m")
+done
+build || { echo "the unmutated tree does not build (see $log)"; exit 2; }
+# Baselines first, on the unmutated build: each filter must run at least one test and pass,
+# or its mutant's failure would prove nothing.
+for m in "${selected[@]}"; do
+  IFS='@' read -r name file old new nth filter <<<"$m"
+  echo "=== baseline $filter" >>"$log"
+  rc=$(run_filter "$filter")
+  case $rc in
+    0) ;;
+    none) echo "BASELINE $filter: ran no test (no GPU here?); mutants not judged"; fail=1 ;;
+    *) echo "BASELINE $filter: fails without a mutation (exit $rc, see $log)"; fail=1 ;;
+  esac
+done
+[ $fail -eq 0 ] || exit 1
+for m in "${selected[@]}"; do
+  IFS='@' read -r name file old new nth filter <<<"$m"
   cp "$work/$file" "$work/$file.orig"
   if ! python3 - "$work/$file" "$old" "$new" "$nth" <<'EOF'
 import sys
@@ -43,17 +77,19 @@ for _ in range(nth):
 open(path, "w").write(s[:i] + new + s[i + len(old):])
 EOF
   then echo "MUTANT $name: could not apply (code moved?)"; fail=1; continue; fi
-  echo "=== $name" >>"$OUT/mutants.log"
-  if cmake --build "$work/build" --target test_cuda_aggregate -j "$(nproc)" >>"$OUT/mutants.log" 2>&1; then
-    # A mutant may fault or hang (a freed plan read as indices): a timeout counts as caught.
-    if timeout 60 "$work/build/tests/test_cuda_aggregate" --gtest_filter="$filter" >>"$OUT/mutants.log" 2>&1; then
-      echo "MUTANT $name: NOT caught by $filter"; fail=1
-    else
-      echo "MUTANT $name: caught by $filter"
-    fi
+  echo "=== $name" >>"$log"
+  if build; then
+    rc=$(run_filter "$filter")
+    case $rc in
+      0) echo "MUTANT $name: NOT caught by $filter"; fail=1 ;;
+      1) echo "MUTANT $name: caught by $filter (test failed)" ;;
+      124|137) echo "MUTANT $name: caught by $filter (hung: killed after 60 s)" ;;
+      134|139) echo "MUTANT $name: caught by $filter (crashed: exit $rc)" ;;
+      *) echo "MUTANT $name: not judged: $filter exited $rc (see $log)"; fail=1 ;;
+    esac
   else
     echo "MUTANT $name: does not build"; fail=1
   fi
-  mv "$work/$file.orig" "$work/$file"
+  cp "$work/$file.orig" "$work/$file" && touch "$work/$file"  # newer than the mutant's object: rebuilt
 done
 exit $fail
