@@ -214,6 +214,47 @@ TEST_F(CudaAggregate, StagedAndRegisterWalksGiveTheSameBits) {
   }
 }
 
+TEST_F(CudaAggregate, StagedEventWalkGivesTheSameBits) {
+  // PIPELINK_AGG_STAGED_EVENTS=1 selects the staged kernel's event walk (v8, opt-in until timed):
+  // the same adds in the same order, so the same bits as the default walk. Rows of 0-300 edges in
+  // shuffled order plus two split rows (segments), overwriting and accumulating.
+  if (const char* v = std::getenv("PIPELINK_AGG_STAGED"); v && *v) GTEST_SKIP() << "PIPELINK_AGG_STAGED=" << v;
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 2000, F = 64;
+  std::vector<std::int32_t> d;
+  for (std::int64_t r = 0; r < N; ++r) d.insert(d.end(), std::size_t((r * 7) % 301), std::int32_t(r));
+  d.insert(d.end(), 5000, 17);  // split rows: segments of 2048 edges
+  d.insert(d.end(), 2049, 1999);
+  std::mt19937_64 rng(seed);
+  std::shuffle(d.begin(), d.end(), rng);
+  const auto E = std::int64_t(d.size());
+  EdgeList g = uniform_graph(N, E, seed, DType::i32);
+  std::copy(d.begin(), d.end(), g.dst.data_as<std::int32_t>());
+  Tensor sg = gpu(g.src), dg = gpu(g.dst);
+  AggregatePlan plan = AggregatePlan::build(sg, dg, N);
+  Tensor xg = gpu(random_tensor({N, F}, DType::f32, seed + 1, -2, 2)), wg = gpu(random_tensor({E}, DType::f32, seed + 2));
+  for (bool accumulate : {false, true}) {
+    SCOPED_TRACE(accumulate ? "accumulate" : "overwrite");
+    Tensor init = random_tensor({N, F}, DType::f32, seed + 3);
+    Tensor a = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
+    Tensor b = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
+    AggregateOptions o{Transform::tanh, accumulate};
+    aggregate(plan, xg, wg.view(), a, o);
+    ::setenv("PIPELINK_AGG_STAGED_EVENTS", "1", 1);
+    aggregate(plan, xg, wg.view(), b, o);
+    ::unsetenv("PIPELINK_AGG_STAGED_EVENTS");
+    EXPECT_TRUE(bitwise_equal(host(a), host(b)));
+  }
+  Case c{N, E, F, DType::i32};  // and the event walk against the oracle, every path
+  ::setenv("PIPELINK_AGG_STAGED_EVENTS", "1", 1);
+  struct Unset {
+    ~Unset() { ::unsetenv("PIPELINK_AGG_STAGED_EVENTS"); }
+  } unset;
+  c.hubs = true;
+  check_graph(c, g, seed + 4);
+}
+
 TEST_F(CudaAggregate, EmptyGraphSingleNodeDuplicates) {
   check_case({10, 0, 8});
   check_case({1, 999, 64});  // every edge is the self-loop 0 -> 0

@@ -710,7 +710,7 @@ __device__ __forceinline__ float phi_c(float v) {
 // double sum goes to partial[item], added per row in segment order by combine_segments_kernel),
 // the others one group of rows each. Segments first, so that hub rows start early and run beside
 // the row groups in one launch (power-law: 22.8% of the edges lie in 1758 split rows).
-template <int TR>
+template <int TR, bool EV>
 __global__ void __launch_bounds__(kStagedWarps * 32, 32 / kStagedWarps) staged_rows_kernel(
     const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
     const EdgePair<std::int32_t>* __restrict__ pairs, const float* __restrict__ x, std::int64_t xs,
@@ -808,6 +808,24 @@ __global__ void __launch_bounds__(kStagedWarps * 32, 32 / kStagedWarps) staged_r
 #pragma unroll
     for (int j = 0; j < S - 1; ++j) issue(j);
     bool jumped = false;
+    // EV (v8, PIPELINK_AGG_STAGED_EVENTS=1): the next "event" -- a 32-edge block end inside the row
+    // (flush to double) or the row's end -- is kept as one edge position, so an edge of a stage that
+    // is not fast costs one comparison instead of the row and block tests.
+    int ev = min(rend, rbeg + 32);
+    auto event = [&](int kk) {  // after edge kk - 1, where kk == ev
+      if (kk == rend) {
+        write_row();
+        next_row();
+        settle();
+        jumped = r >= r1 || rbeg != kk;
+        ev = min(rend, rbeg + 32);
+      } else {
+        acc0 += double(part.x);
+        acc1 += double(part.y);
+        part = make_float2(0.f, 0.f);
+        ev = min(rend, kk + 32);
+      }
+    };
     for (int j = 0; !jumped; ++j) {
       issue(j + S - 1);
       cp_wait<S - 1>();
@@ -819,7 +837,7 @@ __global__ void __launch_bounds__(kStagedWarps * 32, 32 / kStagedWarps) staged_r
       // stage's last edge, so the sums need no per-edge checks (same adds, same order, same bits).
       // ncu on products-like before this: 82.7 instructions per edge, issue slots 90% busy: the
       // per-edge row and block checks, not the memory, set the pace.
-      const bool fast = k0 + SE <= rend && ((k0 - rbeg) & 31) <= 32 - SE;
+      const bool fast = EV ? k0 + SE <= ev : k0 + SE <= rend && ((k0 - rbeg) & 31) <= 32 - SE;
 #pragma unroll
       for (int e0 = 0; e0 < SE; e0 += 4) {
         float2 t[4];
@@ -837,30 +855,44 @@ __global__ void __launch_bounds__(kStagedWarps * 32, 32 / kStagedWarps) staged_r
           }
           continue;
         }
+        if constexpr (EV) {
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          const int k = k0 + e0 + u;
-          if (k < n && !jumped) {
-            part.x += t[u].x;
-            part.y += t[u].y;
-            if (((k - rbeg + 1) & 31) == 0 && k + 1 < rend) {  // a full 32-edge block inside the row
-              acc0 += double(part.x);
-              acc1 += double(part.y);
-              part = make_float2(0.f, 0.f);
+          for (int u = 0; u < 4; ++u) {
+            const int k1 = k0 + e0 + u + 1;  // every row ends at an event, so no edge past n is added
+            if (!jumped) {
+              part.x += t[u].x;
+              part.y += t[u].y;
+              if (k1 == ev) event(k1);
             }
-            if (k + 1 == rend) {
-              write_row();
-              next_row();
-              settle();
-              // Past the group's last row, or a split row skipped: restart the ring after it.
-              // (A split row is always its group's last row while the chunk C <= kSegment, so
-              // the second test is a guard: scripts/mutation-check.sh found it unreachable.)
-              jumped = r >= r1 || rbeg != k + 1;
+          }
+        } else {
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            const int k = k0 + e0 + u;
+            if (k < n && !jumped) {
+              part.x += t[u].x;
+              part.y += t[u].y;
+              if (((k - rbeg + 1) & 31) == 0 && k + 1 < rend) {  // a full 32-edge block inside the row
+                acc0 += double(part.x);
+                acc1 += double(part.y);
+                part = make_float2(0.f, 0.f);
+              }
+              if (k + 1 == rend) {
+                write_row();
+                next_row();
+                settle();
+                // Past the group's last row, or a split row skipped: restart the ring after it.
+                // (A split row is always its group's last row while the chunk C <= kSegment, so
+                // the second test is a guard: scripts/mutation-check.sh found it unreachable.)
+                jumped = r >= r1 || rbeg != k + 1;
+              }
             }
           }
         }
       }
-      if (fast) {  // the stage's last edge: a row end or a block end, as the per-edge path does it
+      if (EV) {
+        if (fast && k0 + SE == ev) event(ev);
+      } else if (fast) {  // the stage's last edge: a row end or a block end, as the per-edge path does it
         const int kend = k0 + SE;
         if (kend == rend) {
           write_row();
@@ -1045,7 +1077,7 @@ bool staged_supported(int dev) {
   int v = known[dev].load(std::memory_order_relaxed);
   if (v == 0) {
     cudaFuncAttributes a{};
-    PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&a, staged_rows_kernel<1>));
+    PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&a, staged_rows_kernel<1, false>));
     v = a.ptxVersion >= 80 ? 2 : 1;
     known[dev].store(v, std::memory_order_relaxed);
   }
@@ -1089,12 +1121,19 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
   const std::uint64_t bit = dev < 64 ? std::uint64_t(1) << dev : 0;
   if (!bit || !(opted.load(std::memory_order_acquire) & bit)) {
     PIPELINK_CUDA_CHECK(
-        cudaFuncSetAttribute(staged_rows_kernel<TR>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStagedSmem));
+        cudaFuncSetAttribute(staged_rows_kernel<TR, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStagedSmem));
+    PIPELINK_CUDA_CHECK(
+        cudaFuncSetAttribute(staged_rows_kernel<TR, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStagedSmem));
     opted.fetch_or(bit, std::memory_order_acq_rel);
   }
+  // PIPELINK_AGG_STAGED_EVENTS=1: the v8 event walk (same sums, same bits; not yet timed on a GPU).
+  // Read per launch (~0.1 us) so that a test can run both walks in one process.
+  const char* ev_env = std::getenv("PIPELINK_AGG_STAGED_EVENTS");
+  const bool events = ev_env && ev_env[0] == '1' && ev_env[1] == '\0';
   const int grid = int((sg.count + groups + kStagedWarps - 1) / kStagedWarps);
-  staged_rows_kernel<TR><<<grid, kStagedWarps * 32, kStagedSmem, s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, kSegment,
-                                                                      sg.seg_first, sg.seg_row, sg.count, sg.partial);
+  auto kernel = events ? staged_rows_kernel<TR, true> : staged_rows_kernel<TR, false>;
+  kernel<<<grid, kStagedWarps * 32, kStagedSmem, s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, kSegment, sg.seg_first,
+                                                      sg.seg_row, sg.count, sg.partial);
   check_launch();
 }
 
