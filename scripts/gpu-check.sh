@@ -5,7 +5,8 @@
 # `carry: [".deps"]` to the device tool.
 #   usage: OUT=/some/dir scripts/gpu-check.sh
 #   knobs: WORKLOADS, ORDER, COMPARE, SWEEP, NCU (workloads to profile), SKIP_TESTS, SKIP_PYTEST,
-#          MUTANTS (scripts/mutation-check.sh), SKIP_SANITIZER,
+#          MUTANTS (scripts/mutation-check.sh), SKIP_SANITIZER, VARIANTS and INSTR (A/B of opt-in
+#          kernel variants: see below),
 #          RACECHECK_FILTER (a gtest filter for the slow racecheck pass)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -59,6 +60,29 @@ for w in ${WORKLOADS:-arxiv-like products-like power-law}; do
   step "bench $w ${ORDER:-random}" bench.log $cli bench aggregate --workload "$w" --device cuda --order "${ORDER:-random}" \
     --json "$OUT/bench-$w-${ORDER:-random}.json" --markdown "$OUT/bench-$w-${ORDER:-random}.md"
 done
+# VARIANTS="tag:VAR=1,VAR2=1 ...": the same benchmarks again with opt-in kernel variants set in the
+# environment, for A/B in one call (null test skipped); e.g.
+# VARIANTS="events:PIPELINK_AGG_STAGED_EVENTS=1 warps1:PIPELINK_AGG_STAGED_WARPS=1"
+for v in ${VARIANTS:-}; do
+  tag=${v%%:*}; vars=${v#*:}
+  for w in ${WORKLOADS:-arxiv-like products-like power-law}; do
+    step "bench $w ${ORDER:-random} [$tag]" bench.log env ${vars//,/ } $cli bench aggregate --workload "$w" --device cuda \
+      --order "${ORDER:-random}" --no-null-test --json "$OUT/bench-$w-${ORDER:-random}-$tag.json" --markdown "$OUT/bench-$w-${ORDER:-random}-$tag.md"
+  done
+done
+# INSTR=1: instructions, issue and occupancy of one planned run's staged kernel per workload (and
+# variant): ncu's cheap counters, no replay of the full section set.
+if [ -n "${INSTR:-}" ]; then
+  for v in base:PIPELINK_NONE=1 ${VARIANTS:-}; do
+    tag=${v%%:*}; vars=${v#*:}
+    for w in ${WORKLOADS:-products-like power-law}; do
+      echo "=== $w [$tag]" >>"$OUT/instr.txt"
+      env ${vars//,/ } ncu --metrics gpu__time_duration.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed \
+        -k regex:staged_rows_kernel -c 1 $cli bench aggregate --workload "$w" --device cuda --repeats 10 --no-null-test --quiet 2>&1 |
+        grep -E "gpu__|smsp__|sm__|dram__" >>"$OUT/instr.txt"
+    done
+  done
+fi
 cat "$OUT"/bench-*.md >>"$OUT/bench.md" 2>/dev/null && rm -f "$OUT"/bench-*.md
 if [ -n "${COMPARE:-}" ] && [ ${#pyopt[@]} -gt 0 ]; then  # COMPARE="arxiv-like products-like": bench/compare_torch.py
   for w in $COMPARE; do
@@ -84,6 +108,7 @@ grep -E "tests passed|tests failed" "$OUT/tests.log" || true
 tail -n 3 "$OUT/pytest.log" 2>/dev/null || true
 grep -E "^\| |vs three-op|null test" "$OUT/bench.md" 2>/dev/null || true
 cat "$OUT"/compare-*.md 2>/dev/null || true
+cat "$OUT/instr.txt" 2>/dev/null || true
 grep -h "ERROR SUMMARY" "$OUT/sanitizer.log" 2>/dev/null | sort | uniq -c || true
 printf '%-40s %-28s %s\n' step result time
 for s in "${status[@]}"; do IFS='|' read -r a b c <<<"$s"; printf '%-40s %-28s %s\n' "$a" "$b" "$c"; done

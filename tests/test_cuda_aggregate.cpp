@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <functional>
 #include <random>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "pipelink/cuda.hpp"
@@ -214,10 +216,25 @@ TEST_F(CudaAggregate, StagedAndRegisterWalksGiveTheSameBits) {
   }
 }
 
-TEST_F(CudaAggregate, StagedEventWalkGivesTheSameBits) {
-  // PIPELINK_AGG_STAGED_EVENTS=1 selects the staged kernel's event walk (v8, opt-in until timed):
-  // the same adds in the same order, so the same bits as the default walk. Rows of 0-300 edges in
-  // shuffled order plus two split rows (segments), overwriting and accumulating.
+// Scoped environment variables for the opt-in kernel variants (read per launch).
+struct ScopedEnv {
+  std::vector<std::string> names;
+  ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (auto [n, v] : vars) {
+      ::setenv(n, v, 1);
+      names.emplace_back(n);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& n : names) ::unsetenv(n.c_str());
+  }
+};
+
+TEST_F(CudaAggregate, StagedVariantsGiveTheSameBits) {
+  // The staged kernel's opt-in variants (until timed): the event walk (PIPELINK_AGG_STAGED_EVENTS=1)
+  // and 1-warp blocks (PIPELINK_AGG_STAGED_WARPS=1) do the same adds in the same order, so they
+  // give the default's bits. Rows of 0-300 edges in shuffled order plus two split rows
+  // (segments), overwriting and accumulating; then each variant against the oracle.
   if (const char* v = std::getenv("PIPELINK_AGG_STAGED"); v && *v) GTEST_SKIP() << "PIPELINK_AGG_STAGED=" << v;
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
@@ -234,25 +251,32 @@ TEST_F(CudaAggregate, StagedEventWalkGivesTheSameBits) {
   Tensor sg = gpu(g.src), dg = gpu(g.dst);
   AggregatePlan plan = AggregatePlan::build(sg, dg, N);
   Tensor xg = gpu(random_tensor({N, F}, DType::f32, seed + 1, -2, 2)), wg = gpu(random_tensor({E}, DType::f32, seed + 2));
+  const std::pair<const char*, const char*> variants[][2] = {
+      {{"PIPELINK_AGG_STAGED_EVENTS", "1"}, {"PIPELINK_AGG_STAGED_WARPS", "2"}},
+      {{"PIPELINK_AGG_STAGED_EVENTS", "0"}, {"PIPELINK_AGG_STAGED_WARPS", "1"}},
+      {{"PIPELINK_AGG_STAGED_EVENTS", "1"}, {"PIPELINK_AGG_STAGED_WARPS", "1"}}};
   for (bool accumulate : {false, true}) {
-    SCOPED_TRACE(accumulate ? "accumulate" : "overwrite");
     Tensor init = random_tensor({N, F}, DType::f32, seed + 3);
-    Tensor a = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
-    Tensor b = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
     AggregateOptions o{Transform::tanh, accumulate};
-    aggregate(plan, xg, wg.view(), a, o);
-    ::setenv("PIPELINK_AGG_STAGED_EVENTS", "1", 1);
-    aggregate(plan, xg, wg.view(), b, o);
-    ::unsetenv("PIPELINK_AGG_STAGED_EVENTS");
-    EXPECT_TRUE(bitwise_equal(host(a), host(b)));
+    Tensor ref = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
+    aggregate(plan, xg, wg.view(), ref, o);
+    const Tensor ref_host = host(ref);
+    for (const auto& v : variants) {
+      SCOPED_TRACE(std::string(accumulate ? "accumulate" : "overwrite") + ", events=" + v[0].second +
+                   ", warps=" + v[1].second);
+      ScopedEnv env{v[0], v[1]};
+      Tensor b = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
+      aggregate(plan, xg, wg.view(), b, o);
+      EXPECT_TRUE(bitwise_equal(ref_host, host(b)));
+    }
   }
-  Case c{N, E, F, DType::i32};  // and the event walk against the oracle, every path
-  ::setenv("PIPELINK_AGG_STAGED_EVENTS", "1", 1);
-  struct Unset {
-    ~Unset() { ::unsetenv("PIPELINK_AGG_STAGED_EVENTS"); }
-  } unset;
+  Case c{N, E, F, DType::i32};
   c.hubs = true;
-  check_graph(c, g, seed + 4);
+  for (const auto& v : variants) {
+    SCOPED_TRACE(std::string("oracle, events=") + v[0].second + ", warps=" + v[1].second);
+    ScopedEnv env{v[0], v[1]};
+    check_graph(c, g, seed + 4);
+  }
 }
 
 TEST_F(CudaAggregate, EmptyGraphSingleNodeDuplicates) {

@@ -660,8 +660,10 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
 // warp ends. ncu on power-law with 8 warps per block: 27% achieved occupancy against 50%
 // theoretical (a warp with a 2048-edge segment holds seven finished ones' stages); 2 warps per
 // block keep the SM at 32 warps (16 blocks of 12.5 KB plus the driver's 1 KB each).
+// PIPELINK_AGG_STAGED_WARPS=1 runs 1-warp blocks (32 blocks of 7.3 KB with the driver's share fit
+// the SM's 228 KB): written for power-law's occupancy (35% of 50% with 2 warps); not yet timed.
 constexpr int kStageEdges = 8, kStages = 3, kStagedWarps = 2, kStagedF = 64;
-constexpr int kStagedSmem = kStagedWarps * kStages * kStageEdges * (kStagedF + 1) * int(sizeof(float));
+constexpr int staged_smem_bytes(int warps) { return warps * kStages * kStageEdges * (kStagedF + 1) * int(sizeof(float)); }
 
 // cp.async exists from sm_80 on; staged_fits() keeps older devices off this kernel, and a build
 // for an older architecture compiles it to a trap.
@@ -710,8 +712,8 @@ __device__ __forceinline__ float phi_c(float v) {
 // double sum goes to partial[item], added per row in segment order by combine_segments_kernel),
 // the others one group of rows each. Segments first, so that hub rows start early and run beside
 // the row groups in one launch (power-law: 22.8% of the edges lie in 1758 split rows).
-template <int TR, bool EV>
-__global__ void __launch_bounds__(kStagedWarps * 32, 32 / kStagedWarps) staged_rows_kernel(
+template <int TR, bool EV, int W>
+__global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
     const EdgePair<std::int32_t>* __restrict__ pairs, const float* __restrict__ x, std::int64_t xs,
     const float* __restrict__ w, float* __restrict__ out, std::int64_t os, std::int64_t groups, bool accumulate,
@@ -720,7 +722,7 @@ __global__ void __launch_bounds__(kStagedWarps * 32, 32 / kStagedWarps) staged_r
   constexpr int F = kStagedF, SE = kStageEdges, S = kStages;
   extern __shared__ __align__(16) unsigned char staged_smem[];
   const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
-  const std::int64_t item = blockIdx.x * std::int64_t(kStagedWarps) + wib;
+  const std::int64_t item = blockIdx.x * std::int64_t(W) + wib;
   const bool seg = item < num_split;
   const std::int64_t g = item - num_split;
   if (!seg && g >= groups) return;
@@ -1077,7 +1079,7 @@ bool staged_supported(int dev) {
   int v = known[dev].load(std::memory_order_relaxed);
   if (v == 0) {
     cudaFuncAttributes a{};
-    PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&a, staged_rows_kernel<1, false>));
+    PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&a, staged_rows_kernel<1, false, kStagedWarps>));
     v = a.ptxVersion >= 80 ? 2 : 1;
     known[dev].store(v, std::memory_order_relaxed);
   }
@@ -1112,27 +1114,38 @@ template <int TR>
 void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const EdgePair<std::int32_t>* pp, const float* xp,
                       std::int64_t xs, const float* wp, float* op, std::int64_t os, std::int64_t groups, bool acc,
                       const StagedSegments& sg, cudaStream_t s) {
-  // The opt-in to more than 48 KiB of dynamic shared memory is per device: once per device and
-  // transform. (With 2 warps per block the kernel asks for 12.5 KB; the call stays so that larger
-  // stage configurations keep working.)
+  // Shared-memory attributes are per device: set once per device and transform. The opt-in above
+  // 48 KiB is not needed at 1-2 warps per block (12.5 KB) but keeps larger stage configurations
+  // working; 1-warp blocks ask for the largest carveout, so that 32 of them fit an SM.
   static std::atomic<std::uint64_t> opted{0};
   int dev = 0;
   PIPELINK_CUDA_CHECK(cudaGetDevice(&dev));
   const std::uint64_t bit = dev < 64 ? std::uint64_t(1) << dev : 0;
   if (!bit || !(opted.load(std::memory_order_acquire) & bit)) {
-    PIPELINK_CUDA_CHECK(
-        cudaFuncSetAttribute(staged_rows_kernel<TR, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStagedSmem));
-    PIPELINK_CUDA_CHECK(
-        cudaFuncSetAttribute(staged_rows_kernel<TR, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kStagedSmem));
+    auto set = [](auto kernel, int warps) {
+      PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(warps)));
+      if (warps == 1)  // 32 blocks need 227 KB; the measured 2-warp configuration keeps the driver's choice
+        PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+    };
+    set(staged_rows_kernel<TR, false, kStagedWarps>, kStagedWarps);
+    set(staged_rows_kernel<TR, true, kStagedWarps>, kStagedWarps);
+    set(staged_rows_kernel<TR, false, 1>, 1);
+    set(staged_rows_kernel<TR, true, 1>, 1);
     opted.fetch_or(bit, std::memory_order_acq_rel);
   }
-  // PIPELINK_AGG_STAGED_EVENTS=1: the v8 event walk (same sums, same bits; not yet timed on a GPU).
-  // Read per launch (~0.1 us) so that a test can run both walks in one process.
-  const char* ev_env = std::getenv("PIPELINK_AGG_STAGED_EVENTS");
-  const bool events = ev_env && ev_env[0] == '1' && ev_env[1] == '\0';
-  const int grid = int((sg.count + groups + kStagedWarps - 1) / kStagedWarps);
-  auto kernel = events ? staged_rows_kernel<TR, true> : staged_rows_kernel<TR, false>;
-  kernel<<<grid, kStagedWarps * 32, kStagedSmem, s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, kSegment, sg.seg_first,
+  // Opt-in variants, read per launch (~0.1 us) so that a test can run each in one process:
+  // PIPELINK_AGG_STAGED_EVENTS=1, the v8 event walk (same sums, same bits); PIPELINK_AGG_STAGED_WARPS=1,
+  // 1-warp blocks. Neither is timed on a GPU yet.
+  auto flag = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v && v[0] == '1' && v[1] == '\0';
+  };
+  const bool events = flag("PIPELINK_AGG_STAGED_EVENTS"), one_warp = flag("PIPELINK_AGG_STAGED_WARPS");
+  const int warps = one_warp ? 1 : kStagedWarps;
+  auto kernel = one_warp ? (events ? staged_rows_kernel<TR, true, 1> : staged_rows_kernel<TR, false, 1>)
+                         : (events ? staged_rows_kernel<TR, true, kStagedWarps> : staged_rows_kernel<TR, false, kStagedWarps>);
+  const int grid = int((sg.count + groups + warps - 1) / warps);
+  kernel<<<grid, warps * 32, staged_smem_bytes(warps), s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, kSegment, sg.seg_first,
                                                       sg.seg_row, sg.count, sg.partial);
   check_launch();
 }
