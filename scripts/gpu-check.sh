@@ -66,13 +66,16 @@ done
 for v in ${VARIANTS:-}; do
   tag=${v%%:*}; vars=${v#*:}
   for w in ${WORKLOADS:-arxiv-like products-like power-law}; do
+    md="$OUT/variant-$w-${ORDER:-random}-$tag.md"
     step "bench $w ${ORDER:-random} [$tag]" bench.log env ${vars//,/ } $cli bench aggregate --workload "$w" --device cuda \
-      --order "${ORDER:-random}" --no-null-test --json "$OUT/bench-$w-${ORDER:-random}-$tag.json" --markdown "$OUT/bench-$w-${ORDER:-random}-$tag.md"
+      --order "${ORDER:-random}" --no-null-test --json "$OUT/variant-$w-${ORDER:-random}-$tag.json" --markdown "$md"
+    [ -f "$md" ] && { printf '\n### variant %s (%s), null test skipped\n\n' "$tag" "${vars//,/ }"; cat "$md"; } >>"$OUT/variants.md" && rm -f "$md"
   done
 done
 # INSTR=1: instructions, issue and occupancy of one planned run's staged kernel per workload (and
 # variant): ncu's cheap counters, no replay of the full section set.
 if [ -n "${INSTR:-}" ]; then
+  command -v ncu >/dev/null 2>&1 || status+=("instr|FAILED (no ncu)|0s")
   for v in base:PIPELINK_NONE=1 ${VARIANTS:-}; do
     tag=${v%%:*}; vars=${v#*:}
     for w in ${WORKLOADS:-products-like power-law}; do
@@ -108,6 +111,7 @@ grep -E "tests passed|tests failed" "$OUT/tests.log" || true
 tail -n 3 "$OUT/pytest.log" 2>/dev/null || true
 grep -E "^\| |vs three-op|null test" "$OUT/bench.md" 2>/dev/null || true
 cat "$OUT"/compare-*.md 2>/dev/null || true
+grep -E "^#|^\| (planned|one-shot|plan-build|lean) " "$OUT/variants.md" 2>/dev/null || true
 cat "$OUT/instr.txt" 2>/dev/null || true
 grep -h "ERROR SUMMARY" "$OUT/sanitizer.log" 2>/dev/null | sort | uniq -c || true
 printf '%-40s %-28s %s\n' step result time

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -216,17 +217,22 @@ TEST_F(CudaAggregate, StagedAndRegisterWalksGiveTheSameBits) {
   }
 }
 
-// Scoped environment variables for the opt-in kernel variants (read per launch).
+// Scoped environment variables for the opt-in kernel variants (read per launch); the previous
+// values come back afterwards.
 struct ScopedEnv {
-  std::vector<std::string> names;
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
   ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
     for (auto [n, v] : vars) {
+      const char* old = std::getenv(n);
+      saved.emplace_back(n, old ? std::optional<std::string>(old) : std::nullopt);
       ::setenv(n, v, 1);
-      names.emplace_back(n);
     }
   }
   ~ScopedEnv() {
-    for (const auto& n : names) ::unsetenv(n.c_str());
+    for (const auto& [n, v] : saved) {
+      if (v) ::setenv(n.c_str(), v->c_str(), 1);
+      else ::unsetenv(n.c_str());
+    }
   }
 };
 
