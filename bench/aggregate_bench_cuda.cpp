@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -72,6 +73,55 @@ class FreeMemorySampler {
   std::mutex mu_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
+};
+
+// One A/B variant: its tag and the environment it runs under ("tag:VAR=1,VAR2=1").
+struct AbVariant {
+  std::string tag;
+  std::vector<std::pair<std::string, std::string>> vars;
+};
+
+AbVariant parse_ab(const std::string& spec) {
+  const auto colon = spec.find(':');
+  if (colon == std::string::npos || colon == 0)
+    throw Error("bench --ab: expected 'tag:VAR=value[,VAR2=value]', got '" + spec + "'");
+  AbVariant v{spec.substr(0, colon), {}};
+  std::string rest = spec.substr(colon + 1);
+  while (!rest.empty()) {
+    const auto comma = rest.find(',');
+    const std::string kv = rest.substr(0, comma);
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) throw Error("bench --ab: expected VAR=value in '" + spec + "', got '" + kv + "'");
+    v.vars.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    rest = comma == std::string::npos ? std::string() : rest.substr(comma + 1);
+  }
+  return v;
+}
+
+// Sets variables for its lifetime and restores what was there before.
+class EnvScope {
+ public:
+  explicit EnvScope(const std::vector<std::pair<std::string, std::string>>& vars) {
+    for (const auto& [k, val] : vars) {
+      const char* old = std::getenv(k.c_str());
+      saved_.push_back({k, old != nullptr, old ? std::string(old) : std::string()});
+      ::setenv(k.c_str(), val.c_str(), 1);
+    }
+  }
+  ~EnvScope() {
+    for (auto it = saved_.rbegin(); it != saved_.rend(); ++it)
+      it->had ? ::setenv(it->key.c_str(), it->value.c_str(), 1) : ::unsetenv(it->key.c_str());
+  }
+  EnvScope(const EnvScope&) = delete;
+  EnvScope& operator=(const EnvScope&) = delete;
+
+ private:
+  struct Saved {
+    std::string key;
+    bool had;
+    std::string value;
+  };
+  std::vector<Saved> saved_;
 };
 
 }  // namespace
@@ -169,6 +219,57 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
     if (p.name != "plan-build") v.effective_gbs = double(r.must_move_bytes) / (v.time.median * 1e-3) / 1e9;
     say(fmt::format("{}: median {:.3f} ms (min {:.3f}, max {:.3f})", p.name, v.time.median, v.time.min, v.time.max));
     r.variants.push_back(v);
+  }
+
+  if (!o.ab.empty() && plan.defined()) {
+    // Verify each variant first (protocol step 3), then interleave: one sample of the default and
+    // of each variant per round.
+    std::vector<AbVariant> abs;
+    for (const std::string& spec : o.ab) abs.push_back(parse_ab(spec));
+    auto planned = [&] { aggregate(plan, xg, wg.view(), out); };
+    std::vector<VariantResult> res(abs.size() + 1);
+    res[0].name = "planned [default, A/B]";
+    for (std::size_t i = 0; i < abs.size(); ++i) res[i + 1].name = "planned [" + abs[i].tag + "]";
+    for (std::size_t i = 0; i <= abs.size(); ++i) {
+      EnvScope env(i == 0 ? std::vector<std::pair<std::string, std::string>>{} : abs[i - 1].vars);
+      cuda::fill_random_uniform(out, 1e30, 2e30, 99 + i);  // poisoned: a variant that skips a row cannot pass
+      cuda::synchronize(dev.index);
+      res[i].cold_ms = time_ms([&] {
+        planned();
+        cuda::synchronize(dev.index);
+      });
+      VerifyReport rep = verify_aggregate(to_device(out, Device::cpu()), oracle);
+      res[i].max_abs_err = rep.max_abs_err;
+      res[i].rel_l2_err = rep.rel_l2_err;
+      res[i].within_tolerance = rep.within_tolerance;
+      res[i].memory_exact = true;
+      say(fmt::format("{}: {}", res[i].name, rep.summary()));
+      if (!rep.within_tolerance) res[i].note = "failed verification: not timed";
+    }
+    std::vector<std::vector<double>> samples(abs.size() + 1);
+    for (int round = 0; round < o.warmup + o.repeats; ++round)
+      for (std::size_t i = 0; i <= abs.size(); ++i) {
+        if (!res[i].within_tolerance) continue;
+        EnvScope env(i == 0 ? std::vector<std::pair<std::string, std::string>>{} : abs[i - 1].vars);
+        start.record();
+        planned();
+        stop.record();
+        stop.synchronize();
+        if (round >= o.warmup) samples[i].push_back(stop.elapsed_ms(start));
+      }
+    for (std::size_t i = 0; i <= abs.size(); ++i) {
+      if (res[i].within_tolerance) {
+        res[i].time = stats_of(samples[i]);
+        res[i].timed = true;
+        res[i].effective_gbs = double(r.must_move_bytes) / (res[i].time.median * 1e-3) / 1e9;
+        if (i > 0 && res[0].timed)
+          res[i].note = fmt::format("{} vs default in the same rounds: {:.3f}x the time ({})", abs[i - 1].tag,
+                                    res[i].time.median / res[0].time.median, ratio_text(res[0].time.median / res[i].time.median));
+        say(fmt::format("{}: median {:.3f} ms (min {:.3f}, max {:.3f})", res[i].name, res[i].time.median, res[i].time.min,
+                        res[i].time.max));
+      }
+      r.variants.push_back(res[i]);
+    }
   }
 
   if (o.null_test) {

@@ -7,7 +7,10 @@
 #   knobs: WORKLOADS, ORDER, COMPARE, SWEEP, NCU (workloads to profile), SKIP_TESTS, SKIP_PYTEST,
 #          MUTANTS (scripts/mutation-check.sh), SKIP_SANITIZER, VARIANTS and INSTR (A/B of opt-in
 #          kernel variants: see below),
-#          RACECHECK_FILTER (a gtest filter for the slow racecheck pass)
+#          RACECHECK_FILTER (a gtest filter for the slow racecheck pass),
+#          AB="tag:VAR=1[,VAR2=1] ..." (the main benchmarks also time the planned path under each
+#          variant, interleaved with the default, in the same process: `pipelink bench --ab`),
+#          MICRO="file.cu ..." (standalone micro-benchmarks under bench/micro, built and run first)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/gpu-check}
@@ -33,7 +36,17 @@ pyopt=()
 if python3 -c "import nanobind, sysconfig, os, sys; sys.exit(not os.path.exists(sysconfig.get_paths()['include'] + '/Python.h'))" 2>/dev/null; then pyopt=(-DPIPELINK_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)"); fi
 step configure tests.log cmake -S . -B build/gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DPIPELINK_CUDA=ON -DPIPELINK_WERROR=ON \
   -DCMAKE_PREFIX_PATH="$DEPS" -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu -DPIPELINK_GIT_REVISION="$rev" "${pyopt[@]}"
+# MICRO: standalone micro-benchmarks, built in the background while the project builds.
+micro_pids=()
+for m in ${MICRO:-}; do
+  ( nvcc -O3 -std=c++20 -arch=sm_90 "bench/micro/$m" -o "build/micro-${m%.cu}" >"build/micro-${m%.cu}.log" 2>&1 ) &
+  micro_pids+=($!)
+done
 step build tests.log cmake --build build/gpu -j "$jobs"
+for p in "${micro_pids[@]}"; do wait "$p"; done
+for m in ${MICRO:-}; do
+  step "micro $m" micro.log bash -c "cat build/micro-${m%.cu}.log; build/micro-${m%.cu}"
+done
 if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pass in the same call)
   step ctest tests.log ctest --test-dir build/gpu -j 8 --output-on-failure
   for t in $( [ -z "${SKIP_SANITIZER:-}" ] && find build/gpu/tests -maxdepth 1 -type f -executable -name 'test_cuda_*' | sort); do
@@ -56,9 +69,11 @@ if [ ${#pyopt[@]} -gt 0 ] && [ -z "${SKIP_PYTEST:-}" ]; then  # pytest on the GP
     env PIPELINK_PYTHON_PATH="$PWD/build/gpu/python" python3 -m pytest -q -rs -p no:cacheprovider python/tests
 fi
 cli=build/gpu/tools/pipelink/pipelink
+abopt=()
+for v in ${AB:-}; do abopt+=(--ab "$v"); done
 for w in ${WORKLOADS:-arxiv-like products-like power-law}; do
   step "bench $w ${ORDER:-random}" bench.log $cli bench aggregate --workload "$w" --device cuda --order "${ORDER:-random}" \
-    --json "$OUT/bench-$w-${ORDER:-random}.json" --markdown "$OUT/bench-$w-${ORDER:-random}.md"
+    "${abopt[@]}" --json "$OUT/bench-$w-${ORDER:-random}.json" --markdown "$OUT/bench-$w-${ORDER:-random}.md"
 done
 # VARIANTS="tag:VAR=1,VAR2=1 ...": the same benchmarks again with opt-in kernel variants set in the
 # environment, for A/B in one call (null test skipped); e.g.
@@ -109,7 +124,8 @@ echo
 grep -m1 -E "H200|H100|NVIDIA [A-Z]" "$OUT/env.txt" || true
 grep -E "tests passed|tests failed" "$OUT/tests.log" || true
 tail -n 3 "$OUT/pytest.log" 2>/dev/null || true
-grep -E "^\| |vs three-op|null test" "$OUT/bench.md" 2>/dev/null || true
+grep -E "^\| |vs three-op|null test|vs default" "$OUT/bench.md" 2>/dev/null || true
+grep -vE "^=== |^ptxas" "$OUT/micro.log" 2>/dev/null || true
 cat "$OUT"/compare-*.md 2>/dev/null || true
 grep -E "^#|^\| (planned|one-shot|plan-build|lean) " "$OUT/variants.md" 2>/dev/null || true
 cat "$OUT/instr.txt" 2>/dev/null || true

@@ -59,6 +59,9 @@ int main(int argc, char** argv) {
   bagg->add_option("--seed", bopt.seed, "Workload seed")->capture_default_str();
   bagg->add_option("--edge-scale", bopt.edge_scale, "Scale the workload's edge count (1 = as registered)");
   bagg->add_flag("!--no-null-test", bopt.null_test, "Skip the 4x-edges null test");
+  bagg->add_option("--ab", bopt.ab,
+                   "CUDA: A/B of opt-in kernel variants, 'tag:VAR=1[,VAR2=1]' each (repeatable): the planned path "
+                   "under each, verified, then timed interleaved with the default");
   bagg->add_option("--json", json_path, "Write the versioned JSON result here");
   bagg->add_option("--markdown", md_path, "Write the Markdown table here");
   bagg->add_flag("--quiet", quiet, "No progress lines on stderr");
