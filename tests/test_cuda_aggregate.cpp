@@ -437,25 +437,25 @@ TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
   Tensor s1 = gpu(g1.src), d1 = gpu(g1.dst), s2 = gpu(g2.src), d2 = gpu(g2.dst);
   Tensor scratch = poisoned_gpu(N, F, DType::f32);
   cuda::Stream a, b;
+  // The busy work is planned runs: unlike the lean path, whose index check waits for its stream,
+  // they queue without the host waiting, so B really is tens of milliseconds behind. (With lean
+  // busy calls the host waited for B at each call, only the last one's kernel was still queued,
+  // and the frees-not-ordered mutant of scripts/mutation-check.sh passed in 3 of 4 runs.)
+  AggregatePlan busy_plan = AggregatePlan::build(bs, bd, N, b.get());
   for (int rep = 0; rep < 3; ++rep) {
     Tensor out = poisoned_gpu(N, F, DType::f32);
     cuda::synchronize();
     AggregateOptions busy;
-    busy.path = AggregatePath::lean;
     busy.stream = b.get();
-    // B: tens of milliseconds of atomics queued, far longer than building the second plan on A
-    // (with one call, the frees-not-ordered mutant of scripts/mutation-check.sh passed once).
-    for (int k = 0; k < 10; ++k) aggregate(xg, bs, bd, std::nullopt, scratch, busy);
+    for (int k = 0; k < 20; ++k) aggregate(busy_plan, xg, std::nullopt, scratch, busy);
     {
       AggregatePlan plan = AggregatePlan::build(s1, d1, N, a.get());
       AggregateOptions run;
       run.stream = b.get();
-      aggregate(plan, xg, std::nullopt, out, run);  // queued on B behind the atomics
+      aggregate(plan, xg, std::nullopt, out, run);  // queued on B behind the busy runs
     }
-    // Several plans on A, meant to land on the first plan's freed memory. They do not reliably:
-    // with the radix build the frees-not-ordered mutant of scripts/mutation-check.sh passed this
-    // test in 3 of 4 runs on the H200 (docs/results/h200-mutants.txt). Still a correctness check
-    // of the cross-stream run; not yet proof of the free ordering.
+    // Plans of the same sizes on A, meant to land on the first plan's freed memory (a build's
+    // pairs buffers have the size of the dropped plan's pairs).
     std::vector<AggregatePlan> others;
     for (int k = 0; k < 4; ++k) others.push_back(AggregatePlan::build(s2, d2, N, a.get()));
     b.synchronize();
