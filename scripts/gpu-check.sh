@@ -10,6 +10,7 @@
 #          RACECHECK_FILTER (a gtest filter for the slow racecheck pass),
 #          AB="tag:VAR=1[,VAR2=1] ..." (the main benchmarks also time the planned path under each
 #          variant, interleaved with the default, in the same process: `pipelink bench --ab`),
+#          TRACE_BUILD=1 (the main benchmarks log each plan build's steps: PIPELINK_LOG_LEVEL=debug),
 #          MICRO="file.cu ..." (standalone micro-benchmarks under bench/micro, built and run first)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -72,7 +73,7 @@ cli=build/gpu/tools/pipelink/pipelink
 abopt=()
 for v in ${AB:-}; do abopt+=(--ab "$v"); done
 for w in ${WORKLOADS:-arxiv-like products-like power-law}; do
-  step "bench $w ${ORDER:-random}" bench.log $cli bench aggregate --workload "$w" --device cuda --order "${ORDER:-random}" \
+  step "bench $w ${ORDER:-random}" bench.log env ${TRACE_BUILD:+PIPELINK_LOG_LEVEL=debug} $cli bench aggregate --workload "$w" --device cuda --order "${ORDER:-random}" \
     "${abopt[@]}" --json "$OUT/bench-$w-${ORDER:-random}.json" --markdown "$OUT/bench-$w-${ORDER:-random}.md"
 done
 # VARIANTS="tag:VAR=1,VAR2=1 ...": the same benchmarks again with opt-in kernel variants set in the
@@ -126,6 +127,7 @@ grep -E "tests passed|tests failed" "$OUT/tests.log" || true
 tail -n 3 "$OUT/pytest.log" 2>/dev/null || true
 grep -E "^\| |vs three-op|null test|vs default" "$OUT/bench.md" 2>/dev/null || true
 grep -vE "^=== |^ptxas" "$OUT/micro.log" 2>/dev/null || true
+grep -h "plan build N=" "$OUT/bench.log" 2>/dev/null | tail -n 4 || true
 cat "$OUT"/compare-*.md 2>/dev/null || true
 grep -E "^#|^\| (planned|one-shot|plan-build|lean) " "$OUT/variants.md" 2>/dev/null || true
 cat "$OUT/instr.txt" 2>/dev/null || true

@@ -12,18 +12,26 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "core/aggregate_plan_impl.hpp"
 #include "cuda/check.cuh"
 #include "cuda/memory.cuh"
+#include "pipelink/debug.hpp"
 #include "pipelink/ops/reference.hpp"
 #include "pipelink/registry.hpp"
+
+namespace pipelink::detail {
+void log_message(LogLevel level, const std::string& msg);  // src/core/log.cpp (fmt stays out of nvcc)
+}
 
 namespace pipelink::cuda {
 namespace {
@@ -281,6 +289,59 @@ std::int64_t chunk_for(std::int64_t E) {
   return c;
 }
 
+// Where a plan build's time goes, with PIPELINK_LOG_LEVEL=debug: device events between its
+// steps (the last one after the host has waited for the index check's verdict, so the gap before
+// it is the round trip), logged once the build is done. Off, it costs one log-level test a build.
+// Why: the build took 2.96 ms in the benchmark against ~2.45 ms of kernels (ncu, and init + sort
+// 2.22 ms in bench/micro/build_lean_micro.cu), and ncu does not show the gaps between kernels.
+class BuildTrace {
+ public:
+  explicit BuildTrace(cudaStream_t s) : s_(s), on_(log_level() <= LogLevel::debug) {}
+  ~BuildTrace() {
+    for (const Mark& m : marks_) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(m.ev));
+  }
+  BuildTrace(const BuildTrace&) = delete;
+  BuildTrace& operator=(const BuildTrace&) = delete;
+  void mark(const char* name) {
+    if (!on_) return;
+    cudaEvent_t e = nullptr;
+    if (cudaEventCreate(&e) != cudaSuccess || cudaEventRecord(e, s_) != cudaSuccess) {
+      on_ = false;  // a diagnostic: never fail the build over it
+      if (e) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(e));
+      return;
+    }
+    marks_.push_back({name, e, std::chrono::steady_clock::now()});
+  }
+  void report(std::int64_t N, std::int64_t E) {
+    if (!on_ || marks_.size() < 2 || cudaEventSynchronize(marks_.back().ev) != cudaSuccess) return;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "plan build N=%lld E=%lld, device ms per step:", (long long)N, (long long)E);
+    std::string msg = buf;
+    float total = 0;
+    for (std::size_t i = 1; i < marks_.size(); ++i) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, marks_[i - 1].ev, marks_[i].ev) != cudaSuccess) return;
+      total += ms;
+      std::snprintf(buf, sizeof buf, " %s %.3f", marks_[i].name, ms);
+      msg += buf;
+    }
+    const double host_ms =
+        std::chrono::duration<double, std::milli>(marks_.back().host - marks_.front().host).count();
+    std::snprintf(buf, sizeof buf, "; total %.3f (host %.3f)", total, host_ms);
+    ::pipelink::detail::log_message(LogLevel::debug, msg + buf);
+  }
+
+ private:
+  struct Mark {
+    const char* name;
+    cudaEvent_t ev;
+    std::chrono::steady_clock::time_point host;
+  };
+  cudaStream_t s_;
+  bool on_;
+  std::vector<Mark> marks_;
+};
+
 struct CudaPlan final : AggregatePlan::Impl {
   bool wide = false;      // 64-bit row_ptr / pairs (N or E >= 2^31)
   DeviceBuffer row_ptr;   // P [N + 1]
@@ -337,7 +398,7 @@ struct CudaPlan final : AggregatePlan::Impl {
 // Narrow plans: keys = dst (uint32), values = (src, id) pairs, one stable radix sort.
 template <class I>
 void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
-                 unsigned long long* flag) {
+                 unsigned long long* flag, BuildTrace& trace) {
   using K = std::uint32_t;
   using Pair = EdgePair<std::int32_t>;
   const std::int64_t E = plan.num_edges;
@@ -346,6 +407,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   init_pairs_kernel<I, K, std::int32_t><<<grid_for(E, 256), 256, 0, s>>>(
       src.data_as<const I>(), dst.data_as<const I>(), keys_a.as<K>(), pairs_a.as<Pair>(), E, std::uint64_t(N), flag);
   check_launch();
+  trace.mark("init");
   // Bad indices make garbage keys, but the sort only reads bits [0, end_bit) and nothing below
   // writes outside the plan's buffers; the error is raised at the synchronization in finish_plan.
   cub::DoubleBuffer<K> keys(keys_a.as<K>(), keys_b.as<K>());
@@ -357,16 +419,18 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     DeviceBuffer temp(temp_bytes, s);
     PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys, pairs, E, 0, end_bit, s));
   }
+  trace.mark("sort");
   plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
   row_ptr_kernel<K, std::int32_t><<<grid_for(N + 1, 256), 256, 0, s>>>(keys.Current(), 0, E, N,
                                                                        plan.row_ptr.as<std::int32_t>());
   check_launch();
+  trace.mark("row_ptr");
   plan.pairs = std::move(pairs.Current() == pairs_a.as<Pair>() ? pairs_a : pairs_b);
 }
 
 template <class I>
 void sort_wide(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
-               unsigned long long* flag) {
+               unsigned long long* flag, BuildTrace& trace) {
   const std::int64_t E = plan.num_edges;
   const int id_bits = bits_for(E), src_bits = bits_for(N);
   if (id_bits + src_bits > 64)
@@ -376,6 +440,7 @@ void sort_wide(CudaPlan& plan, const TensorView& src, const TensorView& dst, std
   init_wide_keys_kernel<I><<<grid_for(E, 256), 256, 0, s>>>(src.data_as<const I>(), dst.data_as<const I>(),
                                                             keys_a.as<std::uint64_t>(), E, std::uint64_t(N), id_bits, flag);
   check_launch();
+  trace.mark("init");
   cub::DoubleBuffer<std::uint64_t> keys(keys_a.as<std::uint64_t>(), keys_b.as<std::uint64_t>());
   std::size_t temp_bytes = 0;
   PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(nullptr, temp_bytes, keys, E, id_bits, id_bits + src_bits, s));
@@ -383,6 +448,7 @@ void sort_wide(CudaPlan& plan, const TensorView& src, const TensorView& dst, std
     DeviceBuffer temp(temp_bytes, s);
     PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortKeys(temp.get(), temp_bytes, keys, E, id_bits, id_bits + src_bits, s));
   }
+  trace.mark("sort");
   plan.pairs = std::move(keys.Current() == keys_a.as<std::uint64_t>() ? keys_a : keys_b);
   keys_a.reset();
   keys_b.reset();
@@ -393,13 +459,14 @@ void sort_wide(CudaPlan& plan, const TensorView& src, const TensorView& dst, std
   wide_keys_to_pairs_kernel<I><<<grid_for(E, 256), 256, 0, s>>>(plan.pairs.as<std::uint64_t>(), src.data_as<const I>(), E,
                                                                 std::uint64_t(N), id_bits, src_bits);
   check_launch();
+  trace.mark("row_ptr+pairs");
   plan.src_bits = src_bits;
 }
 
 // The rest of the plan (work split, long rows, segments), then the index check's verdict.
 template <class P>
 void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
-                 unsigned long long* flag_ptr) {
+                 unsigned long long* flag_ptr, BuildTrace& trace) {
   const std::int64_t E = plan.num_edges;
   plan.chunk = chunk_for(E);
   plan.groups = E / plan.chunk + 1;
@@ -407,6 +474,7 @@ void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   group_rows_kernel<P><<<grid_for(plan.groups + 1, 256), 256, 0, s>>>(plan.row_ptr.as<const P>(), N, plan.groups,
                                                                       plan.chunk, plan.first_row.as<P>());
   check_launch();
+  trace.mark("work_split");
 
   // Segments of the rows longer than kSegment edges; the list of long rows.
   DeviceBuffer segs((N + 1) * sizeof(P), s), lng((N + 1) * sizeof(P), s), long_first((N + 1) * sizeof(P), s);
@@ -424,12 +492,14 @@ void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     PIPELINK_CUDA_CHECK(
         cub::DeviceScan::ExclusiveSum(scan_temp.get(), scan_bytes, lng.as<P>(), long_first.as<P>(), N + 1, s));
   }
+  trace.mark("segment_scans");
   P totals[2] = {0, 0};
   unsigned long long bad = ULLONG_MAX;
   PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&totals[0], plan.seg_first.as<P>() + N, sizeof(P), cudaMemcpyDeviceToHost, s));
   PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&totals[1], long_first.as<P>() + N, sizeof(P), cudaMemcpyDeviceToHost, s));
   PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&bad, flag_ptr, sizeof bad, cudaMemcpyDeviceToHost, s));
   PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
+  trace.mark("verdict_wait");
   report_bad_edge("aggregate", &src, &dst, N, bad);
   plan.num_segments = std::int64_t(totals[0]);
   plan.num_long = std::int64_t(totals[1]);
@@ -456,19 +526,21 @@ std::shared_ptr<AggregatePlan::Impl> build_plan(const TensorView& src, const Ten
   // The margin keeps the staged kernel's int32 edge offsets (up to a few stages past a group's
   // end) from overflowing.
   plan->wide = N >= INT32_MAX || plan->num_edges >= INT32_MAX - 4096 || (force && *force == '1');
+  BuildTrace trace(s);
+  trace.mark("start");
   if (plan->num_edges > 0) {
     const bool i32 = src.dtype() == DType::i32;
     DeviceBuffer flag(sizeof(unsigned long long), s);
     PIPELINK_CUDA_CHECK(cudaMemsetAsync(flag.get(), 0xFF, sizeof(unsigned long long), s));
     auto* f = flag.as<unsigned long long>();
     if (plan->wide) {
-      if (i32) sort_wide<std::int32_t>(*plan, src, dst, N, s, f);
-      else sort_wide<std::int64_t>(*plan, src, dst, N, s, f);
-      finish_plan<std::int64_t>(*plan, src, dst, N, s, f);
+      if (i32) sort_wide<std::int32_t>(*plan, src, dst, N, s, f, trace);
+      else sort_wide<std::int64_t>(*plan, src, dst, N, s, f, trace);
+      finish_plan<std::int64_t>(*plan, src, dst, N, s, f, trace);
     } else {
-      if (i32) sort_narrow<std::int32_t>(*plan, src, dst, N, s, f);
-      else sort_narrow<std::int64_t>(*plan, src, dst, N, s, f);
-      finish_plan<std::int32_t>(*plan, src, dst, N, s, f);
+      if (i32) sort_narrow<std::int32_t>(*plan, src, dst, N, s, f, trace);
+      else sort_narrow<std::int64_t>(*plan, src, dst, N, s, f, trace);
+      finish_plan<std::int32_t>(*plan, src, dst, N, s, f, trace);
     }
   } else {
     plan->row_ptr = DeviceBuffer((N + 1) * (plan->wide ? 8 : 4), s);
@@ -477,6 +549,8 @@ std::shared_ptr<AggregatePlan::Impl> build_plan(const TensorView& src, const Ten
   plan->bytes = plan->row_ptr.bytes() + plan->pairs.bytes() + plan->first_row.bytes() + plan->seg_first.bytes() +
                 plan->seg_row.bytes() + plan->long_rows.bytes();
   plan->stream = s;
+  trace.mark("tail");
+  trace.report(N, plan->num_edges);
   return plan;
 }
 
