@@ -78,7 +78,8 @@ for w in ${WORKLOADS:-arxiv-like products-like power-law}; do
 done
 # VARIANTS="tag:VAR=1,VAR2=1 ...": the same benchmarks again with opt-in kernel variants set in the
 # environment, for A/B in one call (null test skipped); e.g.
-# VARIANTS="events:PIPELINK_AGG_STAGED_EVENTS=1 warps1:PIPELINK_AGG_STAGED_WARPS=1"
+# VARIANTS="regs:PIPELINK_AGG_STAGED=0" (v5's register walk). For the planned path alone, AB= is
+# cheaper and fairer: one process, interleaved samples.
 for v in ${VARIANTS:-}; do
   tag=${v%%:*}; vars=${v#*:}
   for w in ${WORKLOADS:-arxiv-like products-like power-law}; do

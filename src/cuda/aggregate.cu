@@ -209,6 +209,22 @@ __global__ void row_ptr_kernel(const K* keys, int shift, std::int64_t E, std::in
   }
 }
 
+// The same row_ptr from one streaming pass over the sorted keys (narrow plans): position k writes
+// row_ptr[i] = k for the rows i in (key[k-1], key[k]], with key[-1] = -1 and key[E] = N, which
+// covers [0, N] once. The binary search above reads ~log2(E) scattered keys per row: 0.12 ms on
+// products-like (trace at d170973), against ~0.06 ms to stream 248 MB of keys. Keys made from bad
+// indices (the build then fails at its verdict) are masked and clamped, so no write leaves
+// row_ptr.
+template <class K, class P>
+__global__ void row_ptr_stream_kernel(const K* keys, K mask, std::int64_t E, std::int64_t N, P* row_ptr) {
+  for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k <= E;
+       k += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t lo = k == 0 ? -1 : std::min<std::int64_t>(std::int64_t(keys[k - 1] & mask), N);
+    const std::int64_t hi = k == E ? N : std::min<std::int64_t>(std::int64_t(keys[k] & mask), N);
+    for (std::int64_t i = lo + 1; i <= hi; ++i) row_ptr[i] = P(k);
+  }
+}
+
 // Work split of the planned run: group g (a lane group, see csr_rows_kernel) owns the rows whose
 // first edge lies in [g*C, (g+1)*C): first_row[g] = first row r with row_ptr[r] >= g*C;
 // first_row[groups] = N. Groups = E / C + 1, so rows starting at E (trailing empty rows) belong
@@ -396,36 +412,58 @@ struct CudaPlan final : AggregatePlan::Impl {
 };
 
 // Narrow plans: keys = dst (uint32), values = (src, id) pairs, one stable radix sort.
+// Memory: the pairs the plan keeps are one allocation, made first; everything transient (both key
+// buffers, the other pairs buffer, CUB's temp) is one more, freed at the end. Why: with the four
+// buffers allocated one by one and the kept one among them, a build next to a live plan (the
+// benchmark's `plan = build(...)`, a user rebuilding each epoch) spent 0.2-1.6 ms before its first
+// kernel in 10 of 12 builds (PIPELINK_LOG_LEVEL=debug trace at d170973, products-like: "init"
+// 0.65-2.0 ms against 0.42 in one-shot calls, where no plan outlives the call), so the plan-build
+// median was 2.98 ms against 2.45 ms of device work.
 template <class I>
 void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
                  unsigned long long* flag, BuildTrace& trace) {
   using K = std::uint32_t;
   using Pair = EdgePair<std::int32_t>;
   const std::int64_t E = plan.num_edges;
-  DeviceBuffer keys_a(E * sizeof(K), s), keys_b(E * sizeof(K), s), pairs_a(E * sizeof(Pair), s),
-      pairs_b(E * sizeof(Pair), s);
+  const int end_bit = bits_for(N);
+  DeviceBuffer kept(E * sizeof(Pair), s);
+  // CUB's temp size depends only on the sizes: ask with null buffers first.
+  std::size_t temp_bytes = 0;
+  {
+    cub::DoubleBuffer<K> k0(nullptr, nullptr);
+    cub::DoubleBuffer<Pair> p0(nullptr, nullptr);
+    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, k0, p0, E, 0, end_bit, s));
+  }
+  auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
+  const std::size_t kb = up(E * sizeof(K)), pb = up(E * sizeof(Pair));
+  DeviceBuffer arena(2 * kb + pb + up(temp_bytes), s);
+  char* base = arena.as<char>();
+  K* keys_a = reinterpret_cast<K*>(base);
+  K* keys_b = reinterpret_cast<K*>(base + kb);
+  Pair* pairs_t = reinterpret_cast<Pair*>(base + 2 * kb);
+  void* temp = base + 2 * kb + pb;
+  // The init kernel writes the transient pairs; an odd number of sort passes (three for
+  // products-like's 22 bits) leaves the result in `kept`, an even one in the transient buffer,
+  // which is then copied (graphs of at most 2^16 nodes: two passes).
   init_pairs_kernel<I, K, std::int32_t><<<grid_for(E, 256), 256, 0, s>>>(
-      src.data_as<const I>(), dst.data_as<const I>(), keys_a.as<K>(), pairs_a.as<Pair>(), E, std::uint64_t(N), flag);
+      src.data_as<const I>(), dst.data_as<const I>(), keys_a, pairs_t, E, std::uint64_t(N), flag);
   check_launch();
   trace.mark("init");
   // Bad indices make garbage keys, but the sort only reads bits [0, end_bit) and nothing below
   // writes outside the plan's buffers; the error is raised at the synchronization in finish_plan.
-  cub::DoubleBuffer<K> keys(keys_a.as<K>(), keys_b.as<K>());
-  cub::DoubleBuffer<Pair> pairs(pairs_a.as<Pair>(), pairs_b.as<Pair>());
-  const int end_bit = bits_for(N);
-  std::size_t temp_bytes = 0;
-  PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, pairs, E, 0, end_bit, s));
-  {
-    DeviceBuffer temp(temp_bytes, s);
-    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys, pairs, E, 0, end_bit, s));
-  }
+  cub::DoubleBuffer<K> keys(keys_a, keys_b);
+  cub::DoubleBuffer<Pair> pairs(pairs_t, kept.as<Pair>());
+  PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, E, 0, end_bit, s));
+  if (pairs.Current() != kept.as<Pair>())
+    PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
   trace.mark("sort");
   plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
-  row_ptr_kernel<K, std::int32_t><<<grid_for(N + 1, 256), 256, 0, s>>>(keys.Current(), 0, E, N,
-                                                                       plan.row_ptr.as<std::int32_t>());
+  const K mask = end_bit >= 32 ? ~K(0) : K((std::uint64_t(1) << end_bit) - 1);
+  row_ptr_stream_kernel<K, std::int32_t><<<grid_for(E + 1, 256), 256, 0, s>>>(keys.Current(), mask, E, N,
+                                                                              plan.row_ptr.as<std::int32_t>());
   check_launch();
   trace.mark("row_ptr");
-  plan.pairs = std::move(pairs.Current() == pairs_a.as<Pair>() ? pairs_a : pairs_b);
+  plan.pairs = std::move(kept);
 }
 
 template <class I>
@@ -733,9 +771,14 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
 // Warps per block: the warps share nothing, but a block keeps its shared memory until its slowest
 // warp ends. ncu on power-law with 8 warps per block: 27% achieved occupancy against 50%
 // theoretical (a warp with a 2048-edge segment holds seven finished ones' stages); 2 warps per
-// block keep the SM at 32 warps (16 blocks of 12.5 KB plus the driver's 1 KB each).
-// PIPELINK_AGG_STAGED_WARPS=1 runs 1-warp blocks (32 blocks of 7.3 KB with the driver's share fit
-// the SM's 228 KB): written for power-law's occupancy (35% of 50% with 2 warps); not yet timed.
+// block keep the SM at 32 warps (16 blocks of 12.5 KB plus the driver's 1 KB each). 1-warp
+// blocks (32 of 7.3 KB, largest carveout) were no faster (A/B in one process at d170973:
+// products-like 5.70 vs 5.67 ms, power-law 5.97 vs 6.00 ms) and were dropped.
+// The walk, v8 (A/B at d170973, interleaved medians of 10): each stage keeps the next "event" --
+// a 32-edge block end inside the row (flush to double) or the row's end -- as one edge position,
+// so an edge of a stage that is not fast costs one comparison instead of the row and block tests
+// of v7. power-law 6.00 -> 5.68 ms; products-like 5.35 ms against v7's 5.30 in the main table
+// (no measured difference). Same adds in the same order as v7, so the same bits.
 constexpr int kStageEdges = 8, kStages = 3, kStagedWarps = 2, kStagedF = 64;
 constexpr int staged_smem_bytes(int warps) { return warps * kStages * kStageEdges * (kStagedF + 1) * int(sizeof(float)); }
 
@@ -786,7 +829,7 @@ __device__ __forceinline__ float phi_c(float v) {
 // double sum goes to partial[item], added per row in segment order by combine_segments_kernel),
 // the others one group of rows each. Segments first, so that hub rows start early and run beside
 // the row groups in one launch (power-law: 22.8% of the edges lie in 1758 split rows).
-template <int TR, bool EV, int W>
+template <int TR, int W>
 __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
     const EdgePair<std::int32_t>* __restrict__ pairs, const float* __restrict__ x, std::int64_t xs,
@@ -884,15 +927,16 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
 #pragma unroll
     for (int j = 0; j < S - 1; ++j) issue(j);
     bool jumped = false;
-    // EV (v8, PIPELINK_AGG_STAGED_EVENTS=1): the next "event" -- a 32-edge block end inside the row
-    // (flush to double) or the row's end -- is kept as one edge position, so an edge of a stage that
-    // is not fast costs one comparison instead of the row and block tests.
+    // The next event: the current row's end, or the end of its 32-edge block if that comes first.
     int ev = min(rend, rbeg + 32);
     auto event = [&](int kk) {  // after edge kk - 1, where kk == ev
       if (kk == rend) {
         write_row();
         next_row();
         settle();
+        // Past the group's last row, or a split row skipped: restart the ring after it. (A split
+        // row is always its group's last row while the chunk C <= kSegment, so the second test is
+        // a guard: scripts/mutation-check.sh found it unreachable in v7's walk.)
         jumped = r >= r1 || rbeg != kk;
         ev = min(rend, rbeg + 32);
       } else {
@@ -913,7 +957,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
       // stage's last edge, so the sums need no per-edge checks (same adds, same order, same bits).
       // ncu on products-like before this: 82.7 instructions per edge, issue slots 90% busy: the
       // per-edge row and block checks, not the memory, set the pace.
-      const bool fast = EV ? k0 + SE <= ev : k0 + SE <= rend && ((k0 - rbeg) & 31) <= 32 - SE;
+      const bool fast = k0 + SE <= ev;
 #pragma unroll
       for (int e0 = 0; e0 < SE; e0 += 4) {
         float2 t[4];
@@ -931,56 +975,17 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
           }
           continue;
         }
-        if constexpr (EV) {
 #pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            const int k1 = k0 + e0 + u + 1;  // every row ends at an event, so no edge past n is added
-            if (!jumped) {
-              part.x += t[u].x;
-              part.y += t[u].y;
-              if (k1 == ev) event(k1);
-            }
-          }
-        } else {
-#pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            const int k = k0 + e0 + u;
-            if (k < n && !jumped) {
-              part.x += t[u].x;
-              part.y += t[u].y;
-              if (((k - rbeg + 1) & 31) == 0 && k + 1 < rend) {  // a full 32-edge block inside the row
-                acc0 += double(part.x);
-                acc1 += double(part.y);
-                part = make_float2(0.f, 0.f);
-              }
-              if (k + 1 == rend) {
-                write_row();
-                next_row();
-                settle();
-                // Past the group's last row, or a split row skipped: restart the ring after it.
-                // (A split row is always its group's last row while the chunk C <= kSegment, so
-                // the second test is a guard: scripts/mutation-check.sh found it unreachable.)
-                jumped = r >= r1 || rbeg != k + 1;
-              }
-            }
+        for (int u = 0; u < 4; ++u) {
+          const int k1 = k0 + e0 + u + 1;  // every row ends at an event, so no edge past n is added
+          if (!jumped) {
+            part.x += t[u].x;
+            part.y += t[u].y;
+            if (k1 == ev) event(k1);
           }
         }
       }
-      if (EV) {
-        if (fast && k0 + SE == ev) event(ev);
-      } else if (fast) {  // the stage's last edge: a row end or a block end, as the per-edge path does it
-        const int kend = k0 + SE;
-        if (kend == rend) {
-          write_row();
-          next_row();
-          settle();
-          jumped = r >= r1 || rbeg != kend;
-        } else if (((kend - rbeg) & 31) == 0) {
-          acc0 += double(part.x);
-          acc1 += double(part.y);
-          part = make_float2(0.f, 0.f);
-        }
-      }
+      if (fast && k0 + SE == ev) event(ev);  // the stage's last edge ends a row or a block
       __syncwarp();
     }
     cp_wait<0>();  // drain the stages issued past the jump before the ring is reused
@@ -1153,7 +1158,7 @@ bool staged_supported(int dev) {
   int v = known[dev].load(std::memory_order_relaxed);
   if (v == 0) {
     cudaFuncAttributes a{};
-    PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&a, staged_rows_kernel<1, false, kStagedWarps>));
+    PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&a, staged_rows_kernel<1, kStagedWarps>));
     v = a.ptxVersion >= 80 ? 2 : 1;
     known[dev].store(v, std::memory_order_relaxed);
   }
@@ -1196,30 +1201,13 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
   PIPELINK_CUDA_CHECK(cudaGetDevice(&dev));
   const std::uint64_t bit = dev < 64 ? std::uint64_t(1) << dev : 0;
   if (!bit || !(opted.load(std::memory_order_acquire) & bit)) {
-    auto set = [](auto kernel, int warps) {
-      PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(warps)));
-      if (warps == 1)  // 32 blocks need 227 KB; the measured 2-warp configuration keeps the driver's choice
-        PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-    };
-    set(staged_rows_kernel<TR, false, kStagedWarps>, kStagedWarps);
-    set(staged_rows_kernel<TR, true, kStagedWarps>, kStagedWarps);
-    set(staged_rows_kernel<TR, false, 1>, 1);
-    set(staged_rows_kernel<TR, true, 1>, 1);
+    PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
     opted.fetch_or(bit, std::memory_order_acq_rel);
   }
-  // Opt-in variants, read per launch (~0.1 us) so that a test can run each in one process:
-  // PIPELINK_AGG_STAGED_EVENTS=1, the v8 event walk (same sums, same bits); PIPELINK_AGG_STAGED_WARPS=1,
-  // 1-warp blocks. Neither is timed on a GPU yet.
-  auto flag = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v && v[0] == '1' && v[1] == '\0';
-  };
-  const bool events = flag("PIPELINK_AGG_STAGED_EVENTS"), one_warp = flag("PIPELINK_AGG_STAGED_WARPS");
-  const int warps = one_warp ? 1 : kStagedWarps;
-  auto kernel = one_warp ? (events ? staged_rows_kernel<TR, true, 1> : staged_rows_kernel<TR, false, 1>)
-                         : (events ? staged_rows_kernel<TR, true, kStagedWarps> : staged_rows_kernel<TR, false, kStagedWarps>);
+  constexpr int warps = kStagedWarps;
   const int grid = int((sg.count + groups + warps - 1) / warps);
-  kernel<<<grid, warps * 32, staged_smem_bytes(warps), s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, kSegment, sg.seg_first,
+  staged_rows_kernel<TR, warps><<<grid, warps * 32, staged_smem_bytes(warps), s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, kSegment, sg.seg_first,
                                                       sg.seg_row, sg.count, sg.partial);
   check_launch();
 }
