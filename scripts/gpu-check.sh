@@ -5,7 +5,7 @@
 # `carry: [".deps"]` to the device tool.
 #   usage: OUT=/some/dir scripts/gpu-check.sh
 #   knobs: WORKLOADS, ORDER, COMPARE, SWEEP, NCU (workloads to profile), SKIP_TESTS, SKIP_PYTEST,
-#          MUTANTS (scripts/mutation-check.sh), SKIP_SANITIZER, VARIANTS and INSTR (A/B of opt-in
+#          MUTANTS (scripts/mutation-check.sh), SKIP_BENCH, SKIP_SANITIZER, VARIANTS and INSTR (A/B of opt-in
 #          kernel variants: see below),
 #          RACECHECK_FILTER (a gtest filter for the slow racecheck pass),
 #          AB="tag:VAR=1[,VAR2=1] ..." (the main benchmarks also time the planned path under each
@@ -72,7 +72,7 @@ fi
 cli=build/gpu/tools/pipelink/pipelink
 abopt=()
 for v in ${AB:-}; do abopt+=(--ab "$v"); done
-for w in ${WORKLOADS:-arxiv-like products-like power-law}; do
+for w in $( [ -z "${SKIP_BENCH:-}" ] && echo ${WORKLOADS:-arxiv-like products-like power-law}); do  # SKIP_BENCH=1: checks only
   step "bench $w ${ORDER:-random}" bench.log env ${TRACE_BUILD:+PIPELINK_LOG_LEVEL=debug} $cli bench aggregate --workload "$w" --device cuda --order "${ORDER:-random}" \
     "${abopt[@]}" --json "$OUT/bench-$w-${ORDER:-random}.json" --markdown "$OUT/bench-$w-${ORDER:-random}.md"
 done
