@@ -4,6 +4,8 @@
 # table last. The machine cannot download: run scripts/fetch-gpu-deps.sh here first and pass
 # `carry: [".deps"]` to the device tool.
 #   usage: OUT=/some/dir scripts/gpu-check.sh
+#   The device tool's copy of .git is the one of the session's start, so `git describe` there
+#   names an old commit: pass PIPELINK_GIT_REVISION=$(git rev-parse --short=12 HEAD) from here.
 #   knobs: WORKLOADS, ORDER, COMPARE, SWEEP, NCU (workloads to profile), SKIP_TESTS, SKIP_PYTEST,
 #          MUTANTS (scripts/mutation-check.sh), SKIP_BENCH, SKIP_SANITIZER, VARIANTS and INSTR (A/B of opt-in
 #          kernel variants: see below),
@@ -56,8 +58,11 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
     # RACECHECK_FILTER (a gtest filter) narrows the slow racecheck pass of test_cuda_aggregate when
     # device time is short (on a binary where it matches no test, compute-sanitizer fails with
     # "terminated before first instrumented API call", so the other binaries run whole).
+    # By default racecheck skips the stream-ordering test: it has no shared-memory code of its
+    # own, and its busy work (20 planned runs of a 16M-edge graph) did not finish in 8 minutes
+    # under racecheck (c02714dc5981); memcheck runs it (the whole binary took 11 s).
     filt=()
-    [ -n "${RACECHECK_FILTER:-}" ] && [ "$n" = test_cuda_aggregate ] && filt=(--gtest_filter="$RACECHECK_FILTER")
+    [ "$n" = test_cuda_aggregate ] && filt=(--gtest_filter="${RACECHECK_FILTER:--*PlanBuiltOnOneStreamRunsOnAnother*}")
     step "racecheck $n" sanitizer.log compute-sanitizer --tool racecheck --error-exitcode 3 "$t" "${filt[@]}"
   done
 fi
