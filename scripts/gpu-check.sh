@@ -11,7 +11,8 @@
 #          kernel variants: see below),
 #          RACECHECK_FILTER (a gtest filter for the slow racecheck pass),
 #          AB="tag:VAR=1[,VAR2=1] ..." (the main benchmarks also time the planned path under each
-#          variant, interleaved with the default, in the same process: `pipelink bench --ab`),
+#          variant, interleaved with the default, in the same process: `pipelink bench --ab`; only
+#          settings read at each launch change anything, and since 819f00a there are none),
 #          TRACE_BUILD=1 (the main benchmarks log each plan build's steps: PIPELINK_LOG_LEVEL=debug),
 #          MICRO="file.cu ..." (standalone micro-benchmarks under bench/micro, built and run first)
 set -uo pipefail
@@ -83,8 +84,8 @@ for w in $( [ -z "${SKIP_BENCH:-}" ] && echo ${WORKLOADS:-arxiv-like products-li
 done
 # VARIANTS="tag:VAR=1,VAR2=1 ...": the same benchmarks again with opt-in kernel variants set in the
 # environment, for A/B in one call (null test skipped); e.g.
-# VARIANTS="regs:PIPELINK_AGG_STAGED=0" (v5's register walk). For the planned path alone, AB= is
-# cheaper and fairer: one process, interleaved samples.
+# VARIANTS="regs:PIPELINK_AGG_STAGED=0" (v5's register walk: a separate process, so settings read
+# once per process work here, unlike AB=).
 for v in ${VARIANTS:-}; do
   tag=${v%%:*}; vars=${v#*:}
   for w in ${WORKLOADS:-arxiv-like products-like power-law}; do

@@ -120,9 +120,8 @@ void check_hub_graph(Case c, const EdgeList& g, std::uint64_t seed) {
 
 TEST_F(CudaAggregate, NodeCountsPastSixteenBits) {
   // Past 2^16 nodes the plan's sort takes three 8-bit passes and leaves its result in the buffer
-  // the plan keeps; at most 2^16 nodes it takes two and the result is copied there (the other
-  // tests' graphs). 5M nodes with 1M edges: mostly empty rows, in long runs, for the streaming
-  // row_ptr pass.
+  // the plan keeps; with 9-16 bits it takes two and the result is copied there (most other tests'
+  // graphs). 5M nodes with 1M edges: mostly empty rows, in runs.
   for (DType idx : {DType::i32, DType::i64}) check_case({70000, 2000000, 64, idx});
   check_case({300000, 2000000, 64, DType::i64});
   check_case({5000000, 1000000, 4, DType::i32});

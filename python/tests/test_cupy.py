@@ -77,6 +77,7 @@ def test_runs_on_cupys_current_stream_without_a_sync(rng):
     xg = cp.zeros((n, f), dtype=cp.float32)
     base = cp.asarray(x)
     side = cp.cuda.Stream(non_blocking=True)
+    cp.cuda.Stream.null.synchronize()  # the inputs above were made on the legacy stream, which `side` does not wait for
     with side:
         m = cp.random.standard_normal((2048, 2048), dtype=cp.float32)
         for _ in range(20):  # tens of ms of queued work before x holds its values

@@ -209,22 +209,6 @@ __global__ void row_ptr_kernel(const K* keys, int shift, std::int64_t E, std::in
   }
 }
 
-// The same row_ptr from one streaming pass over the sorted keys (narrow plans): position k writes
-// row_ptr[i] = k for the rows i in (key[k-1], key[k]], with key[-1] = -1 and key[E] = N, which
-// covers [0, N] once. The binary search above reads ~log2(E) scattered keys per row: 0.12 ms on
-// products-like (trace at d170973), against ~0.06 ms to stream 248 MB of keys. Keys made from bad
-// indices (the build then fails at its verdict) are masked and clamped, so no write leaves
-// row_ptr.
-template <class K, class P>
-__global__ void row_ptr_stream_kernel(const K* keys, K mask, std::int64_t E, std::int64_t N, P* row_ptr) {
-  for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k <= E;
-       k += std::int64_t(gridDim.x) * blockDim.x) {
-    const std::int64_t lo = k == 0 ? -1 : std::min<std::int64_t>(std::int64_t(keys[k - 1] & mask), N);
-    const std::int64_t hi = k == E ? N : std::min<std::int64_t>(std::int64_t(keys[k] & mask), N);
-    for (std::int64_t i = lo + 1; i <= hi; ++i) row_ptr[i] = P(k);
-  }
-}
-
 // Work split of the planned run: group g (a lane group, see csr_rows_kernel) owns the rows whose
 // first edge lies in [g*C, (g+1)*C): first_row[g] = first row r with row_ptr[r] >= g*C;
 // first_row[groups] = N. Groups = E / C + 1, so rows starting at E (trailing empty rows) belong
@@ -318,17 +302,35 @@ class BuildTrace {
   }
   BuildTrace(const BuildTrace&) = delete;
   BuildTrace& operator=(const BuildTrace&) = delete;
-  void mark(const char* name) {
+  void mark(const char* name) noexcept {
     if (!on_) return;
+    try {
+      marks_.reserve(marks_.size() + 1);  // the push below cannot throw and leak the event
+    } catch (...) {
+      on_ = false;
+      return;
+    }
     cudaEvent_t e = nullptr;
     if (cudaEventCreate(&e) != cudaSuccess || cudaEventRecord(e, s_) != cudaSuccess) {
-      on_ = false;  // a diagnostic: never fail the build over it
+      // A diagnostic never fails the build: clear the error, or the next launch check reports it.
+      (void)cudaGetLastError();
+      on_ = false;
       if (e) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(e));
       return;
     }
     marks_.push_back({name, e, std::chrono::steady_clock::now()});
   }
-  void report(std::int64_t N, std::int64_t E) {
+  void report(std::int64_t N, std::int64_t E) noexcept {
+    if (!on_) return;
+    try {
+      report_or_throw(N, E);
+    } catch (...) {  // the plan is built; losing its trace line is not worth losing the plan
+    }
+    (void)cudaGetLastError();  // a failed event query must not surface at the next launch check
+  }
+
+ private:
+  void report_or_throw(std::int64_t N, std::int64_t E) {
     if (!on_ || marks_.size() < 2 || cudaEventSynchronize(marks_.back().ev) != cudaSuccess) return;
     char buf[96];
     std::snprintf(buf, sizeof buf, "plan build N=%lld E=%lld, device ms per step:", (long long)N, (long long)E);
@@ -346,8 +348,6 @@ class BuildTrace {
     std::snprintf(buf, sizeof buf, "; total %.3f (host %.3f)", total, host_ms);
     ::pipelink::detail::log_message(LogLevel::debug, msg + buf);
   }
-
- private:
   struct Mark {
     const char* name;
     cudaEvent_t ev;
@@ -442,9 +442,9 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   K* keys_b = reinterpret_cast<K*>(base + kb);
   Pair* pairs_t = reinterpret_cast<Pair*>(base + 2 * kb);
   void* temp = base + 2 * kb + pb;
-  // The init kernel writes the transient pairs; an odd number of sort passes (three for
-  // products-like's 22 bits) leaves the result in `kept`, an even one in the transient buffer,
-  // which is then copied (graphs of at most 2^16 nodes: two passes).
+  // The init kernel writes the transient pairs; an odd number of sort passes (three for 17-24
+  // bits, as products-like's 22; one for a single-tile sort or at most 8 bits) leaves the result
+  // in `kept`, an even one (two passes: 9-16 bits) in the transient buffer, which is then copied.
   init_pairs_kernel<I, K, std::int32_t><<<grid_for(E, 256), 256, 0, s>>>(
       src.data_as<const I>(), dst.data_as<const I>(), keys_a, pairs_t, E, std::uint64_t(N), flag);
   check_launch();
@@ -458,9 +458,12 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
   trace.mark("sort");
   plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
-  const K mask = end_bit >= 32 ? ~K(0) : K((std::uint64_t(1) << end_bit) - 1);
-  row_ptr_stream_kernel<K, std::int32_t><<<grid_for(E + 1, 256), 256, 0, s>>>(keys.Current(), mask, E, N,
-                                                                              plan.row_ptr.as<std::int32_t>());
+  // A binary search per row (0.12 ms on products-like). A streaming pass over the keys (each
+  // position writing the rows that start there) measured ~0.05 ms less at c02714dc5981 but was
+  // taken out after review: one thread writes a whole run of empty rows, so a graph whose edges
+  // reach only a few of its N rows would serialize on it.
+  row_ptr_kernel<K, std::int32_t><<<grid_for(N + 1, 256), 256, 0, s>>>(keys.Current(), 0, E, N,
+                                                                       plan.row_ptr.as<std::int32_t>());
   check_launch();
   trace.mark("row_ptr");
   plan.pairs = std::move(kept);
