@@ -2,6 +2,7 @@
 // three-op) against the float64 oracle with the PROTOCOL.md tolerance and against the CPU
 // backend, on fresh random inputs and poisoned outputs. Without a GPU: a visible SKIPPED.
 #include <cstdlib>
+#include <cstring>
 #include <algorithm>
 #include <functional>
 #include <optional>
@@ -263,6 +264,104 @@ TEST_F(CudaAggregate, StagedWalkMatchesTheCpuOrderBitwise) {
   Case c{N, E, F, DType::i32};
   c.hubs = true;
   check_graph(c, h, seed + 4);
+}
+
+// Environment variables for the plan's work-split knobs (read at each build); the previous
+// values come back afterwards.
+struct ScopedEnv {
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  explicit ScopedEnv(std::vector<std::pair<const char*, const char*>> vars) {
+    for (auto [n, v] : vars) {
+      const char* old = std::getenv(n);
+      saved.emplace_back(n, old ? std::optional<std::string>(old) : std::nullopt);
+      if (v) ::setenv(n, v, 1);
+      else ::unsetenv(n);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [n, v] : saved) {
+      if (v) ::setenv(n.c_str(), v->c_str(), 1);
+      else ::unsetenv(n.c_str());
+    }
+  }
+};
+
+TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
+  // PIPELINK_AGG_SEGMENT, _CHUNK and _ROWS_PER_EDGE change which warp sums which rows, and the
+  // segment length which rows are split: a row split under neither plan keeps its bits, and every
+  // output stays within the oracle's tolerance. Segments shorter than the chunk put split rows in
+  // the middle of groups, where the staged walk must restart its ring after them; a run of 600
+  // empty rows tests groups that count rows.
+  for (const char* knob : {"PIPELINK_AGG_STAGED", "PIPELINK_AGG_LONG_ROW", "PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_CHUNK",
+                           "PIPELINK_AGG_ROWS_PER_EDGE"})
+    if (const char* v = std::getenv(knob); v && *v)
+      GTEST_SKIP() << knob << "=" << v << " changes the default plan; this test needs the defaults";
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 3000, F = 64;
+  std::vector<std::int64_t> deg(N, 0);
+  for (std::int64_t r = 0; r < 2000; ++r) deg[r] = (r * 7) % 301;
+  for (std::int64_t r = 2600; r < N; ++r) deg[r] = r % 5;  // rows 2000-2599: a run of empty rows
+  deg[17] += 5000;                                         // split rows under every segment length
+  deg[1999] += 2049;
+  std::vector<std::int32_t> d;
+  for (std::int64_t r = 0; r < N; ++r) d.insert(d.end(), std::size_t(deg[r]), std::int32_t(r));
+  std::mt19937_64 rng(seed);
+  std::shuffle(d.begin(), d.end(), rng);
+  const auto E = std::int64_t(d.size());
+  EdgeList g = uniform_graph(N, E, seed, DType::i32);
+  std::copy(d.begin(), d.end(), g.dst.data_as<std::int32_t>());
+  Tensor x = random_tensor({N, F}, DType::f32, seed + 1, -2, 2), w = random_tensor({E}, DType::f32, seed + 2);
+  AggregateOracle oracle = aggregate_oracle(x, g.src, g.dst, w.view(), AggregateOptions{}, std::nullopt);
+  Tensor xg = gpu(x), wg = gpu(w), sg = gpu(g.src), dg = gpu(g.dst);
+  Tensor ref = poisoned_gpu(N, F, DType::f32);
+  aggregate(AggregatePlan::build(sg, dg, N), xg, wg.view(), ref);
+  const Tensor ref_host = host(ref);
+  struct Knobs {
+    const char *segment, *chunk, *rows_per_edge;
+    std::int64_t seg_len;
+  };
+  for (const Knobs& k : {Knobs{"512", nullptr, nullptr, 512}, Knobs{"100", "256", nullptr, 100},
+                         Knobs{nullptr, nullptr, "4", 2048}, Knobs{"1024", "64", "1", 1024}}) {
+    SCOPED_TRACE(std::string("segment=") + (k.segment ? k.segment : "-") + " chunk=" + (k.chunk ? k.chunk : "-") +
+                 " rows_per_edge=" + (k.rows_per_edge ? k.rows_per_edge : "-"));
+    Tensor out = poisoned_gpu(N, F, DType::f32);
+    {
+      ScopedEnv env({{"PIPELINK_AGG_SEGMENT", k.segment}, {"PIPELINK_AGG_CHUNK", k.chunk},
+                     {"PIPELINK_AGG_ROWS_PER_EDGE", k.rows_per_edge}});
+      AggregatePlan plan = AggregatePlan::build(sg, dg, N);
+      aggregate(plan, xg, wg.view(), out);
+    }
+    const Tensor back = host(out);
+    VerifyReport r = verify_aggregate(back, oracle);
+    EXPECT_TRUE(r.within_tolerance) << r.summary();
+    EXPECT_EQ(r.unwritten, 0) << r.summary();
+    std::int64_t differ = 0;
+    for (std::int64_t i = 0; i < N; ++i)
+      if (deg[i] <= std::min<std::int64_t>(k.seg_len, 2048))
+        differ += std::memcmp(back.data_as<float>() + i * F, ref_host.data_as<float>() + i * F, F * sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0) << "unsplit rows whose bits changed";
+  }
+  // F = 3: csr_rows_kernel and segments_kernel (long rows, segments of 100 edges), every path.
+  ScopedEnv env({{"PIPELINK_AGG_SEGMENT", "100"}, {"PIPELINK_AGG_CHUNK", "256"}, {"PIPELINK_AGG_ROWS_PER_EDGE", "2"}});
+  Case c{N, E, 3, DType::i32};
+  c.hubs = true;
+  check_graph(c, g, seed + 3);
+}
+
+TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
+  EdgeList g = uniform_graph(100, 1000, fresh_seed(), DType::i32);
+  Tensor sg = gpu(g.src), dg = gpu(g.dst);
+  for (auto [name, value] : {std::pair{"PIPELINK_AGG_SEGMENT", "16"}, std::pair{"PIPELINK_AGG_CHUNK", "12x"},
+                             std::pair{"PIPELINK_AGG_ROWS_PER_EDGE", "-1"}}) {
+    ScopedEnv env(std::vector<std::pair<const char*, const char*>>{{name, value}});
+    try {
+      AggregatePlan::build(sg, dg, 100);
+      ADD_FAILURE() << name << "=" << value << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST_F(CudaAggregate, EmptyGraphSingleNodeDuplicates) {

@@ -209,19 +209,24 @@ __global__ void row_ptr_kernel(const K* keys, int shift, std::int64_t E, std::in
   }
 }
 
-// Work split of the planned run: group g (a lane group, see csr_rows_kernel) owns the rows whose
-// first edge lies in [g*C, (g+1)*C): first_row[g] = first row r with row_ptr[r] >= g*C;
-// first_row[groups] = N. Groups = E / C + 1, so rows starting at E (trailing empty rows) belong
-// to the last group.
+// Work split of the planned run: group g (a lane group or warp) owns the rows r whose position
+// key(r) = row_ptr[r] + (k > 0 ? r / k : 0) lies in [g*C, (g+1)*C): first_row[g] = first row with
+// key >= g*C; first_row[groups] = N. k = 0 (the default) balances by edges alone; k > 0 counts every
+// k rows as one more edge, so that a long run of empty rows (power-law: ~870k empty rows, the
+// model in bench/micro/balance_model.py puts runs of thousands at one edge position) is spread over
+// groups instead of landing on one warp. key(N) = E + N / k, and groups = key(N) / C + 1, so the
+// trailing rows belong to the last group. The kernels take any such split of rows into groups.
 template <class P>
-__global__ void group_rows_kernel(const P* row_ptr, std::int64_t N, std::int64_t groups, std::int64_t C, P* first_row) {
+__global__ void group_rows_kernel(const P* row_ptr, std::int64_t N, std::int64_t groups, std::int64_t C,
+                                  std::int64_t rows_per_edge, P* first_row) {
   for (std::int64_t g = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; g <= groups;
        g += std::int64_t(gridDim.x) * blockDim.x) {
     std::int64_t lo = 0, hi = N;
     const std::int64_t key = g * C;
     while (lo < hi) {
       const std::int64_t mid = (lo + hi) / 2;
-      if (std::int64_t(row_ptr[mid]) < key) lo = mid + 1;
+      const std::int64_t k = std::int64_t(row_ptr[mid]) + (rows_per_edge > 0 ? mid / rows_per_edge : 0);
+      if (k < key) lo = mid + 1;
       else hi = mid;
     }
     first_row[g] = P(g == groups ? N : lo);
@@ -231,6 +236,7 @@ __global__ void group_rows_kernel(const P* row_ptr, std::int64_t N, std::int64_t
 // Rows longer than kSegment edges (power-law hubs reach ~198k) are split into segments of
 // kSegment edges, each a warp's work item; their double partial sums are combined per row in
 // segment order (deterministic). v2 without splitting: power-law planned 32.9 ms, lean 13.3 ms.
+// PIPELINK_AGG_SEGMENT overrides it per plan build (see plan_knobs).
 constexpr std::int64_t kSegment = 2048;
 // Rows of more than kLongRow edges (and at most kSegment) are a warp's work item each, as in v3;
 // the lane-group walk of csr_rows_kernel keeps only U = 4 rows in flight per 16 lanes and took
@@ -242,16 +248,47 @@ constexpr std::int64_t kLongRow = 64;
 std::int64_t long_row_threshold() {
   static const std::int64_t t = [] {
     const char* v = std::getenv("PIPELINK_AGG_LONG_ROW");
-    // Capped at kSegment: longer rows are always split into segments, and csr_rows_kernel must
-    // skip them (a row summed by both would be added twice when accumulating).
+    // Capped at the segment length (in finish_plan): longer rows are always split into segments,
+    // and csr_rows_kernel must skip them (a row summed by both would be added twice when
+    // accumulating).
     return v && *v ? std::clamp<std::int64_t>(std::atoll(v), 0, kSegment) : kLongRow;
   }();
   return t;
 }
 
+// Work-split knobs, read at each plan build (so that one process can build plans under several,
+// as the tests do), for A/B of the launch's balance; defaults are the measured v8 split. Why:
+// bench/micro/balance_model.py puts power-law's makespan at 1.135-1.197x the ideal against
+// products-like's 1.049 with the defaults, and at ~1.06 with segments of 1024 edges and every 4
+// rows counted as an edge (power-law costs 1.10x products-like per edge on the H200).
+//   PIPELINK_AGG_SEGMENT: split rows longer than this, in segments of this many edges [32, 2^20]
+//   PIPELINK_AGG_CHUNK: edges per group [32, 2^20] (default: chunk_for(E))
+//   PIPELINK_AGG_ROWS_PER_EDGE: count every k rows as one edge when forming groups [0, 2^20]
+struct PlanKnobs {
+  std::int64_t segment = kSegment, chunk = 0, rows_per_edge = 0;
+};
+PlanKnobs plan_knobs() {
+  auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return dflt;
+    char* end = nullptr;
+    const long long x = std::strtoll(v, &end, 10);
+    if (*end != '\0' || x < lo || x > hi)
+      throw Error(std::string("aggregate: ") + name + "='" + v + "' is not an integer in [" + std::to_string(lo) + ", " +
+                  std::to_string(hi) + "]");
+    return std::int64_t(x);
+  };
+  PlanKnobs k;
+  k.segment = read("PIPELINK_AGG_SEGMENT", 32, 1 << 20, kSegment);
+  k.chunk = read("PIPELINK_AGG_CHUNK", 32, 1 << 20, 0);
+  k.rows_per_edge = read("PIPELINK_AGG_ROWS_PER_EDGE", 0, 1 << 20, 0);
+  return k;
+}
+
 // segs[r]: segments of a split row (else 0); lng[r]: 1 for a long row that is not split.
 template <class P>
-__global__ void count_segments_kernel(const P* row_ptr, std::int64_t N, std::int64_t long_row, P* segs, P* lng) {
+__global__ void count_segments_kernel(const P* row_ptr, std::int64_t N, std::int64_t long_row, std::int64_t seg_len,
+                                      P* segs, P* lng) {
   for (std::int64_t r = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; r <= N;
        r += std::int64_t(gridDim.x) * blockDim.x) {
     if (r == N) {
@@ -259,8 +296,8 @@ __global__ void count_segments_kernel(const P* row_ptr, std::int64_t N, std::int
       continue;
     }
     const std::int64_t d = std::int64_t(row_ptr[r + 1]) - std::int64_t(row_ptr[r]);
-    segs[r] = P(d > kSegment ? (d + kSegment - 1) / kSegment : 0);
-    lng[r] = P(d > long_row && d <= kSegment ? 1 : 0);
+    segs[r] = P(d > seg_len ? (d + seg_len - 1) / seg_len : 0);
+    lng[r] = P(d > long_row && d <= seg_len ? 1 : 0);
   }
 }
 
@@ -364,6 +401,8 @@ struct CudaPlan final : AggregatePlan::Impl {
   DeviceBuffer pairs;     // PlanPair<P> [E]: (src, edge id) in destination order
   int src_bits = 0;       // wide plans: bits of src in a packed pair
   std::int64_t chunk = 1024, groups = 0;
+  std::int64_t rows_per_edge = 0;  // group split: every k rows count as one edge (0: edges alone)
+  std::int64_t seg_len = kSegment;  // rows longer than this are split into segments of this length
   DeviceBuffer first_row;  // P [groups + 1]
   std::int64_t num_segments = 0;  // segments of split rows
   DeviceBuffer seg_first;  // P [N + 1]: first segment of each row (rows not split have none)
@@ -509,19 +548,19 @@ template <class P>
 void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
                  unsigned long long* flag_ptr, BuildTrace& trace) {
   const std::int64_t E = plan.num_edges;
-  plan.chunk = chunk_for(E);
-  plan.groups = E / plan.chunk + 1;
+  plan.groups = (E + (plan.rows_per_edge > 0 ? N / plan.rows_per_edge : 0)) / plan.chunk + 1;
   plan.first_row = DeviceBuffer((plan.groups + 1) * sizeof(P), s);
   group_rows_kernel<P><<<grid_for(plan.groups + 1, 256), 256, 0, s>>>(plan.row_ptr.as<const P>(), N, plan.groups,
-                                                                      plan.chunk, plan.first_row.as<P>());
+                                                                      plan.chunk, plan.rows_per_edge,
+                                                                      plan.first_row.as<P>());
   check_launch();
   trace.mark("work_split");
 
   // Segments of the rows longer than kSegment edges; the list of long rows.
   DeviceBuffer segs((N + 1) * sizeof(P), s), lng((N + 1) * sizeof(P), s), long_first((N + 1) * sizeof(P), s);
-  plan.long_row = long_row_threshold();
-  count_segments_kernel<P><<<grid_for(N + 1, 256), 256, 0, s>>>(plan.row_ptr.as<const P>(), N, plan.long_row, segs.as<P>(),
-                                                                lng.as<P>());
+  plan.long_row = std::min(long_row_threshold(), plan.seg_len);
+  count_segments_kernel<P><<<grid_for(N + 1, 256), 256, 0, s>>>(plan.row_ptr.as<const P>(), N, plan.long_row, plan.seg_len,
+                                                                segs.as<P>(), lng.as<P>());
   check_launch();
   plan.seg_first = DeviceBuffer((N + 1) * sizeof(P), s);
   std::size_t scan_bytes = 0;
@@ -561,6 +600,10 @@ std::shared_ptr<AggregatePlan::Impl> build_plan(const TensorView& src, const Ten
   plan->device = src.device();
   plan->num_nodes = N;
   plan->num_edges = src.numel();
+  const PlanKnobs knobs = plan_knobs();  // first: a bad knob fails before any work
+  plan->chunk = knobs.chunk > 0 ? knobs.chunk : chunk_for(plan->num_edges);
+  plan->rows_per_edge = knobs.rows_per_edge;
+  plan->seg_len = knobs.segment;
   // PIPELINK_AGG_FORCE_WIDE=1: the 64-bit plan at any size (the tests use it to cover the path
   // that real inputs only take past 2^31 edges).
   const char* force = std::getenv("PIPELINK_AGG_FORCE_WIDE");
@@ -851,8 +894,8 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
   int r0 = 0, r1 = 1, kbase = 0, n = 0;
   if (seg) {  // one row of its own: the segment's edges
     const int row = seg_row[item], row_begin = row_ptr[row], row_end = row_ptr[row + 1];
-    kbase = row_begin + int(item - seg_first[row]) * int(kSegment);
-    n = min(int(kSegment), row_end - kbase);
+    kbase = row_begin + int(item - seg_first[row]) * int(max_row);  // max_row: the plan's segment length
+    n = min(int(max_row), row_end - kbase);
   } else {
     r0 = first_row[g];
     r1 = first_row[g + 1];
@@ -938,8 +981,10 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
         next_row();
         settle();
         // Past the group's last row, or a split row skipped: restart the ring after it. (A split
-        // row is always its group's last row while the chunk C <= kSegment, so the second test is
-        // a guard: scripts/mutation-check.sh found it unreachable in v7's walk.)
+        // row is always its group's last row while the chunk C <= the segment length, the
+        // default, so there the second test is a guard: scripts/mutation-check.sh found it
+        // unreachable in v7's walk. PlanKnobsKeepTheBitsOfUnsplitRows reaches it with shorter
+        // segments.)
         jumped = r >= r1 || rbeg != kk;
         ev = min(rend, rbeg + 32);
       } else {
@@ -1009,7 +1054,7 @@ __global__ void __launch_bounds__(256) segments_kernel(const P* __restrict__ row
                                                        const P* __restrict__ seg_first, const P* __restrict__ seg_row,
                                                        std::int64_t num_split, const P* __restrict__ long_rows,
                                                        double* __restrict__ partial, T* __restrict__ out,
-                                                       std::int64_t os, bool accumulate) {
+                                                       std::int64_t os, bool accumulate, std::int64_t seg_len) {
   constexpr int U = 4;
   const std::int64_t item = (blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -1019,8 +1064,8 @@ __global__ void __launch_bounds__(256) segments_kernel(const P* __restrict__ row
   const std::int64_t row = std::int64_t(split ? seg_row[item] : long_rows[item - num_split]);
   const std::int64_t row_end = std::int64_t(row_ptr[row + 1]);
   const std::int64_t begin =
-      std::int64_t(row_ptr[row]) + (split ? (item - std::int64_t(seg_first[row])) * kSegment : 0);
-  const std::int64_t end = split && begin + kSegment < row_end ? begin + kSegment : row_end;
+      std::int64_t(row_ptr[row]) + (split ? (item - std::int64_t(seg_first[row])) * seg_len : 0);
+  const std::int64_t end = split && begin + seg_len < row_end ? begin + seg_len : row_end;
   const std::int64_t tile = std::int64_t(lpe) * VEC * CH;
   for (std::int64_t f0 = 0; f0 < F; f0 += tile) {
     double acc[CH][VEC];
@@ -1190,6 +1235,7 @@ struct StagedSegments {  // the split rows' segments, summed by the staged kerne
   const std::int32_t* seg_row;
   std::int64_t count;
   double* partial;
+  std::int64_t seg_len;  // rows longer than this are split (and the staged walk skips them)
 };
 
 template <int TR>
@@ -1210,7 +1256,7 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
   }
   constexpr int warps = kStagedWarps;
   const int grid = int((sg.count + groups + warps - 1) / warps);
-  staged_rows_kernel<TR, warps><<<grid, warps * 32, staged_smem_bytes(warps), s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, kSegment, sg.seg_first,
+  staged_rows_kernel<TR, warps><<<grid, warps * 32, staged_smem_bytes(warps), s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg.seg_len, sg.seg_first,
                                                       sg.seg_row, sg.count, sg.partial);
   check_launch();
 }
@@ -1253,7 +1299,7 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   DeviceBuffer partial(std::size_t(plan.num_segments * F) * sizeof(double), s);
   if (staged) {
     const StagedSegments sg{plan.seg_first.as<const std::int32_t>(), plan.seg_row.as<const std::int32_t>(),
-                            plan.num_segments, partial.as<double>()};
+                            plan.num_segments, partial.as<double>(), plan.seg_len};
     launch_staged(reinterpret_cast<const std::int32_t*>(rp), plan.first_row.as<const std::int32_t>(),
                   reinterpret_cast<const EdgePair<std::int32_t>*>(pp), reinterpret_cast<const float*>(xp), xs,
                   reinterpret_cast<const float*>(wp), reinterpret_cast<float*>(op), os, plan.groups, tr, acc, sg, s);
@@ -1280,13 +1326,17 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
     double* pa = partial.as<double>();
     const int grid = int((items * 32 + 255) / 256);
     if (vec_ok && two_chunks)
-      segments_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, pp, sb, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc);
+      segments_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, pp, sb, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc,
+                                                     plan.seg_len);
     else if (vec_ok)
-      segments_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, pp, sb, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc);
+      segments_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, pp, sb, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc,
+                                                     plan.seg_len);
     else if (two_chunks)
-      segments_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, pp, sb, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc);
+      segments_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, pp, sb, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc,
+                                                     plan.seg_len);
     else
-      segments_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, pp, sb, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc);
+      segments_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, pp, sb, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc,
+                                                     plan.seg_len);
     check_launch();
   }
   if (plan.num_segments > 0) {
