@@ -5,6 +5,7 @@
 #include <cstring>
 #include <algorithm>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <random>
 #include <string>
@@ -270,7 +271,7 @@ TEST_F(CudaAggregate, StagedWalkMatchesTheCpuOrderBitwise) {
 // values come back afterwards.
 struct ScopedEnv {
   std::vector<std::pair<std::string, std::optional<std::string>>> saved;
-  explicit ScopedEnv(std::vector<std::pair<const char*, const char*>> vars) {
+  explicit ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
     for (auto [n, v] : vars) {
       const char* old = std::getenv(n);
       saved.emplace_back(n, old ? std::optional<std::string>(old) : std::nullopt);
@@ -279,19 +280,22 @@ struct ScopedEnv {
     }
   }
   ~ScopedEnv() {
-    for (const auto& [n, v] : saved) {
-      if (v) ::setenv(n.c_str(), v->c_str(), 1);
-      else ::unsetenv(n.c_str());
+    for (auto it = saved.rbegin(); it != saved.rend(); ++it) {  // reverse: a name given twice comes back right
+      if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
+      else ::unsetenv(it->first.c_str());
     }
   }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
 };
 
 TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
   // PIPELINK_AGG_SEGMENT, _CHUNK and _ROWS_PER_EDGE change which warp sums which rows, and the
   // segment length which rows are split: a row split under neither plan keeps its bits, and every
   // output stays within the oracle's tolerance. Segments shorter than the chunk put split rows in
-  // the middle of groups, where the staged walk must restart its ring after them; a run of 600
-  // empty rows tests groups that count rows.
+  // the middle of groups, where the staged walk must restart its ring after them (this graph's
+  // default chunk is 64 edges: the sets with S = 100, C = 256 and S = 512, C = 1024 do that); a
+  // run of 600 empty rows tests groups that count rows.
   for (const char* knob : {"PIPELINK_AGG_STAGED", "PIPELINK_AGG_LONG_ROW", "PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_CHUNK",
                            "PIPELINK_AGG_ROWS_PER_EDGE"})
     if (const char* v = std::getenv(knob); v && *v)
@@ -322,7 +326,8 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
     std::int64_t seg_len;
   };
   for (const Knobs& k : {Knobs{"512", nullptr, nullptr, 512}, Knobs{"100", "256", nullptr, 100},
-                         Knobs{nullptr, nullptr, "4", 2048}, Knobs{"1024", "64", "1", 1024}}) {
+                         Knobs{"512", "1024", "8", 512}, Knobs{nullptr, nullptr, "4", 2048},
+                         Knobs{"1024", "64", "1", 1024}}) {
     SCOPED_TRACE(std::string("segment=") + (k.segment ? k.segment : "-") + " chunk=" + (k.chunk ? k.chunk : "-") +
                  " rows_per_edge=" + (k.rows_per_edge ? k.rows_per_edge : "-"));
     Tensor out = poisoned_gpu(N, F, DType::f32);
@@ -342,11 +347,22 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
         differ += std::memcmp(back.data_as<float>() + i * F, ref_host.data_as<float>() + i * F, F * sizeof(float)) != 0;
     EXPECT_EQ(differ, 0) << "unsplit rows whose bits changed";
   }
-  // F = 3: csr_rows_kernel and segments_kernel (long rows, segments of 100 edges), every path.
-  ScopedEnv env({{"PIPELINK_AGG_SEGMENT", "100"}, {"PIPELINK_AGG_CHUNK", "256"}, {"PIPELINK_AGG_ROWS_PER_EDGE", "2"}});
-  Case c{N, E, 3, DType::i32};
-  c.hubs = true;
-  check_graph(c, g, seed + 3);
+  // Every path, overwriting and accumulating (a row summed twice shows only when accumulating),
+  // F = 64 and F = 3 (csr_rows_kernel and segments_kernel): segments of 100 edges; segments of 48,
+  // below the long-row threshold of 64, which the plan must clamp; the 64-bit plan.
+  Case c{N, E, 64, DType::i32};
+  {
+    ScopedEnv env({{"PIPELINK_AGG_SEGMENT", "100"}, {"PIPELINK_AGG_CHUNK", "256"}, {"PIPELINK_AGG_ROWS_PER_EDGE", "2"}});
+    check_hub_graph(c, g, seed + 3);
+  }
+  {
+    ScopedEnv env({{"PIPELINK_AGG_SEGMENT", "48"}});
+    check_hub_graph(c, g, seed + 6);
+  }
+  {
+    ScopedEnv env({{"PIPELINK_AGG_SEGMENT", "100"}, {"PIPELINK_AGG_FORCE_WIDE", "1"}});
+    check_hub_graph(c, g, seed + 9);
+  }
 }
 
 TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
@@ -354,7 +370,7 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
   Tensor sg = gpu(g.src), dg = gpu(g.dst);
   for (auto [name, value] : {std::pair{"PIPELINK_AGG_SEGMENT", "16"}, std::pair{"PIPELINK_AGG_CHUNK", "12x"},
                              std::pair{"PIPELINK_AGG_ROWS_PER_EDGE", "-1"}}) {
-    ScopedEnv env(std::vector<std::pair<const char*, const char*>>{{name, value}});
+    ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);
       ADD_FAILURE() << name << "=" << value << " was accepted";

@@ -556,7 +556,7 @@ void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   check_launch();
   trace.mark("work_split");
 
-  // Segments of the rows longer than kSegment edges; the list of long rows.
+  // Segments of the rows longer than seg_len edges; the list of long rows.
   DeviceBuffer segs((N + 1) * sizeof(P), s), lng((N + 1) * sizeof(P), s), long_first((N + 1) * sizeof(P), s);
   plan.long_row = std::min(long_row_threshold(), plan.seg_len);
   count_segments_kernel<P><<<grid_for(N + 1, 256), 256, 0, s>>>(plan.row_ptr.as<const P>(), N, plan.long_row, plan.seg_len,
@@ -659,8 +659,8 @@ __device__ __forceinline__ void load_vec(const T* p, T (&v)[VEC]) {
 }
 
 // The planned run, v5: a group of `lpe` lanes (F = 64 float32: 16 lanes x one float4, two
-// groups per warp) owns the rows whose first edge lies in its chunk of C edges (balanced by edge
-// count, see group_rows_kernel) and walks their edges as one stream: lpe edges' (src, id) pairs
+// groups per warp) owns a group of consecutive rows of ~C edges (balanced by edge count, and by
+// rows too with PIPELINK_AGG_ROWS_PER_EDGE: see group_rows_kernel) and walks their edges as one stream: lpe edges' (src, id) pairs
 // per load, one per lane, broadcast by shuffles; U rows gathered before any is used. Each row is
 // summed in edge order: float within blocks of 32 edges, blocks added in double. The order
 // depends on the plan only, so the output is bitwise deterministic (and the same for any C or
@@ -871,7 +871,7 @@ __device__ __forceinline__ float phi_c(float v) {
   else return 1.f / (1.f + expf(-v));
 }
 
-// Work items: warps [0, num_split) take one segment of a split row each (kSegment edges; its
+// Work items: warps [0, num_split) take one segment of a split row each (seg_len edges; its
 // double sum goes to partial[item], added per row in segment order by combine_segments_kernel),
 // the others one group of rows each. Segments first, so that hub rows start early and run beside
 // the row groups in one launch (power-law: 22.8% of the edges lie in 1758 split rows).
@@ -1041,7 +1041,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
   }
 }
 
-// Long rows and segments of split rows: a warp per item (a long row, or kSegment edges of a split
+// Long rows and segments of split rows: a warp per item (a long row, or seg_len edges of a split
 // row, the last segment maybe shorter), split into lane groups as in csr_rows_kernel; the groups
 // combine in a fixed shuffle tree after each 32-edge batch and batches add in double. Items
 // [0, num_split) are segments: their sums go to `partial` (double), added per row in segment order
