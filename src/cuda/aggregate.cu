@@ -454,10 +454,10 @@ struct CudaPlan final : AggregatePlan::Impl {
 // Memory: the pairs the plan keeps are one allocation, made first; everything transient (both key
 // buffers, the other pairs buffer, CUB's temp) is one more, freed at the end. Why: with the four
 // buffers allocated one by one and the kept one among them, a build next to a live plan (the
-// benchmark's `plan = build(...)`, a user rebuilding each epoch) spent 0.2-1.6 ms before its first
-// kernel in 10 of 12 builds (PIPELINK_LOG_LEVEL=debug trace at d170973, products-like: "init"
-// 0.65-2.0 ms against 0.42 in one-shot calls, where no plan outlives the call), so the plan-build
-// median was 2.98 ms against 2.45 ms of device work.
+// benchmark's `plan = build(...)`, a user rebuilding each epoch) spent 0.2-1.6 ms more before its
+// first kernel in 11 of 12 builds (PIPELINK_LOG_LEVEL=debug trace at d170973, products-like:
+// "init" 0.65-2.04 ms against 0.42 in most one-shot calls, where no plan outlives the call), so
+// the plan-build median was 2.98 ms against ~2.45 ms of device work. After: 2.59 ms.
 template <class I>
 void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
                  unsigned long long* flag, BuildTrace& trace) {
