@@ -21,9 +21,9 @@ struct AggregateBenchOptions {
   std::uint64_t seed = 42;
   double edge_scale = 1.0;      // shrink/grow E (tests use small graphs); 1 for the named workload
   bool null_test = true;        // 4x edges -> ~4x time?
-  // CUDA only: A/B of opt-in kernel variants in this process, "tag:VAR=1,VAR2=1" each. The
-  // planned path runs under each variant's environment, interleaved with the default (one sample
-  // of each per round), so that drift over the run falls on both alike.
+  // CUDA only: A/B of variants in this process, "tag:VAR=1,VAR2=1" each. Each variant's plan is
+  // built under its environment and its planned run timed interleaved with the default's (one
+  // sample of each per round), so that drift over the run falls on both alike.
   std::vector<std::string> ab;
   std::function<void(const std::string&)> progress;  // one line per step, for long runs
 };

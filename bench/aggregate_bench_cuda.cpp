@@ -226,12 +226,22 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
     // of each variant per round.
     std::vector<AbVariant> abs;
     for (const std::string& spec : o.ab) abs.push_back(parse_ab(spec));
-    auto planned = [&] { aggregate(plan, xg, wg.view(), out); };
+    // Each variant gets its own plan, built under its environment, so that settings read at plan
+    // build (PIPELINK_AGG_SEGMENT, _CHUNK, _ROWS_PER_EDGE) are A/B'd in one process too; the
+    // environment is also set around each of its runs, for settings read at launch.
+    std::vector<AggregatePlan> plans(abs.size() + 1, plan);
+    for (std::size_t i = 0; i < abs.size(); ++i) {
+      EnvScope env(abs[i].vars);
+      plans[i + 1] = AggregatePlan::build(sg, dg, N);
+    }
+    std::size_t current = 0;
+    auto planned = [&] { aggregate(plans[current], xg, wg.view(), out); };
     std::vector<VariantResult> res(abs.size() + 1);
     res[0].name = "planned [default, A/B]";
     for (std::size_t i = 0; i < abs.size(); ++i) res[i + 1].name = "planned [" + abs[i].tag + "]";
     for (std::size_t i = 0; i <= abs.size(); ++i) {
       EnvScope env(i == 0 ? std::vector<std::pair<std::string, std::string>>{} : abs[i - 1].vars);
+      current = i;
       cuda::fill_random_uniform(out, 1e30, 2e30, 99 + i);  // poisoned: a variant that skips a row cannot pass
       cuda::synchronize(dev.index);
       res[i].cold_ms = time_ms([&] {
@@ -251,6 +261,7 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
       for (std::size_t i = 0; i <= abs.size(); ++i) {
         if (!res[i].within_tolerance) continue;
         EnvScope env(i == 0 ? std::vector<std::pair<std::string, std::string>>{} : abs[i - 1].vars);
+        current = i;
         start.record();
         planned();
         stop.record();

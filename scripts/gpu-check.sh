@@ -10,9 +10,9 @@
 #          MUTANTS (scripts/mutation-check.sh), SKIP_BENCH, SKIP_SANITIZER, VARIANTS and INSTR (A/B of opt-in
 #          kernel variants: see below),
 #          RACECHECK_FILTER (a gtest filter for the slow racecheck pass),
-#          AB="tag:VAR=1[,VAR2=1] ..." (the main benchmarks also time the planned path under each
-#          variant, interleaved with the default, in the same process: `pipelink bench --ab`; only
-#          settings read at each launch change anything, and since 819f00a there are none),
+#          AB="tag:VAR=1[,VAR2=1] ..." (the main benchmarks also build a plan under each variant
+#          and time its planned run interleaved with the default, in the same process: `pipelink
+#          bench --ab`; for the work-split knobs read at plan build, PIPELINK_AGG_SEGMENT etc.),
 #          TRACE_BUILD=1 (the main benchmarks log each plan build's steps: PIPELINK_LOG_LEVEL=debug),
 #          MICRO="file.cu ..." (standalone micro-benchmarks under bench/micro, built and run first)
 set -uo pipefail

@@ -60,9 +60,10 @@ int main(int argc, char** argv) {
   bagg->add_option("--edge-scale", bopt.edge_scale, "Scale the workload's edge count (1 = as registered)");
   bagg->add_flag("!--no-null-test", bopt.null_test, "Skip the 4x-edges null test");
   bagg->add_option("--ab", bopt.ab,
-                   "CUDA: A/B of opt-in kernel variants, 'tag:VAR=1[,VAR2=1]' each (repeatable): the planned path "
-                   "under each, verified, then timed interleaved with the default. Only settings read at each launch "
-                   "change anything (none at present: PIPELINK_AGG_STAGED and PIPELINK_AGG_LONG_ROW are read once)");
+                   "CUDA: A/B of plan and kernel variants, 'tag:VAR=1[,VAR2=1]' each (repeatable): a plan built under "
+                   "each (PIPELINK_AGG_SEGMENT, _CHUNK, _ROWS_PER_EDGE are read at build), its planned run verified, "
+                   "then timed interleaved with the default. Settings read once per process "
+                   "(PIPELINK_AGG_STAGED, _LONG_ROW) do not change here");
   bagg->add_option("--json", json_path, "Write the versioned JSON result here");
   bagg->add_option("--markdown", md_path, "Write the Markdown table here");
   bagg->add_flag("--quiet", quiet, "No progress lines on stderr");
