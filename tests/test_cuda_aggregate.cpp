@@ -189,27 +189,42 @@ TEST_F(CudaAggregate, StagedKernelEveryTransformAndRowPaddedViews) {
     }
 }
 
+// The first of `knobs` set in the environment, or null: the tests that compare kernels' bits need
+// the default kernel choice and work split.
+const char* knob_set(std::initializer_list<const char*> knobs) {
+  for (const char* k : knobs)
+    if (const char* v = std::getenv(k); v && *v) return k;
+  return nullptr;
+}
+#define SKIP_UNLESS_DEFAULTS(...)                                                                       \
+  if (const char* knob_ = knob_set({__VA_ARGS__}))                                                     \
+  GTEST_SKIP() << knob_ << "=" << std::getenv(knob_) << " changes which kernel sums which rows; this " \
+               << "test needs the defaults"
+
+// A graph whose row r has deg[r] edges (int32 indices, random sources), in shuffled edge order.
+EdgeList graph_with_degrees(const std::vector<std::int64_t>& deg, std::uint64_t seed) {
+  std::vector<std::int32_t> d;
+  for (std::size_t r = 0; r < deg.size(); ++r) d.insert(d.end(), std::size_t(deg[r]), std::int32_t(r));
+  std::mt19937_64 rng(seed);
+  std::shuffle(d.begin(), d.end(), rng);
+  EdgeList g = uniform_graph(std::int64_t(deg.size()), std::int64_t(d.size()), seed, DType::i32);
+  std::copy(d.begin(), d.end(), g.dst.data_as<std::int32_t>());
+  return g;
+}
+
 TEST_F(CudaAggregate, StagedAndRegisterWalksGiveTheSameBits) {
   // Rows of up to 64 edges are summed in the same order by the staged kernel (x rows 16-byte
   // aligned) and by csr_rows_kernel (x row stride 65 keeps the staged kernel off): float within
   // 32-edge blocks, blocks in double. Every degree from 0 to 64 in shuffled edge order, so the
   // staged kernel's fast stages and its per-edge path both meet rows starting anywhere in a stage.
-  for (const char* knob : {"PIPELINK_AGG_STAGED", "PIPELINK_AGG_LONG_ROW"})
-    if (const char* v = std::getenv(knob); v && *v)
-      GTEST_SKIP() << knob << "=" << v << " changes which kernel sums which rows; this test needs the defaults";
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_LONG_ROW");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const std::int64_t N = 3000, F = 64;
-  std::int64_t E = 0;
-  for (std::int64_t r = 0; r < N; ++r) E += r % 65;
-  EdgeList g = uniform_graph(N, E, seed, DType::i32);
-  {
-    std::vector<std::int32_t> d;
-    for (std::int64_t r = 0; r < N; ++r) d.insert(d.end(), std::size_t(r % 65), std::int32_t(r));
-    std::mt19937_64 rng(seed);
-    std::shuffle(d.begin(), d.end(), rng);
-    std::copy(d.begin(), d.end(), g.dst.data_as<std::int32_t>());
-  }
+  std::vector<std::int64_t> deg(N);
+  for (std::int64_t r = 0; r < N; ++r) deg[r] = r % 65;
+  EdgeList g = graph_with_degrees(deg, seed);
+  const std::int64_t E = g.num_edges();
   Tensor sg = gpu(g.src), dg = gpu(g.dst);
   AggregatePlan plan = AggregatePlan::build(sg, dg, N);
   const std::int64_t shape[] = {N, F}, packed[] = {F, 1}, padded[] = {F + 1, 1};
@@ -234,19 +249,14 @@ TEST_F(CudaAggregate, StagedWalkMatchesTheCpuOrderBitwise) {
   // differ, and no multiply-add the compiler could contract across the max) the two backends must
   // give the same bits. Rows of 0-300 edges in shuffled order, so rows and 32-edge blocks end at
   // every position of a stage. Then two split rows (segments, another order) against the oracle.
-  for (const char* knob : {"PIPELINK_AGG_STAGED", "PIPELINK_AGG_LONG_ROW"})
-    if (const char* v = std::getenv(knob); v && *v)
-      GTEST_SKIP() << knob << "=" << v << " changes which kernel sums which rows; this test needs the defaults";
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_LONG_ROW");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const std::int64_t N = 2000, F = 64;
-  std::vector<std::int32_t> d;
-  for (std::int64_t r = 0; r < N; ++r) d.insert(d.end(), std::size_t((r * 7) % 301), std::int32_t(r));
-  std::mt19937_64 rng(seed);
-  std::shuffle(d.begin(), d.end(), rng);
-  auto E = std::int64_t(d.size());
-  EdgeList g = uniform_graph(N, E, seed, DType::i32);
-  std::copy(d.begin(), d.end(), g.dst.data_as<std::int32_t>());
+  std::vector<std::int64_t> deg(N);
+  for (std::int64_t r = 0; r < N; ++r) deg[r] = (r * 7) % 301;
+  EdgeList g = graph_with_degrees(deg, seed);
+  const std::int64_t E = g.num_edges();
   Tensor x = random_tensor({N, F}, DType::f32, seed + 1, -2, 2), w = random_tensor({E}, DType::f32, seed + 2);
   Tensor cpu_out = TensorBuilder().shape({N, F}).dtype(DType::f32).build();
   aggregate(x, g.src, g.dst, w.view(), cpu_out, {.transform = Transform::relu});
@@ -256,13 +266,10 @@ TEST_F(CudaAggregate, StagedWalkMatchesTheCpuOrderBitwise) {
   aggregate(plan, xg, wg.view(), out, {.transform = Transform::relu});
   EXPECT_TRUE(bitwise_equal(cpu_out, host(out)));
 
-  d.insert(d.end(), 5000, 17);  // split rows: segments of 2048 edges
-  d.insert(d.end(), 2049, 1999);
-  std::shuffle(d.begin(), d.end(), rng);
-  E = std::int64_t(d.size());
-  EdgeList h = uniform_graph(N, E, seed + 3, DType::i32);
-  std::copy(d.begin(), d.end(), h.dst.data_as<std::int32_t>());
-  Case c{N, E, F, DType::i32};
+  deg[17] += 5000;  // split rows: segments of 2048 edges
+  deg[1999] += 2049;
+  EdgeList h = graph_with_degrees(deg, seed + 3);
+  Case c{N, h.num_edges(), F, DType::i32};
   c.hubs = true;
   check_graph(c, h, seed + 4);
 }
@@ -296,10 +303,8 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
   // the middle of groups, where the staged walk must restart its ring after them (this graph's
   // default chunk is 64 edges: the sets with S = 100, C = 256 and S = 512, C = 1024 do that); a
   // run of 600 empty rows tests groups that count rows.
-  for (const char* knob : {"PIPELINK_AGG_STAGED", "PIPELINK_AGG_LONG_ROW", "PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_CHUNK",
-                           "PIPELINK_AGG_ROWS_PER_EDGE"})
-    if (const char* v = std::getenv(knob); v && *v)
-      GTEST_SKIP() << knob << "=" << v << " changes the default plan; this test needs the defaults";
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_LONG_ROW", "PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_CHUNK",
+                       "PIPELINK_AGG_ROWS_PER_EDGE");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const std::int64_t N = 3000, F = 64;
@@ -308,13 +313,8 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
   for (std::int64_t r = 2600; r < N; ++r) deg[r] = r % 5;  // rows 2000-2599: a run of empty rows
   deg[17] += 5000;                                         // split rows under every segment length
   deg[1999] += 2049;
-  std::vector<std::int32_t> d;
-  for (std::int64_t r = 0; r < N; ++r) d.insert(d.end(), std::size_t(deg[r]), std::int32_t(r));
-  std::mt19937_64 rng(seed);
-  std::shuffle(d.begin(), d.end(), rng);
-  const auto E = std::int64_t(d.size());
-  EdgeList g = uniform_graph(N, E, seed, DType::i32);
-  std::copy(d.begin(), d.end(), g.dst.data_as<std::int32_t>());
+  EdgeList g = graph_with_degrees(deg, seed);
+  const std::int64_t E = g.num_edges();
   Tensor x = random_tensor({N, F}, DType::f32, seed + 1, -2, 2), w = random_tensor({E}, DType::f32, seed + 2);
   AggregateOracle oracle = aggregate_oracle(x, g.src, g.dst, w.view(), AggregateOptions{}, std::nullopt);
   Tensor xg = gpu(x), wg = gpu(w), sg = gpu(g.src), dg = gpu(g.dst);

@@ -17,14 +17,10 @@
 #include <functional>
 #include <vector>
 
-#define CK(call)                                                                              \
-  do {                                                                                        \
-    cudaError_t e_ = (call);                                                                  \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+#include "micro_harness.cuh"
+
+using micro::dalloc;
+using micro::timed;
 
 constexpr int F = 64;
 using i64 = std::int64_t;
@@ -588,38 +584,9 @@ __global__ void __launch_bounds__(WPB * 32) staged_rows(const int* __restrict__ 
   cp_wait<0>();
 }
 
-// ---- harness ---------------------------------------------------------------------------------
-struct Timer {
-  cudaEvent_t a, b;
-  Timer() { CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b)); }
-};
-
+// ---- harness: micro_harness.cuh, plus the comparisons -----------------------------------------
 static void report(const char* name, std::vector<float> t, const char* extra = "") {
-  std::sort(t.begin(), t.end());
-  std::printf("%-44s %8.3f ms  (%.3f..%.3f)  %s\n", name, t[t.size() / 2], t.front(), t.back(), extra);
-  std::fflush(stdout);
-}
-static std::vector<float> timed(const std::function<void()>& f, int reps = 10) {
-  static Timer tm;
-  f();
-  CK(cudaDeviceSynchronize());
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaEventRecord(tm.a));
-    f();
-    CK(cudaEventRecord(tm.b));
-    CK(cudaEventSynchronize(tm.b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, tm.a, tm.b));
-    t.push_back(ms);
-  }
-  CK(cudaGetLastError());
-  return t;
-}
-template <class T> T* dalloc(i64 n) {
-  T* p = nullptr;
-  CK(cudaMalloc(&p, std::size_t(n) * sizeof(T)));
-  return p;
+  micro::report(name, std::move(t), extra, 44);  // this file's column width, as in its recorded outputs
 }
 static double max_rel_diff(const float* a, const float* b, i64 n) {
   std::vector<float> ha(n), hb(n);

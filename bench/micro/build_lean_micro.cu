@@ -80,14 +80,11 @@
 #include <functional>
 #include <vector>
 
-#define CK(call)                                                                                  \
-  do {                                                                                            \
-    cudaError_t e_ = (call);                                                                      \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
+#include "micro_harness.cuh"
+
+using micro::dalloc;
+using micro::report;
+using micro::timed;
 
 constexpr int F = 64;
 using i64 = std::int64_t;
@@ -292,43 +289,7 @@ __global__ void __launch_bounds__(256) lean_bulk(const i64* __restrict__ src, co
   if (gl == 0) bulk_wait_all();
 }
 
-// ---- harness -------------------------------------------------------------------------------------
-struct Timer {
-  cudaEvent_t a, b;
-  Timer() {
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-  }
-};
-static void report(const char* name, std::vector<float> t, const char* note = "") {
-  std::sort(t.begin(), t.end());
-  std::printf("%-52s %8.3f ms  (%.3f..%.3f)  %s\n", name, t[t.size() / 2], t.front(), t.back(), note);
-  std::fflush(stdout);
-}
-static std::vector<float> timed(const std::function<void()>& f, int reps = 10) {
-  static Timer tm;
-  f();
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaEventRecord(tm.a));
-    f();
-    CK(cudaEventRecord(tm.b));
-    CK(cudaEventSynchronize(tm.b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, tm.a, tm.b));
-    t.push_back(ms);
-  }
-  CK(cudaGetLastError());
-  return t;
-}
-template <class T>
-T* dalloc(i64 n) {
-  T* p = nullptr;
-  CK(cudaMalloc(&p, std::size_t(n) * sizeof(T)));
-  return p;
-}
+// ---- harness: micro_harness.cuh, plus the comparisons ------------------------------------------
 static double max_rel_diff(const float* a, const float* ref, i64 n) {
   std::vector<float> ha(n), hb(n);
   CK(cudaMemcpy(ha.data(), a, n * 4, cudaMemcpyDeviceToHost));
