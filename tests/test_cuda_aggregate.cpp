@@ -21,6 +21,10 @@ namespace {
 
 class CudaAggregate : public CudaTest {};
 
+// The default PIPELINK_AGG_SEGMENT (kSegment in src/cuda/aggregate.cu): rows longer than this are
+// split into segments of this many edges.
+constexpr std::int64_t kDefaultSegment = 1024;
+
 const Device kGpu = Device::cuda(0);
 
 Tensor gpu(const TensorView& v) { return to_device(v, kGpu); }
@@ -266,7 +270,7 @@ TEST_F(CudaAggregate, StagedWalkMatchesTheCpuOrderBitwise) {
   aggregate(plan, xg, wg.view(), out, {.transform = Transform::relu});
   EXPECT_TRUE(bitwise_equal(cpu_out, host(out)));
 
-  deg[17] += 5000;  // split rows: segments of 2048 edges
+  deg[17] += 5000;  // split rows under the default segment length (kDefaultSegment)
   deg[1999] += 2049;
   EdgeList h = graph_with_degrees(deg, seed + 3);
   Case c{N, h.num_edges(), F, DType::i32};
@@ -326,8 +330,8 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
     std::int64_t seg_len;
   };
   for (const Knobs& k : {Knobs{"512", nullptr, nullptr, 512}, Knobs{"100", "256", nullptr, 100},
-                         Knobs{"512", "1024", "8", 512}, Knobs{nullptr, nullptr, "4", 2048},
-                         Knobs{"1024", "64", "1", 1024}}) {
+                         Knobs{"512", "1024", "8", 512}, Knobs{nullptr, nullptr, "0", kDefaultSegment},
+                         Knobs{"2048", "64", "1", 2048}}) {
     SCOPED_TRACE(std::string("segment=") + (k.segment ? k.segment : "-") + " chunk=" + (k.chunk ? k.chunk : "-") +
                  " rows_per_edge=" + (k.rows_per_edge ? k.rows_per_edge : "-"));
     Tensor out = poisoned_gpu(N, F, DType::f32);
@@ -343,7 +347,7 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
     EXPECT_EQ(r.unwritten, 0) << r.summary();
     std::int64_t differ = 0;
     for (std::int64_t i = 0; i < N; ++i)
-      if (deg[i] <= std::min<std::int64_t>(k.seg_len, 2048))
+      if (deg[i] <= std::min<std::int64_t>(k.seg_len, kDefaultSegment))
         differ += std::memcmp(back.data_as<float>() + i * F, ref_host.data_as<float>() + i * F, F * sizeof(float)) != 0;
     EXPECT_EQ(differ, 0) << "unsplit rows whose bits changed";
   }
@@ -399,10 +403,11 @@ TEST_F(CudaAggregate, HubRowsAbove1e5) {
 }
 
 TEST_F(CudaAggregate, RowsAroundTheSegmentLength) {
-  // Split rows (more than 2048 edges) run as segments combined in order: degrees on both sides
-  // of one and two segment lengths, plus ordinary rows, with and without accumulation.
+  // Split rows (more than kDefaultSegment edges) run as segments combined in order: degrees on
+  // both sides of one and two segment lengths, plus ordinary rows, with and without accumulation.
+  static_assert(kDefaultSegment == 1024, "the degrees below straddle 1 and 2 segment lengths");
   const auto seed = fresh_seed();
-  const std::int64_t degrees[] = {2047, 2048, 2049, 4096, 4097, 6000};
+  const std::int64_t degrees[] = {1023, 1024, 1025, 2048, 2049, 6000};
   std::int64_t E = 50000;
   for (auto d : degrees) E += d;
   EdgeList g = uniform_graph(400, E, seed);

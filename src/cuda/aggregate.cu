@@ -236,8 +236,12 @@ __global__ void group_rows_kernel(const P* row_ptr, std::int64_t N, std::int64_t
 // Rows longer than kSegment edges (power-law hubs reach ~198k) are split into segments of
 // kSegment edges, each a warp's work item; their double partial sums are combined per row in
 // segment order (deterministic). v2 without splitting: power-law planned 32.9 ms, lean 13.3 ms.
+// 1024 rather than v8's 2048, with kRowsPerEdge: see plan_knobs for the measured A/B.
 // PIPELINK_AGG_SEGMENT overrides it per plan build (see plan_knobs).
-constexpr std::int64_t kSegment = 2048;
+constexpr std::int64_t kSegment = 1024;
+// Groups of the staged walk count every kRowsPerEdge rows as one edge, so that a group of many
+// short rows (and their output writes) is not as long as one of few long rows.
+constexpr std::int64_t kRowsPerEdge = 4;
 // Rows of more than kLongRow edges (and at most kSegment) are a warp's work item each, as in v3;
 // the lane-group walk of csr_rows_kernel keeps only U = 4 rows in flight per 16 lanes and took
 // power-law from 8.97 to 12.2 ms when it walked them too (most of power-law's edges lie in rows
@@ -257,15 +261,17 @@ std::int64_t long_row_threshold() {
 }
 
 // Work-split knobs, read at each plan build (so that one process can build plans under several,
-// as the tests do), for A/B of the launch's balance; defaults are the measured v8 split. Why:
-// bench/micro/balance_model.py puts power-law's makespan at 1.135-1.197x the ideal against
-// products-like's 1.049 with the defaults, and at ~1.06 with segments of 1024 edges and every 4
-// rows counted as an edge (power-law costs 1.10x products-like per edge on the H200).
+// as the tests do), for A/B of the launch's balance. Why the defaults (S = 1024, k = 4):
+// bench/micro/balance_model.py put power-law's makespan at 1.135-1.197x the ideal against
+// products-like's 1.049 with v8's split (S = 2048, k = 0), and at ~1.06 with S = 1024, k = 4.
+// Measured on the H200 (1f8f9bd, `bench --ab`, interleaved in one process, planned, random order):
+// power-law 5.71 ms (v8 split) -> 5.53 (S = 1024) -> 5.01 (S = 1024, k = 4) -> 4.98 (plus C = 512,
+// no measured difference, so the chunk keeps chunk_for(E)); products-like 5.14 under all four.
 //   PIPELINK_AGG_SEGMENT: split rows longer than this, in segments of this many edges [32, 2^20]
 //   PIPELINK_AGG_CHUNK: edges per group [32, 2^20] (default: chunk_for(E))
 //   PIPELINK_AGG_ROWS_PER_EDGE: count every k rows as one edge when forming groups [0, 2^20]
 struct PlanKnobs {
-  std::int64_t segment = kSegment, chunk = 0, rows_per_edge = 0;
+  std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -281,7 +287,7 @@ PlanKnobs plan_knobs() {
   PlanKnobs k;
   k.segment = read("PIPELINK_AGG_SEGMENT", 32, 1 << 20, kSegment);
   k.chunk = read("PIPELINK_AGG_CHUNK", 32, 1 << 20, 0);
-  k.rows_per_edge = read("PIPELINK_AGG_ROWS_PER_EDGE", 0, 1 << 20, 0);
+  k.rows_per_edge = read("PIPELINK_AGG_ROWS_PER_EDGE", 0, 1 << 20, kRowsPerEdge);
   return k;
 }
 
