@@ -4,7 +4,7 @@
 # so the checkout is never modified. A mutation that the tests do not catch fails the script.
 #   usage: OUT=/some/dir scripts/mutation-check.sh      (gpu-check.sh runs it with MUTANTS=1)
 #          MUTANT_ONLY=<part of a name>: one mutant. Results so far: docs/results/h200-mutants.txt
-#          (the frees-not-ordered mutant is not reliably caught yet: the script fails on it).
+#          (frees-not-ordered: caught at 6245a1e817c8, one run; missed in the 3 runs before it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/mutants}

@@ -285,6 +285,132 @@ TEST(AggregateDeterminism, BitwiseAcrossRunsAndThreadCounts) {
   omp_set_num_threads(threads);
 }
 
+// ---- weights in plan order (AggregatePlan::permute_weights) --------------------------------
+
+TEST(AggregatePlanWeights, SameBitsAsWeightsInEdgeOrder) {
+  // A run given the weights in plan order uses the same weight for every edge, so the same sums
+  // in the same order: the same bits, on hub rows (blocked sums) and short rows, F = 3 and 64,
+  // float32 and float64, overwriting and accumulating.
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  EdgeList g = rmat_graph(11, 60000, 0.57, 0.19, 0.19, seed);
+  const std::int64_t N = g.num_nodes, E = g.num_edges();
+  AggregatePlan plan = AggregatePlan::build(g.src, g.dst, N);
+  for (DType t : {DType::f32, DType::f64})
+    for (std::int64_t F : {3, 64})
+      for (bool acc : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(t)) + " F=" + std::to_string(F) + " accumulate=" + std::to_string(acc));
+        Tensor x = random_tensor({N, F}, t, seed + 1, -2, 2), w = random_tensor({E}, t, seed + 2);
+        Tensor init = random_tensor({N, F}, t, seed + 3);
+        Tensor wp = TensorBuilder().shape({E}).dtype(t).build();
+        poison(wp);
+        const PlanWeights pw = plan.permute_weights(w.view(), wp.view());
+        EXPECT_EQ(pw.plan_id, plan.id());
+        EXPECT_EQ(pw.values.data(), wp.data());
+        Tensor a = acc ? clone(init) : TensorBuilder().shape({N, F}).dtype(t).build();
+        Tensor b = acc ? clone(init) : TensorBuilder().shape({N, F}).dtype(t).build();
+        if (!acc) {
+          poison(a);
+          poison(b);
+        }
+        const AggregateOptions opts{.accumulate = acc};
+        aggregate(plan, x, w.view(), a, opts);
+        aggregate(plan, x, pw, b, opts);
+        EXPECT_TRUE(bitwise_equal(a, b));
+        AggregateOracle o = aggregate_oracle(x, g.src, g.dst, w.view(), opts,
+                                             acc ? std::optional<TensorView>(init.view()) : std::nullopt);
+        VerifyReport r = verify_aggregate(b, o);
+        EXPECT_TRUE(r.within_tolerance) << r.summary();
+        EXPECT_EQ(r.unwritten, 0) << r.summary();
+      }
+}
+
+TEST(AggregatePlanWeights, EmptyGraph) {
+  EdgeList g = uniform_graph(5, 0, fresh_seed());
+  AggregatePlan plan = AggregatePlan::build(g.src, g.dst, 5);
+  Tensor w = TensorBuilder().shape({0}).build(), wp = TensorBuilder().shape({0}).build();
+  const PlanWeights pw = plan.permute_weights(w.view(), wp.view());
+  Tensor x = random_tensor({5, 4}, DType::f32, fresh_seed()), out = TensorBuilder().shape({5, 4}).build();
+  poison(out);
+  aggregate(plan, x, pw, out);
+  for (std::int64_t i = 0; i < 20; ++i) EXPECT_EQ(out.data_as<float>()[i], 0.f);
+}
+
+TEST(AggregatePlanWeights, EachContractFieldOnce) {
+  // Every check of permute_weights and of the PlanWeights run, violated once; the buffer the
+  // call would write keeps its contents.
+  const auto seed = fresh_seed();
+  EdgeList g = uniform_graph(50, 400, seed), g2 = uniform_graph(50, 400, seed + 1);
+  AggregatePlan plan = AggregatePlan::build(g.src, g.dst, 50), other = AggregatePlan::build(g2.src, g2.dst, 50);
+  EXPECT_NE(plan.id(), other.id());
+  EXPECT_NE(plan.id(), 0u);
+  Tensor w = random_tensor({400}, DType::f32, seed + 2);
+  Tensor w2d = random_tensor({400, 1}, DType::f32, seed + 3), w_short = random_tensor({399}, DType::f32, seed + 4);
+  Tensor w_int = TensorBuilder().shape({400}).dtype(DType::i32).build();
+  Tensor w64 = random_tensor({400}, DType::f64, seed + 5);
+  Tensor big = random_tensor({800}, DType::f32, seed + 6);
+  const std::int64_t n400[] = {400}, stride2[] = {2};
+  const TensorView strided(big.data(), DType::f32, Device::cpu(), n400, stride2);
+  Tensor out = random_tensor({400}, DType::f32, seed + 7);
+  const Tensor out_before = clone(out);
+  struct Bad {
+    const char* what;
+    TensorView w, out;
+    const char* port;
+    const char* field;
+  };
+  const Bad bad[] = {
+      {"w of rank 2", w2d.view(), out.view(), "w", "rank"},
+      {"w of E - 1 edges", w_short.view(), out.view(), "w", "shape"},
+      {"w of int32", w_int.view(), out.view(), "w", "dtype"},
+      {"w strided", strided, out.view(), "w", "contiguity"},
+      {"out float64 for float32 w", w.view(), w64.view(), "out", "dtype"},
+      {"out strided", w.view(), strided, "out", "contiguity"},
+      {"out is w", out.view(), out.view(), "out", "alias"},
+  };
+  for (const Bad& b : bad) {
+    SCOPED_TRACE(b.what);
+    try {
+      (void)plan.permute_weights(b.w, b.out);
+      ADD_FAILURE() << "no error";
+    } catch (const ContractViolationError& e) {
+      EXPECT_EQ(e.op(), "permute_weights");
+      EXPECT_EQ(e.port(), b.port);
+      EXPECT_EQ(e.field(), b.field) << e.what();
+    }
+  }
+  EXPECT_TRUE(bitwise_equal(out, out_before)) << "a refused permute wrote";
+  try {
+    (void)AggregatePlan().permute_weights(w.view(), out.view());
+    ADD_FAILURE() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("empty"), std::string::npos) << e.what();
+  }
+  // Runs: weights made for another plan, or never permuted, or of x's other float type.
+  Tensor x = random_tensor({50, 8}, DType::f32, seed + 8), y = random_tensor({50, 8}, DType::f32, seed + 9);
+  const Tensor y_before = clone(y);
+  Tensor wp = TensorBuilder().shape({400}).build();
+  const PlanWeights for_other = other.permute_weights(w.view(), wp.view());
+  for (const PlanWeights& pw : {for_other, PlanWeights{w.view(), 0}}) {
+    try {
+      aggregate(plan, x, pw, y);
+      ADD_FAILURE() << "no error";
+    } catch (const ContractViolationError& e) {
+      EXPECT_EQ(e.port(), "w");
+      EXPECT_EQ(e.field(), "plan") << e.what();
+    }
+  }
+  Tensor wp64 = TensorBuilder().shape({400}).dtype(DType::f64).build();
+  try {
+    aggregate(plan, x, plan.permute_weights(w64.view(), wp64.view()), y);
+    ADD_FAILURE() << "no error";
+  } catch (const ContractViolationError& e) {
+    EXPECT_EQ(e.port(), "w");
+    EXPECT_EQ(e.field(), "dtype") << e.what();
+  }
+  EXPECT_TRUE(bitwise_equal(y, y_before)) << "a refused run wrote";
+}
+
 TEST(AggregateDeterminism, ThreeOpIsBitwiseRepeatable) {
   const auto seed = fresh_seed();
   EdgeList g = uniform_graph(3000, 50000, seed);

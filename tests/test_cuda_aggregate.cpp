@@ -9,6 +9,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -36,26 +37,34 @@ Tensor poisoned_gpu(std::int64_t N, std::int64_t F, DType t) {
   return gpu(h);
 }
 
-enum class Path { one_shot, planned, lean, three_op };
+enum class Path { one_shot, planned, plan_weights, lean, three_op };
 const char* path_name(Path p) {
   switch (p) {
     case Path::one_shot: return "one-shot";
     case Path::planned: return "planned";
+    case Path::plan_weights: return "planned, weights in plan order";
     case Path::lean: return "lean";
     case Path::three_op: return "three-op";
   }
   return "?";
 }
-constexpr Path kPaths[] = {Path::one_shot, Path::planned, Path::lean, Path::three_op};
+constexpr Path kPaths[] = {Path::one_shot, Path::planned, Path::plan_weights, Path::lean, Path::three_op};
 
+// wplan: a device buffer like w, for Path::plan_weights (which runs as planned without weights).
 void run_path(Path p, const TensorView& x, const TensorView& src, const TensorView& dst,
-              const std::optional<TensorView>& w, const TensorView& out, AggregateOptions opts) {
+              const std::optional<TensorView>& w, const TensorView& out, AggregateOptions opts,
+              const TensorView* wplan = nullptr) {
   switch (p) {
     case Path::one_shot: opts.path = AggregatePath::one_shot; return aggregate(x, src, dst, w, out, opts);
     case Path::lean: opts.path = AggregatePath::lean; return aggregate(x, src, dst, w, out, opts);
     case Path::planned: {
       AggregatePlan plan = AggregatePlan::build(src, dst, x.dim(0), opts.stream);
       return aggregate(plan, x, w, out, opts);
+    }
+    case Path::plan_weights: {
+      AggregatePlan plan = AggregatePlan::build(src, dst, x.dim(0), opts.stream);
+      if (!w || !wplan) return aggregate(plan, x, w, out, opts);
+      return aggregate(plan, x, plan.permute_weights(*w, *wplan, opts.stream), out, opts);
     }
     case Path::three_op: return aggregate_three_op(x, src, dst, w, out, opts);
   }
@@ -86,13 +95,20 @@ void check_graph(const Case& c, const EdgeList& g, std::uint64_t seed) {
   Tensor cpu_out = c.accumulate ? clone(init) : TensorBuilder().shape({c.N, c.F}).dtype(c.value).build();
   aggregate(x, g.src, g.dst, wh, cpu_out, opts);
   Tensor xg = gpu(x), sg = gpu(g.src), dg = gpu(g.dst), wg = gpu(w);
+  Tensor wplan = gpu(random_tensor({g.num_edges()}, c.value, seed + 4));  // overwritten by permute_weights
+  const TensorView wplan_view = wplan.view();
   std::optional<TensorView> wgv;
   if (c.weights) wgv = wg.view();
+  Tensor planned;  // the planned path's output: weights in plan order must give the same bits
   for (Path p : kPaths) {
     SCOPED_TRACE(path_name(p));
     Tensor out = c.accumulate ? gpu(init) : poisoned_gpu(c.N, c.F, c.value);
-    run_path(p, xg, sg, dg, wgv, out, opts);
+    run_path(p, xg, sg, dg, wgv, out, opts, &wplan_view);
     Tensor back = host(out);
+    if (p == Path::planned) planned = clone(back);
+    if (p == Path::plan_weights) {
+      EXPECT_TRUE(bitwise_equal(planned, back)) << "weights in plan order changed the bits";
+    }
     VerifyReport r = verify_aggregate(back, oracle);
     EXPECT_TRUE(r.within_tolerance) << r.summary();
     EXPECT_EQ(r.unwritten, 0) << r.summary();
@@ -607,6 +623,17 @@ TEST_F(CudaAggregate, PlanContractErrors) {
     FAIL() << "no error";
   } catch (const ContractViolationError& e) {
     EXPECT_EQ(e.field(), "cross_device");
+  }
+  // permute_weights: host weights for a device plan, and a host output for device weights.
+  Tensor w_cpu = random_tensor({500}, DType::f32, 3), wg = gpu(w_cpu), wp = gpu(w_cpu);
+  for (auto [w, out, port] : {std::tuple{w_cpu.view(), wp.view(), "w"}, std::tuple{wg.view(), w_cpu.view(), "out"}}) {
+    try {
+      (void)plan.permute_weights(w, out);
+      ADD_FAILURE() << "no error";
+    } catch (const ContractViolationError& e) {
+      EXPECT_EQ(e.port(), port);
+      EXPECT_EQ(e.field(), "cross_device");
+    }
   }
 }
 

@@ -72,6 +72,7 @@ inline constexpr const char* device = "device";
 inline constexpr const char* cross_device = "cross_device";
 inline constexpr const char* alias = "alias";
 inline constexpr const char* attribute = "attribute";
+inline constexpr const char* plan = "plan";  // PlanWeights made for another plan
 }  // namespace field
 
 /// Op attributes (non-tensor parameters), also part of the contract.

@@ -25,6 +25,7 @@ from ._errors import BackendUnavailableError, ContractViolationError, IndexOutOf
 __all__ = [
     "aggregate",
     "AggregatePlan",
+    "PlanWeights",
     "ops",
     "inspect_tensor",
     "debug_dump",
@@ -115,7 +116,11 @@ def _empty_like_rows(x: Any, fw: str) -> Any:
     """A new, uninitialised [N, F] output of x's framework, dtype and device (every row is written)."""
     if fw not in ("torch", "cupy", "numpy"):  # a bare DLPack producer may have no .shape at all
         raise TypeError("pipelink: pass `out=` for arrays other than torch, NumPy and CuPy")
-    shape = tuple(x.shape)
+    return _empty(tuple(x.shape), x, fw)
+
+
+def _empty(shape: tuple, x: Any, fw: str) -> Any:
+    """A new, uninitialised array of `shape` with x's framework, dtype and device."""
     if fw == "torch":
         import torch
 
@@ -145,7 +150,8 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
     Args:
         x: node features ``[N, F]``, float32 or float64 (torch, NumPy, CuPy; CPU or CUDA).
         src, dst: edge endpoints ``[E]``, int32 or int64, both the same dtype.
-        w: optional edge weights ``[E]``, same dtype as ``x``.
+        w: optional edge weights ``[E]``, same dtype as ``x``; or :class:`PlanWeights` from
+            ``plan.permute_weights(w)`` (then ``plan`` is required and must be that plan).
         transform: ``"identity"``, ``"tanh"`` (default), ``"relu"`` or ``"sigmoid"``.
         out: optional ``[N, F]`` output to write (or add to, with ``accumulate=True``); by
             default a new array of ``x``'s kind, dtype and device.
@@ -173,6 +179,11 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
             raise ValueError("aggregate: accumulate=True needs `out=` (the array to add into)")
         out = _empty_like_rows(x, fw)
     stream = _stream_of(x, fw)
+    if isinstance(w, PlanWeights):
+        if plan is None:
+            raise ValueError("aggregate: weights in plan order (PlanWeights) need the plan they were made for: pass plan=")
+        plan._run_weights(x, w, out, transform=transform, accumulate=accumulate, stream=stream, fw=fw)
+        return out
     if plan is not None:
         plan._run(x, w, out, transform=transform, accumulate=accumulate, stream=stream, fw=fw)
         return out
@@ -222,6 +233,26 @@ class AggregatePlan:
         _pipelink.run_plan(self._impl, _native(x, fw), _native(w, fw if w is None else _framework(w)),
                            _native(out, _framework(out)), transform, bool(accumulate), stream)
 
+    def permute_weights(self, w: Any) -> "PlanWeights":
+        """Edge weights ``w`` ``[E]`` (edge order) copied once into this plan's edge order.
+
+        For weights that stay fixed across calls (GCN's normalisation, say): runs given the
+        result read them in order instead of gathering ``w[edge id]``, the same bits as a run
+        given ``w``. Pass it as ``w`` together with ``plan=self`` (or ``plan(x, weights)``); a
+        run with another plan raises :class:`ContractViolationError` (field ``"plan"``).
+        """
+        fw = _framework(w)
+        if fw not in ("torch", "cupy", "numpy"):
+            raise TypeError("pipelink: permute_weights takes torch, NumPy or CuPy arrays")
+        values = _empty((int(self.num_edges),), w, fw)
+        native = _pipelink.permute_weights(self._impl, _native(w, fw), _native(values, fw), _stream_of(w, fw))
+        return PlanWeights(values, native)
+
+    def _run_weights(self, x: Any, w: "PlanWeights", out: Any, *, transform: str, accumulate: bool, stream: int,
+                     fw: str) -> None:
+        _pipelink.run_plan_weights(self._impl, _native(x, fw), w._impl, _native(out, _framework(out)), transform,
+                                   bool(accumulate), stream)
+
     def __call__(self, x: Any, w: Optional[Any] = None, *, transform: str = "tanh", out: Optional[Any] = None,
                  accumulate: bool = False) -> Any:
         """Runs the plan: same as ``aggregate(x, None, None, w, plan=self, ...)``."""
@@ -229,6 +260,26 @@ class AggregatePlan:
 
     def __repr__(self) -> str:
         return f"AggregatePlan(num_nodes={self.num_nodes}, num_edges={self.num_edges}, device={self.device!r}, nbytes={self.nbytes})"
+
+
+class PlanWeights:
+    """Edge weights in one plan's edge order, from :meth:`AggregatePlan.permute_weights`.
+
+    ``values`` is the permuted array (same kind, dtype and device as the weights given); keep
+    the object, not just ``values``: runs check that it was made for their plan.
+    """
+
+    def __init__(self, values: Any, native: Any) -> None:
+        self.values = values
+        self._impl = native
+
+    @property
+    def plan_id(self) -> int:
+        """The id of the plan these weights were permuted for."""
+        return self._impl.plan_id
+
+    def __repr__(self) -> str:
+        return f"PlanWeights(num_edges={len(self.values)}, plan_id={self.plan_id})"
 
 
 def ops() -> list[dict[str, Any]]:

@@ -109,6 +109,24 @@ void run_plan_py(const PyPlan& p, const Array& x, const std::optional<Array>& w,
   aggregate(p.plan, xv, wv, ov, opts);
 }
 
+struct PyPlanWeights {
+  PlanWeights weights;  // its view's storage is the Python PlanWeights' `values` array
+};
+
+PyPlanWeights permute_weights_py(const PyPlan& p, const Array& w, const MutArray& out, std::uintptr_t stream) {
+  const TensorView wv = view_of(w, "w"), ov = view_of(out, "out");
+  nb::gil_scoped_release release;
+  return PyPlanWeights{p.plan.permute_weights(wv, ov, reinterpret_cast<void*>(stream))};
+}
+
+void run_plan_weights_py(const PyPlan& p, const Array& x, const PyPlanWeights& w, const MutArray& out,
+                         const std::string& transform, bool accumulate, std::uintptr_t stream) {
+  const TensorView xv = view_of(x, "x"), ov = view_of(out, "out");
+  const AggregateOptions opts = options_of(transform, accumulate, "auto", stream);
+  nb::gil_scoped_release release;
+  aggregate(p.plan, xv, w.weights, ov, opts);
+}
+
 // Host seconds to issue `n` plan runs from C++ (no synchronization inside the loop): the baseline
 // that bench/compare_torch.py subtracts from the same loop in Python to get the call overhead.
 double issue_seconds_py(const PyPlan& p, const Array& x, const std::optional<Array>& w, const MutArray& out,
@@ -197,6 +215,12 @@ NB_MODULE(_pipelink, m) {
       .def_prop_ro("device", [](const PyPlan& p) { return p.plan.device().str(); });
   m.def("build_plan", &build_plan_py, "src"_a, "dst"_a, "num_nodes"_a, "stream"_a);
   m.def("run_plan", &run_plan_py, "plan"_a, "x"_a, "w"_a.none(), "out"_a, "transform"_a, "accumulate"_a, "stream"_a);
+  nb::class_<PyPlanWeights>(m, "PlanWeights")
+      .def_prop_ro("plan_id", [](const PyPlanWeights& w) { return w.weights.plan_id; });
+  m.def("plan_id", [](const PyPlan& p) { return p.plan.id(); }, "plan"_a);
+  m.def("permute_weights", &permute_weights_py, "plan"_a, "w"_a, "out"_a, "stream"_a);
+  m.def("run_plan_weights", &run_plan_weights_py, "plan"_a, "x"_a, "w"_a, "out"_a, "transform"_a, "accumulate"_a,
+        "stream"_a);
   m.def("ops_json", [] { return ops_json(); });
   m.def("inspect_tensor", &inspect_py, "tensor"_a);
   m.def("debug_dump", &dump_py, "tensor"_a, "path"_a);

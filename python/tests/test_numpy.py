@@ -78,6 +78,32 @@ def test_plan_is_reused_and_deterministic(rng):
         assert_within(a, ref, bound)
 
 
+def test_weights_in_plan_order_give_the_same_bits_and_are_checked(rng):
+    n, e, f = 400, 15000, 64
+    src, dst = random_graph(rng, n, e)
+    plan = pipelink.AggregatePlan(src, dst, n)
+    x = rng.standard_normal((n, f)).astype(np.float32)
+    w = rng.uniform(-1, 1, e).astype(np.float32)
+    pw = plan.permute_weights(w)
+    assert isinstance(pw.values, np.ndarray) and pw.values.shape == (e,) and pw.values.dtype == np.float32
+    assert np.array_equal(np.sort(pw.values), np.sort(w))  # a permutation of w
+    a = plan(x, w)
+    assert np.array_equal(a, plan(x, pw))
+    assert np.array_equal(a, pipelink.aggregate(x, None, None, pw, plan=plan))
+    with pytest.raises(ValueError, match="plan="):
+        pipelink.aggregate(x, src, dst, pw)
+    other = pipelink.AggregatePlan(src, dst, n)  # same graph, another plan: still refused
+    with pytest.raises(pipelink.ContractViolationError) as err:
+        other(x, pw)
+    assert err.value.port == "w" and err.value.field == "plan"
+    with pytest.raises(pipelink.ContractViolationError) as err:
+        plan.permute_weights(w[:-1])
+    assert err.value.op == "permute_weights" and err.value.field == "shape"
+    with pytest.raises(pipelink.ContractViolationError) as err:
+        plan.permute_weights(w.astype(np.int32))
+    assert err.value.field == "dtype"
+
+
 def test_empty_graph_and_single_node(rng):
     x = rng.standard_normal((5, 4)).astype(np.float32)
     y = pipelink.aggregate(x, np.zeros(0, np.int64), np.zeros(0, np.int64))

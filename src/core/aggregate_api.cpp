@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <atomic>
 
 #include "core/aggregate_plan_impl.hpp"
 #include "pipelink/registry.hpp"
@@ -63,17 +64,60 @@ AggregatePlan AggregatePlan::build(const TensorView& src, const TensorView& dst,
   const auto builder = g_builders[std::size_t(src.device().kind)];
   if (!builder)
     throw BackendUnavailableError(fmt::format("no aggregate plan builder for {} in this build", src.device().str()));
-  return AggregatePlan(builder(src, dst, num_nodes, stream));
+  auto impl = builder(src, dst, num_nodes, stream);
+  static std::atomic<std::uint64_t> next_id{1};
+  impl->id = next_id.fetch_add(1, std::memory_order_relaxed);
+  return AggregatePlan(std::move(impl));
 }
 
 Device AggregatePlan::device() const { return impl_->device; }
 std::int64_t AggregatePlan::num_nodes() const { return impl_->num_nodes; }
 std::int64_t AggregatePlan::num_edges() const { return impl_->num_edges; }
 std::size_t AggregatePlan::bytes() const { return impl_->bytes; }
+std::uint64_t AggregatePlan::id() const { return impl_->id; }
 
-void aggregate(const AggregatePlan& plan, const TensorView& x, const std::optional<TensorView>& w,
-               const TensorView& out, const AggregateOptions& opts) {
-  if (!plan.defined()) throw std::invalid_argument("aggregate: the plan is empty (default-constructed)");
+namespace {
+void require_plan(const AggregatePlan& plan, const char* what) {
+  if (!plan.defined()) throw std::invalid_argument(std::string(what) + ": the plan is empty (default-constructed)");
+}
+
+// An edge-value vector of the plan: rank 1, E elements, float32|float64, on the plan's device.
+void check_edge_values(const char* op, const char* port, const TensorView& v, const AggregatePlan& plan) {
+  if (v.rank() != 1)
+    throw ContractViolationError(op, port, field::rank, "rank 1 ([E])", std::to_string(v.rank()), v.origin());
+  if (v.dim(0) != plan.num_edges())
+    throw ContractViolationError(op, port, field::shape, fmt::format("[{}] (the plan's E)", plan.num_edges()),
+                                 v.shape_str(), v.origin());
+  if (v.dtype() != DType::f32 && v.dtype() != DType::f64)
+    throw ContractViolationError(op, port, field::dtype, "float32|float64", std::string(dtype_name(v.dtype())), v.origin());
+  if (!(v.device() == plan.device()))
+    throw ContractViolationError(op, port, field::cross_device, "the plan's device " + plan.device().str(), v.device().str(),
+                                 v.origin());
+  if (!v.is_contiguous())  // as aggregate's w port (and its kernels) require
+    throw ContractViolationError(op, port, field::contiguity, "contiguous", v.shape_str() + " with stride " + std::to_string(v.stride(0)),
+                                 v.origin());
+  if (v.numel() > 0 && !v.defined())
+    throw ContractViolationError(op, port, field::presence, "a view with storage", "no data", v.origin());
+}
+}  // namespace
+
+PlanWeights AggregatePlan::permute_weights(const TensorView& w, const TensorView& out, void* stream) const {
+  require_plan(*this, "permute_weights");
+  check_edge_values("permute_weights", "w", w, *this);
+  check_edge_values("permute_weights", "out", out, *this);
+  if (out.dtype() != w.dtype())
+    throw ContractViolationError("permute_weights", "out", field::dtype, std::string(dtype_name(w.dtype())) + " (w's)",
+                                 std::string(dtype_name(out.dtype())), out.origin());
+  if (out.overlaps(w))
+    throw ContractViolationError("permute_weights", "out", field::alias, "no overlap with w", "overlaps w", out.origin());
+  impl_->permute(w, out, stream);
+  return PlanWeights{out, impl_->id};
+}
+
+namespace {
+void run_plan(const AggregatePlan& plan, const TensorView& x, const std::optional<TensorView>& w, const TensorView& out,
+              const AggregateOptions& opts, bool w_in_plan_order) {
+  require_plan(plan, "aggregate");
   const OpDef& def = Registry::global().op("aggregate");
   std::vector<PortContract> ports;
   for (const auto& p : def.ports)
@@ -91,7 +135,25 @@ void aggregate(const AggregatePlan& plan, const TensorView& x, const std::option
   if (!(c.device == plan.device()))
     throw ContractViolationError("aggregate", "x", field::cross_device, "the plan's device " + plan.device().str(),
                                  c.device.str(), x.origin());
-  plan.impl()->run(x, w ? &*w : nullptr, out, opts);
+  plan.impl()->run(x, w ? &*w : nullptr, out, opts, w_in_plan_order);
+}
+}  // namespace
+
+void aggregate(const AggregatePlan& plan, const TensorView& x, const std::optional<TensorView>& w,
+               const TensorView& out, const AggregateOptions& opts) {
+  run_plan(plan, x, w, out, opts, false);
+}
+
+void aggregate(const AggregatePlan& plan, const TensorView& x, const PlanWeights& w, const TensorView& out,
+               const AggregateOptions& opts) {
+  require_plan(plan, "aggregate");
+  if (w.plan_id != plan.id())
+    throw ContractViolationError("aggregate", "w", field::plan,
+                                 fmt::format("weights permuted for this plan (id {})", plan.id()),
+                                 w.plan_id == 0 ? std::string("weights not made by permute_weights (plan id 0)")
+                                                : fmt::format("weights permuted for plan id {}", w.plan_id),
+                                 w.values.origin());
+  run_plan(plan, x, w.values, out, opts, true);
 }
 
 }  // namespace pipelink

@@ -10,8 +10,13 @@ struct AggregatePlan::Impl {
   std::int64_t num_nodes = 0;
   std::int64_t num_edges = 0;
   std::size_t bytes = 0;
-  /// x, w, out already checked against the plan (shapes, dtypes, device); w may be null.
-  virtual void run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts) = 0;
+  std::uint64_t id = 0;  // set by AggregatePlan::build
+  /// x, w, out already checked against the plan (shapes, dtypes, device); w may be null. With
+  /// w_in_plan_order, w[k] is the weight of the plan's k-th edge (permute's output), else w[edge id].
+  virtual void run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
+                   bool w_in_plan_order) = 0;
+  /// out[k] = w[id of the plan's k-th edge]; both [E], same dtype, on the plan's device (checked).
+  virtual void permute(const TensorView& w, const TensorView& out, void* stream) = 0;
 };
 
 namespace detail {

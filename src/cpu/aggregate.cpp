@@ -44,12 +44,14 @@ void aggregate_csr_kernel(OpContext& ctx) {
 // pipelink::AggregatePlan on the CPU: the same plan, kept between calls.
 struct CpuPlan final : pipelink::AggregatePlan::Impl {
   AggregatePlan plan;
-  void run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts) override {
+  void run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
+           bool w_in_plan_order) override {
     RowsArgs a;
     a.plan = &plan;
     a.x = x.data();
     a.x_stride = x.stride(0);
     a.w = w ? w->data() : nullptr;
+    a.w_plan_order = w_in_plan_order;
     a.out = out.data();
     a.out_stride = out.stride(0);
     a.features = x.dim(1);
@@ -57,6 +59,22 @@ struct CpuPlan final : pipelink::AggregatePlan::Impl {
     a.transform = int(opts.transform);
     a.accumulate = opts.accumulate;
     run_rows(a, describe(Device::cpu()));
+  }
+  void permute(const TensorView& w, const TensorView& out, void*) override {
+    if (w.dtype() == DType::f64) permute_as<double>(w, out);
+    else permute_as<float>(w, out);
+  }
+  template <class T>
+  void permute_as(const TensorView& w, const TensorView& out) const {
+    const T* in = w.data_as<const T>();
+    T* o = out.data_as<T>();
+    const std::int64_t E = plan.num_edges;  // both contiguous (checked)
+    auto gather = [&](const auto* slots) {
+#pragma omp parallel for schedule(static)
+      for (std::int64_t k = 0; k < E; ++k) o[k] = in[std::int64_t(slots[k].eid)];
+    };
+    if (plan.wide) gather(plan.slots<std::int64_t>());
+    else gather(plan.slots<std::int32_t>());
   }
 };
 

@@ -57,6 +57,7 @@ struct RowsArgs {
   const void* x = nullptr;       // [N, F], row stride x_stride (elements)
   std::int64_t x_stride = 0;
   const void* w = nullptr;       // [E] or null
+  bool w_plan_order = false;     // w[k] belongs to the plan's k-th edge (PlanWeights), not to edge id k
   void* out = nullptr;           // [N, F], row stride out_stride
   std::int64_t out_stride = 0;
   std::int64_t features = 0;

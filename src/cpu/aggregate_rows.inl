@@ -46,6 +46,7 @@ void rows(const RowsArgs& a, const EdgeSlot<Idx>* slots) {
   const std::int64_t* row_ptr = a.plan->row_ptr();
   const T* x = static_cast<const T*>(a.x);
   const T* w = static_cast<const T*>(a.w);
+  const bool w_plan = a.w_plan_order;  // w[k]: the plan's k-th edge (PlanWeights), else w[edge id]
   T* out = static_cast<T*>(a.out);
   const std::int64_t E = a.plan->num_edges;
   const std::int64_t row_bytes = std::min<std::int64_t>(F * std::int64_t(sizeof(T)), 512);
@@ -84,9 +85,10 @@ void rows(const RowsArgs& a, const EdgeSlot<Idx>* slots) {
           const std::int64_t kp = std::min(k + kPrefetch, E - 1);
           const char* next = reinterpret_cast<const char*>(x + std::int64_t(slots[kp].src) * a.x_stride);
           for (std::int64_t off = 0; off < row_bytes; off += 64) __builtin_prefetch(next + off, 0, 3);
-          if constexpr (HasW) __builtin_prefetch(w + slots[kp].eid, 0, 3);
+          if constexpr (HasW)
+            if (!w_plan) __builtin_prefetch(w + slots[kp].eid, 0, 3);
           const T* xr = x + std::int64_t(slots[k].src) * a.x_stride;
-          const T wk = HasW ? w[slots[k].eid] : T(1);
+          const T wk = HasW ? w[w_plan ? k : std::int64_t(slots[k].eid)] : T(1);
           const Vt wv = S<T>::splat(wk);
           std::int64_t f = 0;
           for (; f < Fv; f += W)

@@ -453,7 +453,15 @@ struct CudaPlan final : AggregatePlan::Impl {
     if (built) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(built));
     if (used) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(used));
   }
-  void run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts) override;
+  void run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
+           bool w_in_plan_order) override;
+  void permute(const TensorView& w, const TensorView& out, void* stream) override;
+  void run_on(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
+              bool w_in_plan_order, cudaStream_t s);
+  // Runs f(s) on stream s after the build (when s is not the build stream), and orders the plan's
+  // frees after it, also when f throws.
+  template <class Fn>
+  void on_stream(cudaStream_t s, Fn&& f);
 };
 
 // Narrow plans: keys = dst (uint32), values = (src, id) pairs, one stable radix sort.
@@ -679,7 +687,7 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
                                                        std::int64_t xs, const T* __restrict__ w, T* __restrict__ out,
                                                        std::int64_t os, std::int64_t groups, std::int64_t F, int lpe,
                                                        int transform, bool accumulate, std::int64_t long_row,
-                                                       int src_bits) {
+                                                       int src_bits, bool w_plan) {
   constexpr int U = 4;
   const int lane = threadIdx.x % 32, gl = lane % lpe;
   const unsigned gm = lpe == 32 ? 0xffffffffu : ((1u << lpe) - 1u) << (lane / lpe * lpe);
@@ -753,7 +761,7 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
       if (P(gl) < cn) {
         const PlanPair<P> e = gp[k0 + gl];
         my_src = pair_src(e, src_bits);
-        if (w) my_w = __ldg(w + pair_id(e, src_bits));
+        if (w) my_w = __ldg(w + (w_plan ? kbase + std::int64_t(k0) + gl : pair_id(e, src_bits)));
       }
       bool jumped = false;
       for (int t0 = 0; t0 < int(cn) && !jumped; t0 += U) {
@@ -887,7 +895,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     const EdgePair<std::int32_t>* __restrict__ pairs, const float* __restrict__ x, std::int64_t xs,
     const float* __restrict__ w, float* __restrict__ out, std::int64_t os, std::int64_t groups, bool accumulate,
     std::int64_t max_row, const std::int32_t* __restrict__ seg_first, const std::int32_t* __restrict__ seg_row,
-    std::int64_t num_split, double* __restrict__ partial) {
+    std::int64_t num_split, double* __restrict__ partial, bool w_plan) {
   constexpr int F = kStagedF, SE = kStageEdges, S = kStages;
   extern __shared__ __align__(16) unsigned char staged_smem[];
   const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
@@ -910,6 +918,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     n = row_ptr[r1] - kbase;  // this group's edges, relative to kbase
   }
   const EdgePair<std::int32_t>* gp = pairs + kbase;
+  const float* const wq = w_plan ? w + kbase : w;  // weights in plan order: wq[k], else w[edge id]
   // Row ends (relative), 32 rows at a time, one per lane.
   int r = r0, rbase = r0;
   int win = !seg && rbase + lane < r1 ? row_ptr[rbase + lane + 1] - kbase : n;
@@ -972,7 +981,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
           const int sr = __shfl_sync(0xffffffffu, p.src, e);
           if (k0 + e < n) cp_async16(srow + e * F + q * 4, x + std::int64_t(sr) * xs + q * 4);
         }
-        if (w && lane < SE && k0 + lane < n) cp_async4(wts + (j % S) * SE + lane, w + p.id);
+        if (w && lane < SE && k0 + lane < n) cp_async4(wts + (j % S) * SE + lane, wq + (w_plan ? k0 + lane : p.id));
       }
       cp_commit();  // empty groups too: wait_group counts stay uniform
     };
@@ -1060,7 +1069,8 @@ __global__ void __launch_bounds__(256) segments_kernel(const P* __restrict__ row
                                                        const P* __restrict__ seg_first, const P* __restrict__ seg_row,
                                                        std::int64_t num_split, const P* __restrict__ long_rows,
                                                        double* __restrict__ partial, T* __restrict__ out,
-                                                       std::int64_t os, bool accumulate, std::int64_t seg_len) {
+                                                       std::int64_t os, bool accumulate, std::int64_t seg_len,
+                                                       bool w_plan) {
   constexpr int U = 4;
   const std::int64_t item = (blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -1086,7 +1096,7 @@ __global__ void __launch_bounds__(256) segments_kernel(const P* __restrict__ row
       if (k < end) {
         const PlanPair<P> e = pairs[k];
         my_src = pair_src(e, src_bits);
-        if (w) my_w = __ldg(w + pair_id(e, src_bits));
+        if (w) my_w = __ldg(w + (w_plan ? k : pair_id(e, src_bits)));
       }
       const int n = int(end - k0 < 32 ? end - k0 : 32);
       T batch[CH][VEC];
@@ -1246,8 +1256,8 @@ struct StagedSegments {  // the split rows' segments, summed by the staged kerne
 
 template <int TR>
 void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const EdgePair<std::int32_t>* pp, const float* xp,
-                      std::int64_t xs, const float* wp, float* op, std::int64_t os, std::int64_t groups, bool acc,
-                      const StagedSegments& sg, cudaStream_t s) {
+                      std::int64_t xs, const float* wp, bool wplan, float* op, std::int64_t os, std::int64_t groups,
+                      bool acc, const StagedSegments& sg, cudaStream_t s) {
   // Shared-memory attributes are per device: set once per device and transform. The opt-in above
   // 48 KiB is not needed at 1-2 warps per block (12.5 KB) but keeps larger stage configurations
   // working; 1-warp blocks ask for the largest carveout, so that 32 of them fit an SM.
@@ -1263,23 +1273,23 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
   constexpr int warps = kStagedWarps;
   const int grid = int((sg.count + groups + warps - 1) / warps);
   staged_rows_kernel<TR, warps><<<grid, warps * 32, staged_smem_bytes(warps), s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg.seg_len, sg.seg_first,
-                                                      sg.seg_row, sg.count, sg.partial);
+                                                      sg.seg_row, sg.count, sg.partial, wplan);
   check_launch();
 }
 
 void launch_staged(const std::int32_t* rp, const std::int32_t* fr, const EdgePair<std::int32_t>* pp, const float* xp,
-                   std::int64_t xs, const float* wp, float* op, std::int64_t os, std::int64_t groups, int tr, bool acc,
-                   const StagedSegments& sg, cudaStream_t s) {
+                   std::int64_t xs, const float* wp, bool wplan, float* op, std::int64_t os, std::int64_t groups, int tr,
+                   bool acc, const StagedSegments& sg, cudaStream_t s) {
   switch (tr) {
-    case 0: launch_staged_tr<0>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg, s); break;
-    case 1: launch_staged_tr<1>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg, s); break;
-    case 2: launch_staged_tr<2>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg, s); break;
-    default: launch_staged_tr<3>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg, s); break;
+    case 0: launch_staged_tr<0>(rp, fr, pp, xp, xs, wp, wplan, op, os, groups, acc, sg, s); break;
+    case 1: launch_staged_tr<1>(rp, fr, pp, xp, xs, wp, wplan, op, os, groups, acc, sg, s); break;
+    case 2: launch_staged_tr<2>(rp, fr, pp, xp, xs, wp, wplan, op, os, groups, acc, sg, s); break;
+    default: launch_staged_tr<3>(rp, fr, pp, xp, xs, wp, wplan, op, os, groups, acc, sg, s); break;
   }
 }
 
 template <class T, class P>
-void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w, const TensorView& out,
+void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w, bool wplan, const TensorView& out,
                  const AggregateOptions& opts, cudaStream_t s) {
   const std::int64_t N = plan.num_nodes, F = x.dim(1);
   if (N == 0 || F == 0) return;
@@ -1308,19 +1318,19 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
                             plan.num_segments, partial.as<double>(), plan.seg_len};
     launch_staged(reinterpret_cast<const std::int32_t*>(rp), plan.first_row.as<const std::int32_t>(),
                   reinterpret_cast<const EdgePair<std::int32_t>*>(pp), reinterpret_cast<const float*>(xp), xs,
-                  reinterpret_cast<const float*>(wp), reinterpret_cast<float*>(op), os, plan.groups, tr, acc, sg, s);
+                  reinterpret_cast<const float*>(wp), wplan, reinterpret_cast<float*>(op), os, plan.groups, tr, acc, sg, s);
   } else {
     const auto* fr = plan.first_row.as<const P>();
     const std::int64_t G = plan.groups;
     const int grid = int((G * lpe + 255) / 256);
     if (vec_ok && two_chunks)
-      csr_rows_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row, sb);
+      csr_rows_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row, sb, wplan);
     else if (vec_ok)
-      csr_rows_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row, sb);
+      csr_rows_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row, sb, wplan);
     else if (two_chunks)
-      csr_rows_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row, sb);
+      csr_rows_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row, sb, wplan);
     else
-      csr_rows_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row, sb);
+      csr_rows_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, fr, pp, xp, xs, wp, op, os, G, F, lpe, tr, acc, plan.long_row, sb, wplan);
     check_launch();
   }
   // Items: the segments of split rows, then the long rows (the staged kernel sums both itself).
@@ -1333,16 +1343,16 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
     const int grid = int((items * 32 + 255) / 256);
     if (vec_ok && two_chunks)
       segments_kernel<T, P, kVec, 2><<<grid, 256, 0, s>>>(rp, pp, sb, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc,
-                                                     plan.seg_len);
+                                                     plan.seg_len, wplan);
     else if (vec_ok)
       segments_kernel<T, P, kVec, 1><<<grid, 256, 0, s>>>(rp, pp, sb, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc,
-                                                     plan.seg_len);
+                                                     plan.seg_len, wplan);
     else if (two_chunks)
       segments_kernel<T, P, 1, 2><<<grid, 256, 0, s>>>(rp, pp, sb, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc,
-                                                     plan.seg_len);
+                                                     plan.seg_len, wplan);
     else
       segments_kernel<T, P, 1, 1><<<grid, 256, 0, s>>>(rp, pp, sb, xp, xs, wp, items, F, lpe, tr, sf, sr, S, lr, pa, op, os, acc,
-                                                     plan.seg_len);
+                                                     plan.seg_len, wplan);
     check_launch();
   }
   if (plan.num_segments > 0) {
@@ -1353,8 +1363,8 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   }
 }
 
-void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts) {
-  const cudaStream_t s = as_stream(opts.stream);
+template <class Fn>
+void CudaPlan::on_stream(cudaStream_t s, Fn&& f) {
   PIPELINK_CUDA_CHECK(cudaSetDevice(device.index));
   const bool other_stream = s != stream;
   if (other_stream) wait_for_build(s);
@@ -1366,13 +1376,51 @@ void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& o
       if (on) p.hold_frees_for(s);
     }
   } after{*this, s, other_stream};
+  f();
+}
+
+template <class T, class P>
+__global__ void permute_edges_kernel(const PlanPair<P>* __restrict__ pairs, int src_bits, const T* __restrict__ in,
+                                     T* __restrict__ out, std::int64_t E) {
+  for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < E; k += std::int64_t(gridDim.x) * blockDim.x)
+    out[k] = in[pair_id(pairs[k], src_bits)];
+}
+
+void CudaPlan::permute(const TensorView& w, const TensorView& out, void* stream_arg) {
+  const cudaStream_t s = as_stream(stream_arg);
+  on_stream(s, [&] {
+    if (num_edges == 0) return;
+    const int grid = grid_for(num_edges, 256);
+    auto go = [&](auto t) {
+      using T = decltype(t);
+      if (wide)
+        permute_edges_kernel<T, std::int64_t><<<grid, 256, 0, s>>>(pairs.as<const PlanPair<std::int64_t>>(), src_bits,
+                                                                   w.data_as<const T>(), out.data_as<T>(), num_edges);
+      else
+        permute_edges_kernel<T, std::int32_t><<<grid, 256, 0, s>>>(pairs.as<const PlanPair<std::int32_t>>(), src_bits,
+                                                                   w.data_as<const T>(), out.data_as<T>(), num_edges);
+      check_launch();
+    };
+    if (w.dtype() == DType::f64) go(double{});
+    else go(float{});
+  });
+}
+
+void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
+                   bool w_in_plan_order) {
+  const cudaStream_t s = as_stream(opts.stream);
+  on_stream(s, [&] { run_on(x, w, out, opts, w_in_plan_order, s); });
+}
+
+void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
+                      bool w_in_plan_order, cudaStream_t s) {
   const bool f64 = x.dtype() == DType::f64;
   if (wide) {
-    if (f64) launch_rows<double, std::int64_t>(*this, x, w, out, opts, s);
-    else launch_rows<float, std::int64_t>(*this, x, w, out, opts, s);
+    if (f64) launch_rows<double, std::int64_t>(*this, x, w, w_in_plan_order, out, opts, s);
+    else launch_rows<float, std::int64_t>(*this, x, w, w_in_plan_order, out, opts, s);
   } else {
-    if (f64) launch_rows<double, std::int32_t>(*this, x, w, out, opts, s);
-    else launch_rows<float, std::int32_t>(*this, x, w, out, opts, s);
+    if (f64) launch_rows<double, std::int32_t>(*this, x, w, w_in_plan_order, out, opts, s);
+    else launch_rows<float, std::int32_t>(*this, x, w, w_in_plan_order, out, opts, s);
   }
 }
 
@@ -1388,7 +1436,7 @@ AggregateOptions options_of(const OpContext& ctx) {
 void aggregate_one_shot(OpContext& ctx) {
   const auto plan = build_plan(ctx.port("src"), ctx.port("dst"), ctx.dim("N"), ctx.stream);
   const TensorView* w = ctx.has("w") ? &ctx.port("w") : nullptr;
-  plan->run(ctx.port("x"), w, ctx.port("out"), options_of(ctx));
+  plan->run(ctx.port("x"), w, ctx.port("out"), options_of(ctx), false);
 }
 
 // ---- lean: atomic accumulation, zero scratch -------------------------------------------------

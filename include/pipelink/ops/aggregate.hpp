@@ -39,6 +39,8 @@ void aggregate(const TensorView& x, const TensorView& src, const TensorView& dst
                const std::optional<TensorView>& w, const TensorView& out,
                const AggregateOptions& opts = {});
 
+struct PlanWeights;
+
 /// A destination-ordered plan built once from (src, dst, N) and reused with new x and w.
 /// Building validates the indices (IndexOutOfRangeError for the first bad edge). Runs with a
 /// plan are deterministic: every output row is summed in edge order by one owner.
@@ -54,6 +56,14 @@ class AggregatePlan {
   std::int64_t num_edges() const;
   /// Device (or host) bytes the plan holds.
   std::size_t bytes() const;
+  /// Unique among the plans of this process (never 0): what PlanWeights are checked against.
+  std::uint64_t id() const;
+  /// Writes w [E] (edge order) into `out` [E] in this plan's edge order, once, for weights that
+  /// stay fixed across calls (GCN's normalisation, say): runs given the result read the weights
+  /// in order beside the plan instead of gathering w[edge id], one random 32-byte sector per
+  /// edge. Same bits as a run given w itself. `out` (same dtype and device as w, caller-owned)
+  /// must outlive its use; on CUDA this is asynchronous on `stream`, like a run.
+  PlanWeights permute_weights(const TensorView& w, const TensorView& out, void* stream = nullptr) const;
   const std::shared_ptr<Impl>& impl() const noexcept { return impl_; }
   explicit AggregatePlan(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
@@ -64,5 +74,17 @@ class AggregatePlan {
 /// Runs a plan: x [N, F], w [E] (optional), out [N, F], on the plan's device.
 void aggregate(const AggregatePlan& plan, const TensorView& x, const std::optional<TensorView>& w,
                const TensorView& out, const AggregateOptions& opts = {});
+
+/// Edge weights in one plan's edge order, from AggregatePlan::permute_weights. A run checks that
+/// they were made for its plan (ContractViolationError otherwise): weights in edge order, or in
+/// another plan's order, would give a wrong sum with no error.
+struct PlanWeights {
+  TensorView values;          // [E] in the plan's order; the storage is the caller's
+  std::uint64_t plan_id = 0;  // AggregatePlan::id() of the plan it was made for
+};
+
+/// Runs a plan with weights already in its order (see AggregatePlan::permute_weights).
+void aggregate(const AggregatePlan& plan, const TensorView& x, const PlanWeights& w, const TensorView& out,
+               const AggregateOptions& opts = {});
 
 }  // namespace pipelink
