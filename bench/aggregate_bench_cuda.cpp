@@ -179,7 +179,7 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
     if (p.name.starts_with("planned") && !plan.defined()) continue;
     if (p.name == "planned, w in plan order") {
       pw = plan.permute_weights(wg.view(), wpg.view());
-      v.note = "w permuted once into plan order (not the protocol's planned run: that takes w in edge order)";
+      v.note = "w permuted once into plan order, before the cold call (not the protocol's planned run: that takes w in edge order)";
     }
     // Cold call: wall time of the synchronized call, allocator peak over what was held before.
     cuda::synchronize(dev.index);

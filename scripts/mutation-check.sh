@@ -40,6 +40,7 @@ mutations=(
   "frees not ordered after cross-stream runs@src/cuda/aggregate.cu@PIPELINK_CUDA_CHECK_NOEXCEPT(cudaStreamWaitEvent(stream, used, 0));@(void)used;@1@CudaAggregate.PlanBuiltOnOneStreamRunsOnAnother"
   "staged kernel leaves empty rows unwritten@src/cuda/aggregate.cu@if (rend == rbeg) write_row();@if (false) write_row();@2@CudaAggregate.SplitRowsAnywhereAndRunsOfEmptyRows"
   "staged fast stage skips its closing event@src/cuda/aggregate.cu@if (fast && k0 + SE == ev) event(ev);@(void)0;@1@CudaAggregate.StagedAndRegisterWalksGiveTheSameBits"
+  "permute not ordered on its stream@src/cuda/aggregate.cu@on_stream(s, [&] {  // permute: after the build, and the plan's frees after it@([&](auto f) { f(); })([&] {@1@CudaAggregate.PlanBuiltOnOneStreamRunsOnAnother"
   "event walk flushes blocks of 16 edges@src/cuda/aggregate.cu@ev = min(rend, kk + 32);@ev = min(rend, kk + 16);@1@CudaAggregate.StagedWalkMatchesTheCpuOrderBitwise"
 )
 fail=0

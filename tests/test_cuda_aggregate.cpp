@@ -542,14 +542,16 @@ TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
   // The plan is built on stream A and run on stream B behind tens of milliseconds of other work,
   // then dropped at once, and four more plans (another graph, same sizes) are built on A while
   // the first run has not started: without ordering between the streams the pool may hand the
-  // first plan's memory to a later one and the run would read the wrong graph.
+  // first plan's memory to a later one and the run would read the wrong graph. The weights are
+  // permuted into the plan's order on B too (permute_weights orders itself like a run), and a
+  // second plan of the same graph is dropped right after a permute on B with no run behind it.
   const auto seed = fresh_seed();
   const std::int64_t N = 20000, F = 64, E = 300000;
   EdgeList busy_graph = uniform_graph(N, 16000000, seed);
   EdgeList g1 = uniform_graph(N, E, seed + 1), g2 = uniform_graph(N, E, seed + 2);
-  Tensor x = random_tensor({N, F}, DType::f32, seed + 3);
-  AggregateOracle oracle = aggregate_oracle(x, g1.src, g1.dst, std::nullopt);
-  Tensor xg = gpu(x), bs = gpu(busy_graph.src), bd = gpu(busy_graph.dst);
+  Tensor x = random_tensor({N, F}, DType::f32, seed + 3), w = random_tensor({E}, DType::f32, seed + 4);
+  AggregateOracle oracle = aggregate_oracle(x, g1.src, g1.dst, w.view());
+  Tensor xg = gpu(x), wg = gpu(w), wplan = gpu(w), bs = gpu(busy_graph.src), bd = gpu(busy_graph.dst);
   Tensor s1 = gpu(g1.src), d1 = gpu(g1.dst), s2 = gpu(g2.src), d2 = gpu(g2.dst);
   Tensor scratch = poisoned_gpu(N, F, DType::f32);
   cuda::Stream a, b;
@@ -558,6 +560,10 @@ TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
   // busy calls the host waited for B at each call, only the last one's kernel was still queued,
   // and the frees-not-ordered mutant of scripts/mutation-check.sh passed in 3 of 4 runs.)
   AggregatePlan busy_plan = AggregatePlan::build(bs, bd, N, b.get());
+  // The expected permutation: the same graph gives the same plan order on any stream.
+  Tensor wexp_g = gpu(w), wlone = gpu(w);
+  (void)AggregatePlan::build(s1, d1, N).permute_weights(wg.view(), wexp_g.view());
+  const Tensor wexp = host(wexp_g);
   for (int rep = 0; rep < 3; ++rep) {
     Tensor out = poisoned_gpu(N, F, DType::f32);
     cuda::synchronize();
@@ -568,8 +574,10 @@ TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
       AggregatePlan plan = AggregatePlan::build(s1, d1, N, a.get());
       AggregateOptions run;
       run.stream = b.get();
-      aggregate(plan, xg, std::nullopt, out, run);  // queued on B behind the busy runs
+      // Both queued on B behind the busy runs.
+      aggregate(plan, xg, plan.permute_weights(wg.view(), wplan.view(), b.get()), out, run);
     }
+    (void)AggregatePlan::build(s1, d1, N, a.get()).permute_weights(wg.view(), wlone.view(), b.get());
     // Plans of the same sizes on A, meant to land on the first plan's freed memory (a build's
     // pairs buffers have the size of the dropped plan's pairs).
     std::vector<AggregatePlan> others;
@@ -577,6 +585,7 @@ TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
     b.synchronize();
     VerifyReport r = verify_aggregate(host(out), oracle);
     EXPECT_TRUE(r.within_tolerance) << "rep " << rep << ": " << r.summary();
+    EXPECT_TRUE(bitwise_equal(host(wlone), wexp)) << "rep " << rep << ": a permute whose plan was dropped under it";
   }
 }
 

@@ -244,6 +244,7 @@ class AggregatePlan:
         fw = _framework(w)
         if fw not in ("torch", "cupy", "numpy"):
             raise TypeError("pipelink: permute_weights takes torch, NumPy or CuPy arrays")
+        _refuse_autograd(fw, w)
         values = _empty((int(self.num_edges),), w, fw)
         native = _pipelink.permute_weights(self._impl, _native(w, fw), _native(values, fw), _stream_of(w, fw))
         return PlanWeights(values, native)
@@ -265,13 +266,21 @@ class AggregatePlan:
 class PlanWeights:
     """Edge weights in one plan's edge order, from :meth:`AggregatePlan.permute_weights`.
 
-    ``values`` is the permuted array (same kind, dtype and device as the weights given); keep
-    the object, not just ``values``: runs check that it was made for their plan.
+    ``values`` is the permuted array (same kind, dtype and device as the weights given), read
+    only: the native side holds a view of it. Keep the object, not just ``values``: runs check
+    that it was made for their plan.
     """
 
+    __slots__ = ("_values", "_impl")
+
     def __init__(self, values: Any, native: Any) -> None:
-        self.values = values
+        self._values = values
         self._impl = native
+
+    @property
+    def values(self) -> Any:
+        """The weights in the plan's edge order (do not resize or rebind its storage)."""
+        return self._values
 
     @property
     def plan_id(self) -> int:

@@ -110,7 +110,7 @@ void run_plan_py(const PyPlan& p, const Array& x, const std::optional<Array>& w,
 }
 
 struct PyPlanWeights {
-  PlanWeights weights;  // its view's storage is the Python PlanWeights' `values` array
+  PlanWeights weights;  // its view's storage is the Python PlanWeights' `values` array (read-only there)
 };
 
 PyPlanWeights permute_weights_py(const PyPlan& p, const Array& w, const MutArray& out, std::uintptr_t stream) {
@@ -216,8 +216,7 @@ NB_MODULE(_pipelink, m) {
   m.def("build_plan", &build_plan_py, "src"_a, "dst"_a, "num_nodes"_a, "stream"_a);
   m.def("run_plan", &run_plan_py, "plan"_a, "x"_a, "w"_a.none(), "out"_a, "transform"_a, "accumulate"_a, "stream"_a);
   nb::class_<PyPlanWeights>(m, "PlanWeights")
-      .def_prop_ro("plan_id", [](const PyPlanWeights& w) { return w.weights.plan_id; });
-  m.def("plan_id", [](const PyPlan& p) { return p.plan.id(); }, "plan"_a);
+      .def_prop_ro("plan_id", [](const PyPlanWeights& w) { return w.weights.plan_id(); });
   m.def("permute_weights", &permute_weights_py, "plan"_a, "w"_a, "out"_a, "stream"_a);
   m.def("run_plan_weights", &run_plan_weights_py, "plan"_a, "x"_a, "w"_a, "out"_a, "transform"_a, "accumulate"_a,
         "stream"_a);

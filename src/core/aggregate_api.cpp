@@ -2,6 +2,7 @@
 // AggregatePlan (checked here, built and run by the backend that owns the tensors).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 
@@ -74,30 +75,27 @@ Device AggregatePlan::device() const { return impl_->device; }
 std::int64_t AggregatePlan::num_nodes() const { return impl_->num_nodes; }
 std::int64_t AggregatePlan::num_edges() const { return impl_->num_edges; }
 std::size_t AggregatePlan::bytes() const { return impl_->bytes; }
-std::uint64_t AggregatePlan::id() const { return impl_->id; }
+std::uint64_t AggregatePlan::id() const { return impl_ ? impl_->id : 0; }
 
 namespace {
 void require_plan(const AggregatePlan& plan, const char* what) {
   if (!plan.defined()) throw std::invalid_argument(std::string(what) + ": the plan is empty (default-constructed)");
 }
 
-// An edge-value vector of the plan: rank 1, E elements, float32|float64, on the plan's device.
+// An edge-value vector of the plan: aggregate's own `w` port contract (rank 1, float, contiguous,
+// storage), then the plan's E and device.
 void check_edge_values(const char* op, const char* port, const TensorView& v, const AggregatePlan& plan) {
-  if (v.rank() != 1)
-    throw ContractViolationError(op, port, field::rank, "rank 1 ([E])", std::to_string(v.rank()), v.origin());
+  const OpDef& def = Registry::global().op("aggregate");
+  PortContract c = *std::find_if(def.ports.begin(), def.ports.end(), [](const PortContract& p) { return p.name == "w"; });
+  c.name = port;
+  c.optional = false;
+  (void)check_contract(op, {c}, {}, {}, {{port, v}}, {});
   if (v.dim(0) != plan.num_edges())
     throw ContractViolationError(op, port, field::shape, fmt::format("[{}] (the plan's E)", plan.num_edges()),
                                  v.shape_str(), v.origin());
-  if (v.dtype() != DType::f32 && v.dtype() != DType::f64)
-    throw ContractViolationError(op, port, field::dtype, "float32|float64", std::string(dtype_name(v.dtype())), v.origin());
   if (!(v.device() == plan.device()))
     throw ContractViolationError(op, port, field::cross_device, "the plan's device " + plan.device().str(), v.device().str(),
                                  v.origin());
-  if (!v.is_contiguous())  // as aggregate's w port (and its kernels) require
-    throw ContractViolationError(op, port, field::contiguity, "contiguous", v.shape_str() + " with stride " + std::to_string(v.stride(0)),
-                                 v.origin());
-  if (v.numel() > 0 && !v.defined())
-    throw ContractViolationError(op, port, field::presence, "a view with storage", "no data", v.origin());
 }
 }  // namespace
 
@@ -111,7 +109,7 @@ PlanWeights AggregatePlan::permute_weights(const TensorView& w, const TensorView
   if (out.overlaps(w))
     throw ContractViolationError("permute_weights", "out", field::alias, "no overlap with w", "overlaps w", out.origin());
   impl_->permute(w, out, stream);
-  return PlanWeights{out, impl_->id};
+  return PlanWeights(out, impl_->id);
 }
 
 namespace {
@@ -147,13 +145,13 @@ void aggregate(const AggregatePlan& plan, const TensorView& x, const std::option
 void aggregate(const AggregatePlan& plan, const TensorView& x, const PlanWeights& w, const TensorView& out,
                const AggregateOptions& opts) {
   require_plan(plan, "aggregate");
-  if (w.plan_id != plan.id())
+  if (w.plan_id() == 0 || w.plan_id() != plan.id())
     throw ContractViolationError("aggregate", "w", field::plan,
                                  fmt::format("weights permuted for this plan (id {})", plan.id()),
-                                 w.plan_id == 0 ? std::string("weights not made by permute_weights (plan id 0)")
-                                                : fmt::format("weights permuted for plan id {}", w.plan_id),
-                                 w.values.origin());
-  run_plan(plan, x, w.values, out, opts, true);
+                                 w.plan_id() == 0 ? std::string("weights not made by permute_weights (plan id 0)")
+                                                  : fmt::format("weights permuted for plan id {}", w.plan_id()),
+                                 w.values().origin());
+  run_plan(plan, x, w.values(), out, opts, true);
 }
 
 }  // namespace pipelink

@@ -918,7 +918,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     n = row_ptr[r1] - kbase;  // this group's edges, relative to kbase
   }
   const EdgePair<std::int32_t>* gp = pairs + kbase;
-  const float* const wq = w_plan ? w + kbase : w;  // weights in plan order: wq[k], else w[edge id]
+  const float* const wq = w_plan && w ? w + kbase : w;  // weights in plan order: wq[k], else w[edge id]
   // Row ends (relative), 32 rows at a time, one per lane.
   int r = r0, rbase = r0;
   int win = !seg && rbase + lane < r1 ? row_ptr[rbase + lane + 1] - kbase : n;
@@ -1388,7 +1388,7 @@ __global__ void permute_edges_kernel(const PlanPair<P>* __restrict__ pairs, int 
 
 void CudaPlan::permute(const TensorView& w, const TensorView& out, void* stream_arg) {
   const cudaStream_t s = as_stream(stream_arg);
-  on_stream(s, [&] {
+  on_stream(s, [&] {  // permute: after the build, and the plan's frees after it
     if (num_edges == 0) return;
     const int grid = grid_for(num_edges, 256);
     auto go = [&](auto t) {

@@ -56,7 +56,8 @@ class AggregatePlan {
   std::int64_t num_edges() const;
   /// Device (or host) bytes the plan holds.
   std::size_t bytes() const;
-  /// Unique among the plans of this process (never 0): what PlanWeights are checked against.
+  /// Unique among the plans of this process (0 only for an empty plan): what PlanWeights are
+  /// checked against.
   std::uint64_t id() const;
   /// Writes w [E] (edge order) into `out` [E] in this plan's edge order, once, for weights that
   /// stay fixed across calls (GCN's normalisation, say): runs given the result read the weights
@@ -75,12 +76,22 @@ class AggregatePlan {
 void aggregate(const AggregatePlan& plan, const TensorView& x, const std::optional<TensorView>& w,
                const TensorView& out, const AggregateOptions& opts = {});
 
-/// Edge weights in one plan's edge order, from AggregatePlan::permute_weights. A run checks that
-/// they were made for its plan (ContractViolationError otherwise): weights in edge order, or in
-/// another plan's order, would give a wrong sum with no error.
-struct PlanWeights {
-  TensorView values;          // [E] in the plan's order; the storage is the caller's
-  std::uint64_t plan_id = 0;  // AggregatePlan::id() of the plan it was made for
+/// Edge weights in one plan's edge order, made only by AggregatePlan::permute_weights. A run
+/// checks that they were made for its plan (ContractViolationError otherwise): weights in edge
+/// order, or in another plan's order, would give a wrong sum with no error. The storage is the
+/// caller's `out` of permute_weights: permuting another plan's weights into the same buffer
+/// leaves the older PlanWeights pointing at them (do not reuse the buffer while it is in use).
+class PlanWeights {
+ public:
+  PlanWeights() = default;  // made for no plan: every run refuses it
+  const TensorView& values() const noexcept { return values_; }  // [E], in the plan's order
+  std::uint64_t plan_id() const noexcept { return plan_id_; }     // AggregatePlan::id() it was made for
+
+ private:
+  friend class AggregatePlan;
+  PlanWeights(const TensorView& values, std::uint64_t plan_id) : values_(values), plan_id_(plan_id) {}
+  TensorView values_;
+  std::uint64_t plan_id_ = 0;
 };
 
 /// Runs a plan with weights already in its order (see AggregatePlan::permute_weights).
