@@ -4,7 +4,8 @@
 # so the checkout is never modified. A mutation that the tests do not catch fails the script.
 #   usage: OUT=/some/dir scripts/mutation-check.sh      (gpu-check.sh runs it with MUTANTS=1)
 #          MUTANT_ONLY=<part of a name>: one mutant. Results so far: docs/results/h200-mutants.txt
-#          (frees-not-ordered: caught at 6245a1e817c8, one run; missed in the 3 runs before it).
+#          (frees-not-ordered: caught at 6245a1e817c8, one run; permute-not-ordered: missed at
+#          1706ad606597, test changed since, not yet re-run).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/mutants}

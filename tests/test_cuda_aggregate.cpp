@@ -544,15 +544,17 @@ TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
   // the first run has not started: without ordering between the streams the pool may hand the
   // first plan's memory to a later one and the run would read the wrong graph. The weights are
   // permuted into the plan's order on B too (permute_weights orders itself like a run), and a
-  // second plan of the same graph is dropped right after a permute on B with no run behind it.
+  // plan of a third graph is dropped right after a permute on B with no run behind it. (With the
+  // first graph there, at 1706ad606597, the permute read the first plan's pairs from the reused
+  // block, the same ones, and the permute-not-ordered mutant passed.)
   const auto seed = fresh_seed();
   const std::int64_t N = 20000, F = 64, E = 300000;
   EdgeList busy_graph = uniform_graph(N, 16000000, seed);
-  EdgeList g1 = uniform_graph(N, E, seed + 1), g2 = uniform_graph(N, E, seed + 2);
+  EdgeList g1 = uniform_graph(N, E, seed + 1), g2 = uniform_graph(N, E, seed + 2), g3 = uniform_graph(N, E, seed + 5);
   Tensor x = random_tensor({N, F}, DType::f32, seed + 3), w = random_tensor({E}, DType::f32, seed + 4);
   AggregateOracle oracle = aggregate_oracle(x, g1.src, g1.dst, w.view());
   Tensor xg = gpu(x), wg = gpu(w), wplan = gpu(w), bs = gpu(busy_graph.src), bd = gpu(busy_graph.dst);
-  Tensor s1 = gpu(g1.src), d1 = gpu(g1.dst), s2 = gpu(g2.src), d2 = gpu(g2.dst);
+  Tensor s1 = gpu(g1.src), d1 = gpu(g1.dst), s2 = gpu(g2.src), d2 = gpu(g2.dst), s3 = gpu(g3.src), d3 = gpu(g3.dst);
   Tensor scratch = poisoned_gpu(N, F, DType::f32);
   cuda::Stream a, b;
   // The busy work is planned runs: unlike the lean path, whose index check waits for its stream,
@@ -562,7 +564,7 @@ TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
   AggregatePlan busy_plan = AggregatePlan::build(bs, bd, N, b.get());
   // The expected permutation: the same graph gives the same plan order on any stream.
   Tensor wexp_g = gpu(w), wlone = gpu(w);
-  (void)AggregatePlan::build(s1, d1, N).permute_weights(wg.view(), wexp_g.view());
+  (void)AggregatePlan::build(s3, d3, N).permute_weights(wg.view(), wexp_g.view());
   const Tensor wexp = host(wexp_g);
   for (int rep = 0; rep < 3; ++rep) {
     Tensor out = poisoned_gpu(N, F, DType::f32);
@@ -577,7 +579,7 @@ TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
       // Both queued on B behind the busy runs.
       aggregate(plan, xg, plan.permute_weights(wg.view(), wplan.view(), b.get()), out, run);
     }
-    (void)AggregatePlan::build(s1, d1, N, a.get()).permute_weights(wg.view(), wlone.view(), b.get());
+    (void)AggregatePlan::build(s3, d3, N, a.get()).permute_weights(wg.view(), wlone.view(), b.get());
     // Plans of the same sizes on A, meant to land on the first plan's freed memory (a build's
     // pairs buffers have the size of the dropped plan's pairs).
     std::vector<AggregatePlan> others;
