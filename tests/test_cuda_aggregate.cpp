@@ -385,11 +385,73 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
   }
 }
 
+TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
+  // PIPELINK_AGG_BUILD_CHUNKS=K sorts K destination ranges one at a time (bounded build memory):
+  // the same plan, so the same bits, on uniform and hub graphs, int32 and int64 indices, K from 2
+  // to more ranges than histogram bins; a hub row heavier than E / K is a range of its own.
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::vector<std::int64_t> deg(6000, 0);
+  for (std::int64_t r = 0; r < 6000; ++r) deg[r] = r < 3000 ? (r * 13) % 40 : (r > 4000 ? r % 3 : 0);
+  deg[10] += 30000;  // heavier than E / K for every K here; split into segments too
+  deg[5999] += 1500;
+  std::vector<EdgeList> graphs;
+  graphs.push_back(graph_with_degrees(deg, seed));
+  graphs.push_back(uniform_graph(20000, 300000, seed + 1, DType::i64));
+  graphs.push_back(uniform_graph(1, 5000, seed + 2, DType::i32));  // N = 1: one bin, one range
+  for (const EdgeList& g : graphs) {
+    const std::int64_t N = g.num_nodes, E = g.num_edges(), F = 64;
+    SCOPED_TRACE("N=" + std::to_string(N) + " E=" + std::to_string(E));
+    Tensor x = gpu(random_tensor({N, F}, DType::f32, seed + 3, -2, 2)), w = gpu(random_tensor({E}, DType::f32, seed + 4));
+    Tensor sg = gpu(g.src), dg = gpu(g.dst);
+    Tensor ref = poisoned_gpu(N, F, DType::f32);
+    cuda::synchronize();
+    cuda::reset_peak_memory();
+    const auto before = cuda::memory_stats();
+    AggregatePlan one = AggregatePlan::build(sg, dg, N);
+    cuda::synchronize();
+    const std::size_t one_peak = cuda::memory_stats().peak - before.current;
+    aggregate(one, x, w.view(), ref);
+    const Tensor ref_host = host(ref);
+    for (const char* k : {"2", "3", "7", "4096"}) {  // 4096, the knob's maximum: more ranges than rows at N = 1
+      SCOPED_TRACE(std::string("chunks=") + k);
+      ScopedEnv env({{"PIPELINK_AGG_BUILD_CHUNKS", k}});
+      cuda::synchronize();
+      cuda::reset_peak_memory();
+      const auto b = cuda::memory_stats();
+      AggregatePlan plan = AggregatePlan::build(sg, dg, N);
+      cuda::synchronize();
+      const std::size_t peak = cuda::memory_stats().peak - b.current;
+      EXPECT_EQ(plan.bytes(), one.bytes());
+      Tensor out = poisoned_gpu(N, F, DType::f32);
+      aggregate(plan, x, w.view(), out);
+      EXPECT_TRUE(bitwise_equal(ref_host, host(out))) << "the ranges' plan differs from the one sort's";
+      // 8 + 16 / K bytes per edge against 24 (plus temp storage; the hub graph's largest range
+      // is its hub row, so only the uniform graph is held to the bound).
+      if (N == 20000 && std::string(k) == "7") {
+        EXPECT_LT(double(peak), 0.6 * double(one_peak)) << peak << " vs " << one_peak;
+      }
+    }
+  }
+  // Bad indices under ranges: the first bad edge of either array, the output untouched.
+  EdgeList g = uniform_graph(500, 100000, seed + 5, DType::i64);
+  g.src.data_as<std::int64_t>()[70001] = 500;
+  g.dst.data_as<std::int64_t>()[70000] = -3;
+  ScopedEnv env({{"PIPELINK_AGG_BUILD_CHUNKS", "3"}});
+  try {
+    (void)AggregatePlan::build(gpu(g.src), gpu(g.dst), 500);
+    ADD_FAILURE() << "no error";
+  } catch (const IndexOutOfRangeError& e) {
+    EXPECT_EQ(e.position(), 70000) << e.what();
+    EXPECT_EQ(e.port(), "dst") << e.what();
+  }
+}
+
 TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
   EdgeList g = uniform_graph(100, 1000, fresh_seed(), DType::i32);
   Tensor sg = gpu(g.src), dg = gpu(g.dst);
   for (auto [name, value] : {std::pair{"PIPELINK_AGG_SEGMENT", "16"}, std::pair{"PIPELINK_AGG_CHUNK", "12x"},
-                             std::pair{"PIPELINK_AGG_ROWS_PER_EDGE", "-1"}}) {
+                             std::pair{"PIPELINK_AGG_ROWS_PER_EDGE", "-1"}, std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "5000"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);

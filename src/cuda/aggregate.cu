@@ -8,6 +8,8 @@
 // 4.26 TB/s copy bandwidth PROTOCOL.md measured. Rows of x re-read from L2 are the only way below.
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
+#include <cub/device/device_select.cuh>
+#include <thrust/iterator/counting_iterator.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -194,9 +196,10 @@ __global__ void init_pairs_kernel(const I* src, const I* dst, K* keys, EdgePair<
   }
 }
 
-// row_ptr[i] = first position whose key is >= i (keys sorted ascending), for i in [0, N].
+// row_ptr[i] = base + first position whose key is >= i (keys sorted ascending), for i in [0, N].
 template <class K, class P>
-__global__ void row_ptr_kernel(const K* keys, int shift, std::int64_t E, std::int64_t N, P* row_ptr) {
+__global__ void row_ptr_kernel(const K* keys, int shift, std::int64_t E, std::int64_t N, P* row_ptr,
+                               std::int64_t base = 0) {
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i <= N;
        i += std::int64_t(gridDim.x) * blockDim.x) {
     std::int64_t lo = 0, hi = E;
@@ -205,7 +208,7 @@ __global__ void row_ptr_kernel(const K* keys, int shift, std::int64_t E, std::in
       if (std::int64_t(keys[mid] >> shift) < i) lo = mid + 1;
       else hi = mid;
     }
-    row_ptr[i] = P(lo);
+    row_ptr[i] = P(base + lo);
   }
 }
 
@@ -270,8 +273,11 @@ std::int64_t long_row_threshold() {
 //   PIPELINK_AGG_SEGMENT: split rows longer than this, in segments of this many edges [32, 2^20]
 //   PIPELINK_AGG_CHUNK: edges per group [32, 2^20] (default: chunk_for(E))
 //   PIPELINK_AGG_ROWS_PER_EDGE: count every k rows as one edge when forming groups [0, 2^20]
+//   PIPELINK_AGG_BUILD_CHUNKS: sort the narrow plan in this many destination ranges [0, 4096]
+//     (0: one sort, and ranges only when its buffers do not fit; see sort_narrow_chunked)
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
+  std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -288,6 +294,7 @@ PlanKnobs plan_knobs() {
   k.segment = read("PIPELINK_AGG_SEGMENT", 32, 1 << 20, kSegment);
   k.chunk = read("PIPELINK_AGG_CHUNK", 32, 1 << 20, 0);
   k.rows_per_edge = read("PIPELINK_AGG_ROWS_PER_EDGE", 0, 1 << 20, kRowsPerEdge);
+  k.build_chunks = read("PIPELINK_AGG_BUILD_CHUNKS", 0, 4096, 0);
   return k;
 }
 
@@ -464,6 +471,157 @@ struct CudaPlan final : AggregatePlan::Impl {
   void on_stream(cudaStream_t s, Fn&& f);
 };
 
+// ---- the narrow plan in destination ranges (bounded build memory) ----------------------------
+// One sort needs 24 bytes per edge at its peak (the 8 kept, 16 transient: two key buffers and a
+// second pairs buffer), 1.5 GB on products-like. Sorting the edges of one destination range at a
+// time keeps the 8 and needs the 16 only for the largest range: about 8 + 16/K bytes per edge for
+// K balanced ranges (12 at K = 4). Each range is a stable select of its edge ids (CUB, in edge
+// order), a gather of their (dst - lo, src, id), the same stable sort, and its rows' offsets;
+// ranges are consecutive, so the plan is the one-sort plan, bit for bit. The cost: K passes over
+// dst and the gathers, written before any GPU measurement (docs/perf-notes.md).
+constexpr int kRangeBins = 4096;  // destination histogram bins that range boundaries are drawn on
+
+// bins[b] += edges with dst in bin b (rows [ceil(b N / B), ceil((b+1) N / B))); also the index
+// check, which the ranges' selects (which skip bad destinations) do not do.
+template <class I>
+__global__ void range_histogram_kernel(const I* src, const I* dst, std::int64_t E, std::uint64_t N, int B,
+                                       unsigned long long* bins, unsigned long long* first_bad) {
+  __shared__ unsigned int local[kRangeBins];
+  for (int b = threadIdx.x; b < B; b += blockDim.x) local[b] = 0;
+  __syncthreads();
+  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < E;
+       e += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::uint64_t sv = std::uint64_t(std::int64_t(src[e])), dv = std::uint64_t(std::int64_t(dst[e]));
+    if (sv >= N || dv >= N) atomicMin(first_bad, (unsigned long long)e);
+    // Counted by destination alone, as the selects choose: a range's count is its select's.
+    if (dv < N) atomicAdd(&local[int(dv * std::uint64_t(B) / N)], 1u);
+  }
+  __syncthreads();
+  for (int b = threadIdx.x; b < B; b += blockDim.x)
+    if (local[b]) atomicAdd(&bins[b], (unsigned long long)local[b]);
+}
+
+template <class I>
+struct DstInRange {
+  const I* dst;
+  std::int64_t lo, hi;
+  __device__ bool operator()(std::int32_t e) const {
+    const std::int64_t d = std::int64_t(dst[e]);
+    return d >= lo && d < hi;
+  }
+};
+
+template <class I, class K>
+__global__ void gather_range_kernel(const std::int32_t* ids, std::int64_t n, const I* src, const I* dst, std::int64_t lo,
+                                    K* keys, EdgePair<std::int32_t>* pairs) {
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int32_t e = ids[i];
+    keys[i] = K(std::int64_t(dst[e]) - lo);
+    pairs[i] = EdgePair<std::int32_t>{std::int32_t(src[e]), e};
+  }
+}
+
+// Rows [lo, hi) of each range, drawn on histogram bins so that each holds about E / K edges (a
+// bin heavier than that, a hub row's, is a range of its own). Returns the boundaries (K' + 1
+// rows, K' <= K) and each range's edge count.
+struct Ranges {
+  std::vector<std::int64_t> row, edges;
+  std::int64_t max_edges = 0;
+};
+Ranges draw_ranges(const std::vector<unsigned long long>& bins, std::int64_t N, std::int64_t K) {
+  const int B = int(bins.size());
+  std::uint64_t total = 0;
+  for (auto c : bins) total += c;
+  const std::uint64_t target = (total + std::uint64_t(K) - 1) / std::uint64_t(K);
+  Ranges r;
+  r.row.push_back(0);
+  std::uint64_t acc = 0;
+  for (int b = 0; b < B; ++b) {
+    acc += bins[b];
+    if ((acc >= target && b + 1 < B) || b + 1 == B) {
+      r.row.push_back((std::int64_t(b + 1) * N + B - 1) / B);  // first row of bin b + 1 (N for the last)
+      r.edges.push_back(std::int64_t(acc));
+      r.max_edges = std::max(r.max_edges, std::int64_t(acc));
+      acc = 0;
+    }
+  }
+  return r;
+}
+
+template <class I>
+void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, std::int64_t K,
+                         cudaStream_t s, unsigned long long* flag, BuildTrace& trace) {
+  using Key = std::uint32_t;
+  using Pair = EdgePair<std::int32_t>;
+  const std::int64_t E = plan.num_edges;
+  const int B = int(std::min<std::int64_t>(N, kRangeBins));
+  std::vector<unsigned long long> bins(std::size_t(B), 0);
+  {
+    DeviceBuffer dbins(std::size_t(B) * sizeof(unsigned long long), s);
+    PIPELINK_CUDA_CHECK(cudaMemsetAsync(dbins.get(), 0, dbins.bytes(), s));
+    // At most 1024 blocks: each adds its whole shared histogram to the global one at the end.
+    range_histogram_kernel<I><<<std::min(grid_for(E, 256), 1024), 256, 0, s>>>(src.data_as<const I>(), dst.data_as<const I>(), E,
+                                                               std::uint64_t(N), B, dbins.as<unsigned long long>(), flag);
+    check_launch();
+    PIPELINK_CUDA_CHECK(cudaMemcpyAsync(bins.data(), dbins.get(), dbins.bytes(), cudaMemcpyDeviceToHost, s));
+    PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+  trace.mark("range_histogram");
+  const Ranges ranges = draw_ranges(bins, N, K);
+  const std::int64_t M = std::max<std::int64_t>(ranges.max_edges, 1);
+  // Temp sizes depend only on the sizes: the largest range's sort, the select over all E.
+  std::size_t sort_bytes = 0, select_bytes = 0;
+  {
+    cub::DoubleBuffer<Key> k0(nullptr, nullptr);
+    cub::DoubleBuffer<Pair> p0(nullptr, nullptr);
+    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, k0, p0, M, 0, bits_for(N), s));
+    PIPELINK_CUDA_CHECK(cub::DeviceSelect::If(nullptr, select_bytes, thrust::counting_iterator<std::int32_t>(0),
+                                              static_cast<std::int32_t*>(nullptr), static_cast<std::int64_t*>(nullptr), E,
+                                              DstInRange<I>{nullptr, 0, 0}, s));
+  }
+  auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
+  const std::size_t kb = up(M * sizeof(Key)), pb = up(M * sizeof(Pair)), tb = up(std::max(sort_bytes, select_bytes));
+  DeviceBuffer kept(E * sizeof(Pair), s);
+  DeviceBuffer arena(2 * kb + pb + tb + up(sizeof(std::int64_t)), s);
+  char* base = arena.as<char>();
+  Key* keys_a = reinterpret_cast<Key*>(base);
+  Key* keys_b = reinterpret_cast<Key*>(base + kb);  // also the selected ids (int32) before the sort
+  Pair* pairs_t = reinterpret_cast<Pair*>(base + 2 * kb);
+  void* temp = base + 2 * kb + pb;
+  auto* num_selected = reinterpret_cast<std::int64_t*>(base + 2 * kb + pb + tb);
+  plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
+  std::int64_t off = 0;
+  for (std::size_t c = 0; c + 1 < ranges.row.size(); ++c) {
+    const std::int64_t lo = ranges.row[c], hi = ranges.row[c + 1], n = ranges.edges[c];
+    auto* ids = reinterpret_cast<std::int32_t*>(keys_b);
+    std::size_t tbytes = select_bytes;
+    PIPELINK_CUDA_CHECK(cub::DeviceSelect::If(temp, tbytes, thrust::counting_iterator<std::int32_t>(0), ids, num_selected, E,
+                                              DstInRange<I>{dst.data_as<const I>(), lo, hi}, s));
+    if (n > 0) {
+      gather_range_kernel<I, Key><<<grid_for(n, 256), 256, 0, s>>>(ids, n, src.data_as<const I>(), dst.data_as<const I>(),
+                                                                   lo, keys_a, pairs_t);
+      check_launch();
+      Pair* dst_pairs = kept.as<Pair>() + off;
+      cub::DoubleBuffer<Key> keys(keys_a, keys_b);
+      cub::DoubleBuffer<Pair> pairs(pairs_t, dst_pairs);
+      std::size_t sbytes = sort_bytes;
+      PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, sbytes, keys, pairs, n, 0, bits_for(hi - lo), s));
+      if (pairs.Current() != dst_pairs)
+        PIPELINK_CUDA_CHECK(cudaMemcpyAsync(dst_pairs, pairs.Current(), n * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
+      row_ptr_kernel<Key, std::int32_t><<<grid_for(hi - lo + 1, 256), 256, 0, s>>>(
+          keys.Current(), 0, n, hi - lo, plan.row_ptr.as<std::int32_t>() + lo, off);
+    } else {
+      row_ptr_kernel<Key, std::int32_t><<<grid_for(hi - lo + 1, 256), 256, 0, s>>>(
+          keys_a, 0, 0, hi - lo, plan.row_ptr.as<std::int32_t>() + lo, off);
+    }
+    check_launch();
+    off += n;
+  }
+  trace.mark("ranges");
+  plan.pairs = std::move(kept);
+}
+
 // Narrow plans: keys = dst (uint32), values = (src, id) pairs, one stable radix sort.
 // Memory: the pairs the plan keeps are one allocation, made first; everything transient (both key
 // buffers, the other pairs buffer, CUB's temp) is one more, freed at the end. Why: with the four
@@ -473,12 +631,13 @@ struct CudaPlan final : AggregatePlan::Impl {
 // "init" 0.65-2.04 ms against 0.42 in most one-shot calls, where no plan outlives the call), so
 // the plan-build median was 2.98 ms against ~2.45 ms of device work. After: 2.59 ms.
 template <class I>
-void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
-                 unsigned long long* flag, BuildTrace& trace) {
+void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, std::int64_t chunks,
+                 cudaStream_t s, unsigned long long* flag, BuildTrace& trace) {
   using K = std::uint32_t;
   using Pair = EdgePair<std::int32_t>;
   const std::int64_t E = plan.num_edges;
   const int end_bit = bits_for(N);
+  if (chunks >= 2) return sort_narrow_chunked<I>(plan, src, dst, N, chunks, s, flag, trace);
   DeviceBuffer kept(E * sizeof(Pair), s);
   // CUB's temp size depends only on the sizes: ask with null buffers first.
   std::size_t temp_bytes = 0;
@@ -489,7 +648,23 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   }
   auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
   const std::size_t kb = up(E * sizeof(K)), pb = up(E * sizeof(Pair));
-  DeviceBuffer arena(2 * kb + pb + up(temp_bytes), s);
+  DeviceBuffer arena = DeviceBuffer::try_make(2 * kb + pb + up(temp_bytes), s);
+  if (!arena.get() && chunks == 0) {
+    // The one sort's transient 16 bytes per edge do not fit: sort destination ranges, as many as
+    // leave 8 + 16 / K bytes per edge within 90% of what the device has free.
+    kept.reset();
+    std::size_t free_b = 0, total_b = 0;
+    PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const double room = 0.9 * double(free_b) - 8.0 * double(E) - double(up(temp_bytes));
+    const std::int64_t k = room > 0 ? std::int64_t(16.0 * double(E) / room) + 2 : 4096;
+    if (log_level() <= LogLevel::info)
+      ::pipelink::detail::log_message(LogLevel::info, "aggregate: the plan build's one sort does not fit; sorting " +
+                                                          std::to_string(std::min<std::int64_t>(k, 4096)) +
+                                                          " destination ranges (" + std::to_string(free_b >> 20) +
+                                                          " MB free)");
+    return sort_narrow_chunked<I>(plan, src, dst, N, std::min<std::int64_t>(k, 4096), s, flag, trace);
+  }
+  if (!arena.get()) arena = DeviceBuffer(2 * kb + pb + up(temp_bytes), s);  // chunks == 1: one sort, or the error
   char* base = arena.as<char>();
   K* keys_a = reinterpret_cast<K*>(base);
   K* keys_b = reinterpret_cast<K*>(base + kb);
@@ -636,8 +811,8 @@ std::shared_ptr<AggregatePlan::Impl> build_plan(const TensorView& src, const Ten
       else sort_wide<std::int64_t>(*plan, src, dst, N, s, f, trace);
       finish_plan<std::int64_t>(*plan, src, dst, N, s, f, trace);
     } else {
-      if (i32) sort_narrow<std::int32_t>(*plan, src, dst, N, s, f, trace);
-      else sort_narrow<std::int64_t>(*plan, src, dst, N, s, f, trace);
+      if (i32) sort_narrow<std::int32_t>(*plan, src, dst, N, knobs.build_chunks, s, f, trace);
+      else sort_narrow<std::int64_t>(*plan, src, dst, N, knobs.build_chunks, s, f, trace);
       finish_plan<std::int32_t>(*plan, src, dst, N, s, f, trace);
     }
   } else {

@@ -9,6 +9,8 @@
 namespace pipelink::cuda::detail {
 
 void* alloc_async(std::size_t bytes, cudaStream_t stream);
+/// As alloc_async, but nullptr where the device is full (after the pool retry); other errors throw.
+void* try_alloc_async(std::size_t bytes, cudaStream_t stream);
 void free_async(void* p, std::size_t bytes, cudaStream_t stream) noexcept;
 
 /// Owning, stream-ordered device buffer.
@@ -18,6 +20,14 @@ class DeviceBuffer {
   DeviceBuffer(std::size_t bytes, cudaStream_t stream)
       : p_(bytes ? alloc_async(bytes, stream) : nullptr), bytes_(bytes), stream_(stream) {}
   ~DeviceBuffer() { reset(); }
+  /// Empty (get() == nullptr) where the device has no room for `bytes`.
+  static DeviceBuffer try_make(std::size_t bytes, cudaStream_t stream) {
+    DeviceBuffer b;
+    b.p_ = bytes ? try_alloc_async(bytes, stream) : nullptr;
+    b.bytes_ = b.p_ ? bytes : 0;
+    b.stream_ = stream;
+    return b;
+  }
   DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) {

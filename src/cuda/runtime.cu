@@ -90,6 +90,17 @@ void* alloc_async(std::size_t bytes, cudaStream_t stream) {
   note_alloc(bytes);
   return p;
 }
+void* try_alloc_async(std::size_t bytes, cudaStream_t stream) {
+  void* first = nullptr;
+  const cudaError_t e = with_pool_retry(stream, [&] { return cudaMallocAsync(&first, bytes, stream); });
+  if (e == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  PIPELINK_CUDA_CHECK(e);
+  note_alloc(bytes);
+  return first;
+}
 void free_async(void* p, std::size_t bytes, cudaStream_t stream) noexcept {
   PIPELINK_CUDA_CHECK_NOEXCEPT(cudaFreeAsync(p, stream));
   note_free(bytes);
