@@ -399,6 +399,8 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
   graphs.push_back(graph_with_degrees(deg, seed));
   graphs.push_back(uniform_graph(20000, 300000, seed + 1, DType::i64));
   graphs.push_back(uniform_graph(1, 5000, seed + 2, DType::i32));  // N = 1: one bin, one range
+  graphs.push_back(uniform_graph(3000, 50000, seed + 6, DType::i32));  // N < 4096 bins; rows 2000+ empty
+  for (std::int64_t e = 0; e < 50000; ++e) graphs.back().dst.data_as<std::int32_t>()[e] %= 2000;
   for (const EdgeList& g : graphs) {
     const std::int64_t N = g.num_nodes, E = g.num_edges(), F = 64;
     SCOPED_TRACE("N=" + std::to_string(N) + " E=" + std::to_string(E));
@@ -413,6 +415,12 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
     const std::size_t one_peak = cuda::memory_stats().peak - before.current;
     aggregate(one, x, w.view(), ref);
     const Tensor ref_host = host(ref);
+    // The plan's edge order itself: edge ids permuted into it (exact in float32 below 2^24).
+    Tensor ids = TensorBuilder().shape({E}).build();
+    for (std::int64_t e = 0; e < E; ++e) ids.data_as<float>()[e] = float(e);
+    Tensor ids_g = gpu(ids), order_one = gpu(ids), order = gpu(ids);
+    (void)one.permute_weights(ids_g.view(), order_one.view());
+    const Tensor order_one_host = host(order_one);
     for (const char* k : {"2", "3", "7", "4096"}) {  // 4096, the knob's maximum: more ranges than rows at N = 1
       SCOPED_TRACE(std::string("chunks=") + k);
       ScopedEnv env({{"PIPELINK_AGG_BUILD_CHUNKS", k}});
@@ -426,6 +434,8 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
       Tensor out = poisoned_gpu(N, F, DType::f32);
       aggregate(plan, x, w.view(), out);
       EXPECT_TRUE(bitwise_equal(ref_host, host(out))) << "the ranges' plan differs from the one sort's";
+      (void)plan.permute_weights(ids_g.view(), order.view());
+      EXPECT_TRUE(bitwise_equal(order_one_host, host(order))) << "the ranges' plan orders the edges differently";
       // 8 + 16 / K bytes per edge against 24 (plus temp storage; the hub graph's largest range
       // is its hub row, so only the uniform graph is held to the bound).
       if (N == 20000 && std::string(k) == "7") {

@@ -524,7 +524,8 @@ __global__ void gather_range_kernel(const std::int32_t* ids, std::int64_t n, con
 
 // Rows [lo, hi) of each range, drawn on histogram bins so that each holds about E / K edges (a
 // bin heavier than that, a hub row's, is a range of its own). Returns the boundaries (K' + 1
-// rows, K' <= K) and each range's edge count.
+// rows, K' <= K + 1: a last empty range where the first K reach the target) and each range's
+// edge count.
 struct Ranges {
   std::vector<std::int64_t> row, edges;
   std::int64_t max_edges = 0;
@@ -551,7 +552,7 @@ Ranges draw_ranges(const std::vector<unsigned long long>& bins, std::int64_t N, 
 
 template <class I>
 void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, std::int64_t K,
-                         cudaStream_t s, unsigned long long* flag, BuildTrace& trace) {
+                         cudaStream_t s, unsigned long long* flag, BuildTrace& trace, DeviceBuffer kept = {}) {
   using Key = std::uint32_t;
   using Pair = EdgePair<std::int32_t>;
   const std::int64_t E = plan.num_edges;
@@ -582,7 +583,7 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
   }
   auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
   const std::size_t kb = up(M * sizeof(Key)), pb = up(M * sizeof(Pair)), tb = up(std::max(sort_bytes, select_bytes));
-  DeviceBuffer kept(E * sizeof(Pair), s);
+  if (!kept.get()) kept = DeviceBuffer(E * sizeof(Pair), s);
   DeviceBuffer arena(2 * kb + pb + tb + up(sizeof(std::int64_t)), s);
   char* base = arena.as<char>();
   Key* keys_a = reinterpret_cast<Key*>(base);
@@ -598,6 +599,8 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
     std::size_t tbytes = select_bytes;
     PIPELINK_CUDA_CHECK(cub::DeviceSelect::If(temp, tbytes, thrust::counting_iterator<std::int32_t>(0), ids, num_selected, E,
                                               DstInRange<I>{dst.data_as<const I>(), lo, hi}, s));
+    // The select writes as many ids as the histogram counted for the range (both choose by dst
+    // alone, on the same rows: range_histogram_kernel), which is what sized `keys_b`.
     if (n > 0) {
       gather_range_kernel<I, Key><<<grid_for(n, 256), 256, 0, s>>>(ids, n, src.data_as<const I>(), dst.data_as<const I>(),
                                                                    lo, keys_a, pairs_t);
@@ -651,18 +654,19 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   DeviceBuffer arena = DeviceBuffer::try_make(2 * kb + pb + up(temp_bytes), s);
   if (!arena.get() && chunks == 0) {
     // The one sort's transient 16 bytes per edge do not fit: sort destination ranges, as many as
-    // leave 8 + 16 / K bytes per edge within 90% of what the device has free.
-    kept.reset();
+    // fit their 16 / K bytes per edge in 90% of what the device has free beside `kept` (kept
+    // here and handed on: freed, the pool would keep its block and cudaMemGetInfo would not
+    // count it).
     std::size_t free_b = 0, total_b = 0;
     PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    const double room = 0.9 * double(free_b) - 8.0 * double(E) - double(up(temp_bytes));
+    const double room = 0.9 * double(free_b) - double(up(temp_bytes));
     const std::int64_t k = room > 0 ? std::int64_t(16.0 * double(E) / room) + 2 : 4096;
     if (log_level() <= LogLevel::info)
       ::pipelink::detail::log_message(LogLevel::info, "aggregate: the plan build's one sort does not fit; sorting " +
                                                           std::to_string(std::min<std::int64_t>(k, 4096)) +
                                                           " destination ranges (" + std::to_string(free_b >> 20) +
                                                           " MB free)");
-    return sort_narrow_chunked<I>(plan, src, dst, N, std::min<std::int64_t>(k, 4096), s, flag, trace);
+    return sort_narrow_chunked<I>(plan, src, dst, N, std::min<std::int64_t>(k, 4096), s, flag, trace, std::move(kept));
   }
   if (!arena.get()) arena = DeviceBuffer(2 * kb + pb + up(temp_bytes), s);  // chunks == 1: one sort, or the error
   char* base = arena.as<char>();
