@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -92,10 +93,12 @@ int cmd_demo(const DemoOptions& o) {
                     : "")
             << "\n\n";
   bench::AggregateBenchResult r = bench::run_aggregate_bench(b);
-  std::cout << fmt::format("{:<10} {:>12} {:>18} {:>14} {:>12}  {}\n", "path", "median ms", "extra peak memory",
+  std::size_t w = 4;  // the name column fits the longest path name ("planned, w in plan order")
+  for (const auto& v : r.variants) w = std::max(w, v.name.size());
+  std::cout << fmt::format("{:<{}} {:>12} {:>18} {:>14} {:>12}  {}\n", "path", w, "median ms", "extra peak memory",
                            "max abs err", "rel L2 err", "within tolerance");
   for (const auto& v : r.variants)
-    std::cout << fmt::format("{:<10} {:>12.3f} {:>15.1f} MB {:>14.2e} {:>12.2e}  {}\n", v.name, v.time.median,
+    std::cout << fmt::format("{:<{}} {:>12.3f} {:>15.1f} MB {:>14.2e} {:>12.2e}  {}\n", v.name, w, v.time.median,
                              double(v.extra_peak_bytes) / 1e6, v.max_abs_err, v.rel_l2_err,
                              v.within_tolerance ? "yes" : "NO");
   const auto* a = r.find("three-op");
