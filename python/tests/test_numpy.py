@@ -299,3 +299,26 @@ def test_any_dlpack_producer_is_read_and_written_in_place(rng):
     # Without `out=` there is no framework to make the result in: a clear error, not a guess.
     with pytest.raises(TypeError, match="out="):
         pipelink.aggregate(_Producer(x), _Producer(src), _Producer(dst))
+
+
+def test_every_public_name_has_a_docstring_and_type_hints():
+    import inspect
+
+    missing = []
+    for name in pipelink.__all__:
+        obj = getattr(pipelink, name)
+        if not inspect.getdoc(obj):
+            missing.append(f"{name}: docstring")
+        if inspect.isfunction(obj):
+            sig = inspect.signature(obj)
+            missing += [f"{name}({p.name}): type hint" for p in sig.parameters.values() if p.annotation is inspect._empty]
+            if sig.return_annotation is inspect._empty:
+                missing.append(f"{name}: return type hint")
+        if inspect.isclass(obj) and not issubclass(obj, BaseException):
+            for member, m in vars(obj).items():
+                if member.startswith("_") and member != "__call__":
+                    continue
+                f = m.fget if isinstance(m, property) else m
+                if callable(f) and not inspect.getdoc(f):
+                    missing.append(f"{name}.{member}: docstring")
+    assert not missing, missing
