@@ -55,6 +55,28 @@ inline std::vector<float> timed(const std::function<void()>& f, int reps = 10) {
   return t;
 }
 
+// Synthetic inputs (splitmix64 hashes of the index): uniform random edges over N nodes, w in
+// [-1, 1), x in [-2, 2); the same data in every micro for the same seed.
+__device__ __forceinline__ std::uint64_t mix(std::uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+__device__ __forceinline__ float unit(std::uint64_t h) { return float(h >> 40) * (1.0f / 16777216.0f); }
+
+__global__ void gen_edges(i64* src, i64* dst, float* w, i64 E, i64 N, std::uint64_t seed) {
+  for (i64 e = blockIdx.x * i64(blockDim.x) + threadIdx.x; e < E; e += i64(gridDim.x) * blockDim.x) {
+    src[e] = i64(mix(seed * 3 + std::uint64_t(e) * 0x100000001ull) % std::uint64_t(N));
+    dst[e] = i64(mix(seed * 5 + 1 + std::uint64_t(e) * 0x100000003ull) % std::uint64_t(N));
+    w[e] = 2.f * unit(mix(seed * 7 + 2 + std::uint64_t(e))) - 1.f;
+  }
+}
+__global__ void gen_x(float* x, i64 n, std::uint64_t seed) {
+  for (i64 i = blockIdx.x * i64(blockDim.x) + threadIdx.x; i < n; i += i64(gridDim.x) * blockDim.x)
+    x[i] = 4.f * unit(mix(seed * 11 + std::uint64_t(i))) - 2.f;
+}
+
 template <class T>
 T* dalloc(i64 n) {
   T* p = nullptr;
