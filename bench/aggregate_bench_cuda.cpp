@@ -244,53 +244,63 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
       EnvScope env(abs[i].vars);
       plans[i + 1] = AggregatePlan::build(sg, dg, N);
     }
-    std::size_t current = 0;
-    auto planned = [&] { aggregate(plans[current], xg, wg.view(), out); };
-    std::vector<VariantResult> res(abs.size() + 1);
-    res[0].name = "planned [default, A/B]";
-    for (std::size_t i = 0; i < abs.size(); ++i) res[i + 1].name = "planned [" + abs[i].tag + "]";
-    for (std::size_t i = 0; i <= abs.size(); ++i) {
-      EnvScope env(i == 0 ? std::vector<std::pair<std::string, std::string>>{} : abs[i - 1].vars);
-      current = i;
-      cuda::fill_random_uniform(out, 1e30, 2e30, 99 + i);  // poisoned: a variant that skips a row cannot pass
-      cuda::synchronize(dev.index);
-      res[i].cold_ms = time_ms([&] {
-        planned();
-        cuda::synchronize(dev.index);
-      });
-      VerifyReport rep = verify_aggregate(to_device(out, Device::cpu()), oracle);
-      res[i].max_abs_err = rep.max_abs_err;
-      res[i].rel_l2_err = rep.rel_l2_err;
-      res[i].within_tolerance = rep.within_tolerance;
-      res[i].memory_exact = false;  // not measured for A/B rows
-      say(fmt::format("{}: {}", res[i].name, rep.summary()));
-      if (!rep.within_tolerance) res[i].note = "failed verification: not timed";
-    }
-    std::vector<std::vector<double>> samples(abs.size() + 1);
-    for (int round = 0; round < o.warmup + o.repeats; ++round)
+    // Two rows per variant, each verified first, then timed interleaved with the default: the
+    // planned run (on the variant's plan) and the one-shot call (whose build reads the knobs too,
+    // e.g. PIPELINK_AGG_BUILD_CHUNKS), the latter with its allocator peak from the cold call.
+    auto ab_rows = [&](const std::string& what, const std::function<void(std::size_t)>& run, bool peak) {
+      const auto env_of = [&](std::size_t i) {
+        return i == 0 ? std::vector<std::pair<std::string, std::string>>{} : abs[i - 1].vars;
+      };
+      std::vector<VariantResult> res(abs.size() + 1);
+      res[0].name = what + " [default, A/B]";
+      for (std::size_t i = 0; i < abs.size(); ++i) res[i + 1].name = what + " [" + abs[i].tag + "]";
       for (std::size_t i = 0; i <= abs.size(); ++i) {
-        if (!res[i].within_tolerance) continue;
-        EnvScope env(i == 0 ? std::vector<std::pair<std::string, std::string>>{} : abs[i - 1].vars);
-        current = i;
-        start.record();
-        planned();
-        stop.record();
-        stop.synchronize();
-        if (round >= o.warmup) samples[i].push_back(stop.elapsed_ms(start));
+        EnvScope env(env_of(i));
+        cuda::fill_random_uniform(out, 1e30, 2e30, 99 + i);  // poisoned: a variant that skips a row cannot pass
+        cuda::synchronize(dev.index);
+        cuda::reset_peak_memory();
+        const auto before = cuda::memory_stats();
+        res[i].cold_ms = time_ms([&] {
+          run(i);
+          cuda::synchronize(dev.index);
+        });
+        res[i].memory_exact = peak;  // measured for the one-shot rows only
+        if (peak) res[i].extra_peak_bytes = std::int64_t(cuda::memory_stats().peak - before.current);
+        VerifyReport rep = verify_aggregate(to_device(out, Device::cpu()), oracle);
+        res[i].max_abs_err = rep.max_abs_err;
+        res[i].rel_l2_err = rep.rel_l2_err;
+        res[i].within_tolerance = rep.within_tolerance;
+        say(fmt::format("{}: {}", res[i].name, rep.summary()));
+        if (!rep.within_tolerance) res[i].note = "failed verification: not timed";
       }
-    for (std::size_t i = 0; i <= abs.size(); ++i) {
-      if (res[i].within_tolerance) {
-        res[i].time = stats_of(samples[i]);
-        res[i].timed = true;
-        res[i].effective_gbs = double(r.must_move_bytes) / (res[i].time.median * 1e-3) / 1e9;
-        if (i > 0 && res[0].timed)
-          res[i].note = fmt::format("{} vs default in the same rounds: {:.3f}x the time ({})", abs[i - 1].tag,
-                                    res[i].time.median / res[0].time.median, ratio_text(res[0].time.median / res[i].time.median));
-        say(fmt::format("{}: median {:.3f} ms (min {:.3f}, max {:.3f})", res[i].name, res[i].time.median, res[i].time.min,
-                        res[i].time.max));
+      std::vector<std::vector<double>> samples(abs.size() + 1);
+      for (int round = 0; round < o.warmup + o.repeats; ++round)
+        for (std::size_t i = 0; i <= abs.size(); ++i) {
+          if (!res[i].within_tolerance) continue;
+          EnvScope env(env_of(i));
+          start.record();
+          run(i);
+          stop.record();
+          stop.synchronize();
+          if (round >= o.warmup) samples[i].push_back(stop.elapsed_ms(start));
+        }
+      for (std::size_t i = 0; i <= abs.size(); ++i) {
+        if (res[i].within_tolerance) {
+          res[i].time = stats_of(samples[i]);
+          res[i].timed = true;
+          res[i].effective_gbs = double(r.must_move_bytes) / (res[i].time.median * 1e-3) / 1e9;
+          if (i > 0 && res[0].timed)
+            res[i].note = fmt::format("{} vs default in the same rounds: {:.3f}x the time ({})", abs[i - 1].tag,
+                                      res[i].time.median / res[0].time.median,
+                                      ratio_text(res[0].time.median / res[i].time.median));
+          say(fmt::format("{}: median {:.3f} ms (min {:.3f}, max {:.3f})", res[i].name, res[i].time.median,
+                          res[i].time.min, res[i].time.max));
+        }
+        r.variants.push_back(res[i]);
       }
-      r.variants.push_back(res[i]);
-    }
+    };
+    ab_rows("planned", [&](std::size_t i) { aggregate(plans[i], xg, wg.view(), out); }, false);
+    ab_rows("one-shot", [&](std::size_t) { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::one_shot}); }, true);
   }
 
   if (o.null_test) {
