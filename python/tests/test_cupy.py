@@ -67,6 +67,17 @@ def test_cupy_plan_is_reused_and_deterministic(rng):
     check(plan(cp.asarray(x2), wg), x2, src, dst, w)
 
 
+def test_cupy_weights_in_plan_order_give_the_same_bits(rng):
+    x, src, dst, w = graph(rng, 5000, 200000, 64)
+    xg, sg, dg, wg = (cp.asarray(a) for a in (x, src, dst, w))
+    plan = pipelink.AggregatePlan(sg, dg, x.shape[0])
+    pw = plan.permute_weights(wg)
+    assert isinstance(pw.values, cp.ndarray) and pw.values.shape == wg.shape and pw.values.dtype == wg.dtype
+    y = plan(xg, pw)
+    assert bool((y == plan(xg, wg)).all())
+    check(y, x, src, dst, w)
+
+
 def test_runs_on_cupys_current_stream_without_a_sync(rng):
     # x is produced on a non-default CuPy stream behind work long enough that reading it early
     # would see the old values; aggregate is called inside that stream's context and its result
