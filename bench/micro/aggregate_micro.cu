@@ -39,17 +39,7 @@ __global__ void init_keys(const i64* dst, unsigned* keys, unsigned* ids, i64 E, 
     ids[e] = unsigned(e);
   }
 }
-__global__ void row_ptr_search(const unsigned* keys, i64 E, i64 N, int* row_ptr) {
-  for (i64 i = blockIdx.x * i64(blockDim.x) + threadIdx.x; i <= N; i += i64(gridDim.x) * blockDim.x) {
-    i64 lo = 0, hi = E;
-    while (lo < hi) {
-      const i64 mid = (lo + hi) / 2;
-      if (i64(keys[mid]) < i) lo = mid + 1;
-      else hi = mid;
-    }
-    row_ptr[i] = int(lo);
-  }
-}
+using micro::row_ptr_search;
 __global__ void gather_src(const i64* src, const unsigned* perm, int* out, i64 E) {
   for (i64 k = blockIdx.x * i64(blockDim.x) + threadIdx.x; k < E; k += i64(gridDim.x) * blockDim.x)
     out[k] = int(src[perm[k]]);

@@ -116,17 +116,7 @@ __global__ void init_pairs(const i64* src, const i64* dst, u32* keys, Pair* pair
     pairs[e] = Pair{std::int32_t(s), std::int32_t(e)};
   }
 }
-__global__ void row_ptr_kernel(const u32* keys, i64 E, i64 N, int* row_ptr) {
-  for (i64 i = blockIdx.x * i64(blockDim.x) + threadIdx.x; i <= N; i += i64(gridDim.x) * blockDim.x) {
-    i64 lo = 0, hi = E;
-    while (lo < hi) {
-      const i64 mid = (lo + hi) / 2;
-      if (i64(keys[mid]) < i) lo = mid + 1;
-      else hi = mid;
-    }
-    row_ptr[i] = int(lo);
-  }
-}
+using micro::row_ptr_search;
 __global__ void count_diff(const u32* ka, const u32* kb, const Pair* pa, const Pair* pb, i64 E,
                            unsigned long long* bad) {
   unsigned long long n = 0;
@@ -368,7 +358,7 @@ int main(int argc, char** argv) {
       // ---- A6: row_ptr over A1's sorted keys ----
       report("A6 row_ptr by binary search (N+1 threads)",
              timed([&] {
-               row_ptr_kernel<<<grid_for(N + 1, 256), 256>>>(ref_k, E, N, row_ptr);
+               row_ptr_search<<<grid_for(N + 1, 256), 256>>>(ref_k, E, N, row_ptr);
                CK(cudaGetLastError());
              }),
              "production row_ptr_kernel");
@@ -495,28 +485,19 @@ int main(int argc, char** argv) {
              note);
       check("B1p");
     }
-    {
-      const int g = grid_for(E * 16 / 2, 256);
+    auto multi = [&](const char* tag, const char* name, auto kernel, int per_group) {
+      const int g = grid_for(E * 16 / per_group, 256);
       std::snprintf(note, sizeof note, "grid %d x 256", g);
-      report("B2 lean, 2 edges per group per iteration", timed([&] {
+      report(name, timed([&] {
                CK(cudaMemsetAsync(out, 0, out_bytes));
-               lean_multi<2><<<g, 256>>>(src, dst, x, w, out, E);
+               kernel<<<g, 256>>>(src, dst, x, w, out, E);
                CK(cudaGetLastError());
              }),
              note);
-      check("B2");
-    }
-    {
-      const int g = grid_for(E * 16 / 4, 256);
-      std::snprintf(note, sizeof note, "grid %d x 256", g);
-      report("B3 lean, 4 edges per group per iteration", timed([&] {
-               CK(cudaMemsetAsync(out, 0, out_bytes));
-               lean_multi<4><<<g, 256>>>(src, dst, x, w, out, E);
-               CK(cudaGetLastError());
-             }),
-             note);
-      check("B3");
-    }
+      check(tag);
+    };
+    multi("B2", "B2 lean, 2 edges per group per iteration", lean_multi<2>, 2);
+    multi("B3", "B3 lean, 4 edges per group per iteration", lean_multi<4>, 4);
     auto bulk = [&](const char* name, auto kernel, int S) {
       const int smem = 8 * 2 * S * 256;  // 8 warps x 2 half warps x S slots x 256 B
       CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));

@@ -77,6 +77,20 @@ __global__ void gen_x(float* x, i64 n, std::uint64_t seed) {
     x[i] = 4.f * unit(mix(seed * 11 + std::uint64_t(i))) - 2.f;
 }
 
+// row_ptr[i] = first position whose key is >= i (keys sorted ascending), i in [0, N]: the
+// production row_ptr_kernel's binary search, one thread per row.
+__global__ void row_ptr_search(const unsigned* keys, i64 E, i64 N, int* row_ptr) {
+  for (i64 i = blockIdx.x * i64(blockDim.x) + threadIdx.x; i <= N; i += i64(gridDim.x) * blockDim.x) {
+    i64 lo = 0, hi = E;
+    while (lo < hi) {
+      const i64 mid = (lo + hi) / 2;
+      if (i64(keys[mid]) < i) lo = mid + 1;
+      else hi = mid;
+    }
+    row_ptr[i] = int(lo);
+  }
+}
+
 template <class T>
 T* dalloc(i64 n) {
   T* p = nullptr;
