@@ -290,7 +290,7 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
           res[i].timed = true;
           res[i].effective_gbs = double(r.must_move_bytes) / (res[i].time.median * 1e-3) / 1e9;
           if (i > 0 && res[0].timed)
-            res[i].note = fmt::format("{} vs default in the same rounds: {:.3f}x the time ({})", abs[i - 1].tag,
+            res[i].note = fmt::format("{} vs default in the same rounds: {:.3f}x the time (speed-up {})", abs[i - 1].tag,
                                       res[i].time.median / res[0].time.median,
                                       ratio_text(res[0].time.median / res[i].time.median));
           say(fmt::format("{}: median {:.3f} ms (min {:.3f}, max {:.3f})", res[i].name, res[i].time.median,

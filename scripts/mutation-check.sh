@@ -4,8 +4,8 @@
 # so the checkout is never modified. A mutation that the tests do not catch fails the script.
 #   usage: OUT=/some/dir scripts/mutation-check.sh      (gpu-check.sh runs it with MUTANTS=1)
 #          MUTANT_ONLY=<part of a name>: one mutant. Results so far: docs/results/h200-mutants.txt
-#          (frees-not-ordered: caught at 6245a1e817c8, one run; permute-not-ordered: missed at
-#          1706ad606597, test changed since, not yet re-run).
+#          (frees-not-ordered: caught at 6245a1e817c8 and a2cd4a9; permute-not-ordered: missed at
+#          1706ad606597 and a2cd4a9, caught once the stream test queued busy work before it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/mutants}
@@ -43,6 +43,8 @@ mutations=(
   "staged fast stage skips its closing event@src/cuda/aggregate.cu@if (fast && k0 + SE == ev) event(ev);@(void)0;@1@CudaAggregate.StagedAndRegisterWalksGiveTheSameBits"
   "permute not ordered on its stream@src/cuda/aggregate.cu@on_stream(s, [&] {  // permute: after the build, and the plan's frees after it@([&](auto f) { f(); })([&] {@1@CudaAggregate.PlanBuiltOnOneStreamRunsOnAnother"
   "event walk flushes blocks of 16 edges@src/cuda/aggregate.cu@ev = min(rend, kk + 32);@ev = min(rend, kk + 16);@1@CudaAggregate.StagedWalkMatchesTheCpuOrderBitwise"
+  "one-shot staged stage drops the weights in its pairs@src/cuda/aggregate.cu@if (wmode == kWInPairs) wts[(j % S) * SE + lane] = __int_as_float(p.id);@if (wmode == kWInPairs) wts[(j % S) * SE + lane] = 1.f;@1@CudaAggregate.StagedKernelEveryTransformAndRowPaddedViews"
+  "one-shot register walk drops the weights in its pairs@src/cuda/aggregate.cu@if (wmode == kWInPairs) return T(__int_as_float(int(pair_id(e, src_bits))));@if (wmode == kWInPairs) return T(1);@1@CudaAggregate.FeatureWidthsBothIndexTypes"
 )
 fail=0
 selected=()

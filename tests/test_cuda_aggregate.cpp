@@ -99,13 +99,19 @@ void check_graph(const Case& c, const EdgeList& g, std::uint64_t seed) {
   const TensorView wplan_view = wplan.view();
   std::optional<TensorView> wgv;
   if (c.weights) wgv = wg.view();
-  Tensor planned;  // the planned path's output: weights in plan order must give the same bits
+  // The planned path's output: weights in plan order, and one-shot (whose plan carries float32
+  // weights in its pairs), must give the same bits.
+  Tensor planned, one_shot;
   for (Path p : kPaths) {
     SCOPED_TRACE(path_name(p));
     Tensor out = c.accumulate ? gpu(init) : poisoned_gpu(c.N, c.F, c.value);
     run_path(p, xg, sg, dg, wgv, out, opts, &wplan_view);
     Tensor back = host(out);
-    if (p == Path::planned) planned = clone(back);
+    if (p == Path::one_shot) one_shot = clone(back);
+    if (p == Path::planned) {
+      planned = clone(back);
+      EXPECT_TRUE(bitwise_equal(planned, one_shot)) << "one-shot and planned differ";
+    }
     if (p == Path::plan_weights) {
       EXPECT_TRUE(bitwise_equal(planned, back)) << "weights in plan order changed the bits";
     }
@@ -436,6 +442,10 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
       EXPECT_TRUE(bitwise_equal(ref_host, host(out))) << "the ranges' plan differs from the one sort's";
       (void)plan.permute_weights(ids_g.view(), order.view());
       EXPECT_TRUE(bitwise_equal(order_one_host, host(order))) << "the ranges' plan orders the edges differently";
+      // One-shot under the same knob: its plan carries w in its pairs, through the ranges' gathers.
+      Tensor once = poisoned_gpu(N, F, DType::f32);
+      aggregate(x, sg, dg, w.view(), once, {.path = AggregatePath::one_shot});
+      EXPECT_TRUE(bitwise_equal(ref_host, host(once))) << "one-shot over ranges differs from the one sort's plan";
       // 8 + 16 / K bytes per edge against 24 (plus temp storage; the hub graph's largest range
       // is its hub row, so only the uniform graph is held to the bound).
       if (N == 20000 && std::string(k) == "7") {
@@ -651,6 +661,10 @@ TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
       // Both queued on B behind the busy runs.
       aggregate(plan, xg, plan.permute_weights(wg.view(), wplan.view(), b.get()), out, run);
     }
+    // The first plan's frees made A wait for B at its run (hold_frees_for), so the lone permute
+    // needs busy work of its own ahead of it on B: queued right behind that run, it beat the
+    // builds below on A, and the permute-not-ordered mutant passed (a2cd4a9, H200).
+    for (int k = 0; k < 20; ++k) aggregate(busy_plan, xg, std::nullopt, scratch, busy);
     (void)AggregatePlan::build(s3, d3, N, a.get()).permute_weights(wg.view(), wlone.view(), b.get());
     // Plans of the same sizes on A, meant to land on the first plan's freed memory (a build's
     // pairs buffers have the size of the dropped plan's pairs).
