@@ -1,0 +1,231 @@
+// Standalone micro-benchmark (not part of the library build): can the lean path (zero scratch,
+// float atomics) keep the output rows it adds into in L2 by sweeping destination ranges?
+//
+//   nvcc -O3 -std=c++20 -arch=sm_90 bench/micro/lean_passes_micro.cu -o lpm && ./lpm [E]
+//
+// Data: products-like sizes (N = 2,449,029, E = 61,859,140 unless E is given, F = 64, float32,
+// tanh, weights), src/dst int32 uniform in [0, N) (the C++ bench's index type), drawn on the
+// device. Every line is `name  median_ms  (min..max)  note`, median of 10 after one warm-up;
+// out is zeroed inside every rep (cudaMemsetAsync, 627 MB, ~0.16 ms).
+//
+// Why: the production lean kernel (one pass over the edges, 16 lanes an edge, one float4
+// atomicAdd per lane) ran 13.83 ms on products-like. Its traffic: x rows 15.8 GB, and each
+// edge's 256-byte output row read and written back from DRAM (the 627 MB output does not fit
+// the 50 MB L2: ~90% misses), ~47 GB in all, 11.1 ms at the 4.27 TB/s copy bandwidth.
+// With P passes, pass p adds only the edges whose destination lies in rows [N p / P, N (p+1) / P):
+// the touched output (627 / P MB) can stay in L2, at the cost of reading dst P times (0.25 GB
+// each) and src/w sectors once per pass that has an edge in them. At P = 16: dst 4 GB + src/w
+// ~3.2 GB + x 15.8 GB + out 1.3 GB = ~24 GB, ~5.7 ms at copy bandwidth.
+//
+// Session 3 measured passes and found them worse at every count (1 / 2 / 4 / 8 / 16 passes:
+// 13.8 / 14.2 / 15.1 / 19.8 / 32.1 ms), with a kernel whose 16-lane groups each read their own
+// U destinations and skipped the misses: at P = 16 a group did its full index loop for one
+// edge in 16, so the x gathers had little in flight. Here a warp reads 256 destinations per
+// step, coalesced (one per lane, 8 steps), compacts the hits into a shared-memory queue
+// (ballot + popc, edge order kept), and sums the queue 32 edges at a time with 4 x rows in
+// flight per 16-lane group, as the one-pass kernel does.
+//
+//   L0   one pass, the production kernel's shape (int32 indices)
+//   Q1   the queued kernel, one pass (what the compaction costs)
+//   QP   the queued kernel, P passes (one launch each)
+//   QPh  the same, x loads with an L2 evict_first hint (the x rows stream; the output stays)
+// Each line is checked against L0: max|a - b| / max|b| < 1e-5 -> OK / MISMATCH (float atomics
+// add in any order).
+#include "micro_harness.cuh"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+using namespace micro;
+using i32 = std::int32_t;
+constexpr int F = 64;
+
+__global__ void narrow(const i64* a, i32* b, i64 n) {
+  for (i64 i = blockIdx.x * i64(blockDim.x) + threadIdx.x; i < n; i += i64(gridDim.x) * blockDim.x) b[i] = i32(a[i]);
+}
+
+__device__ __forceinline__ float4 ldg4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+__device__ __forceinline__ std::uint64_t policy_evict_first() {
+  std::uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ float4 ldg4_hint(const float* ptr, std::uint64_t pol) {
+  float4 v;
+  asm volatile("ld.global.nc.L2::cache_hint.v4.f32 {%0,%1,%2,%3}, [%4], %5;"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(ptr), "l"(pol));
+  return v;
+}
+__device__ __forceinline__ float4 tanh4(float4 v, float w) {
+  return make_float4(tanhf(v.x * w), tanhf(v.y * w), tanhf(v.z * w), tanhf(v.w * w));
+}
+
+// L0: the production atomic_edges_kernel<float, int32, 4> at F = 64 (16 lanes an edge).
+__global__ void __launch_bounds__(256) lean_base(const i32* __restrict__ src, const i32* __restrict__ dst,
+                                                 const float* __restrict__ x, const float* __restrict__ w,
+                                                 float* __restrict__ out, i64 E) {
+  const int lane = threadIdx.x % 32, group = lane / 16, gl = lane % 16;
+  const i64 step = i64(gridDim.x) * blockDim.x / 32 * 2;
+  for (i64 e = (blockIdx.x * i64(blockDim.x) + threadIdx.x) / 32 * 2 + group; e < E; e += step) {
+    const i64 s = src[e], d = dst[e];
+    const float wt = __ldg(w + e);
+    const float4 v = ldg4(x + s * F + gl * 4);
+    atomicAdd(reinterpret_cast<float4*>(out + d * F + gl * 4), tanh4(v, wt));
+  }
+}
+
+// The queued kernel: a persistent warp reads tiles of 256 destinations (8 coalesced steps),
+// queues the edges whose destination is in [lo, hi), and sums the queue 32 at a time.
+constexpr int kTile = 256, kWarps = 8;
+template <bool HINT>
+__global__ void __launch_bounds__(kWarps * 32) lean_queued(const i32* __restrict__ src, const i32* __restrict__ dst,
+                                                           const float* __restrict__ x, const float* __restrict__ w,
+                                                           float* __restrict__ out, i64 E, i32 lo, i32 hi) {
+  __shared__ i32 qe[kWarps][64], qd[kWarps][64];
+  const int lane = threadIdx.x % 32, wib = threadIdx.x / 32, group = lane / 16, gl = lane % 16;
+  const std::uint64_t pol = HINT ? policy_evict_first() : 0;
+  i32* const e_q = qe[wib];
+  i32* const d_q = qd[wib];
+  int cnt = 0;
+  auto sum = [&](int n) {  // the first n <= 32 queued edges
+    i32 s = 0, d = 0;
+    float wt = 0.f;
+    if (lane < n) {
+      const i32 e = e_q[lane];
+      d = d_q[lane];
+      s = __ldg(src + e);
+      wt = __ldg(w + e);
+    }
+    for (int t0 = 0; t0 < n; t0 += 8) {
+      float4 v[4];
+      i32 dr[4];
+      float ww[4];
+      bool live[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int t = t0 + u * 2 + group;
+        const i32 sr = __shfl_sync(0xffffffffu, s, t & 31);
+        dr[u] = __shfl_sync(0xffffffffu, d, t & 31);
+        ww[u] = __shfl_sync(0xffffffffu, wt, t & 31);
+        live[u] = t < n;
+        const float* p = x + i64(sr) * F + gl * 4;
+        v[u] = live[u] ? (HINT ? ldg4_hint(p, pol) : ldg4(p)) : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (live[u]) atomicAdd(reinterpret_cast<float4*>(out + i64(dr[u]) * F + gl * 4), tanh4(v[u], ww[u]));
+    }
+  };
+  const i64 warp = blockIdx.x * i64(kWarps) + wib, warps = i64(gridDim.x) * kWarps;
+  for (i64 base = warp * kTile; base < E; base += warps * kTile) {
+#pragma unroll
+    for (int i = 0; i < kTile / 32; ++i) {
+      const i64 e = base + i * 32 + lane;
+      const i32 d = e < E ? dst[e] : -1;
+      const bool in = d >= lo && d < hi;
+      const unsigned m = __ballot_sync(0xffffffffu, in);
+      if (in) {
+        const int pos = cnt + __popc(m & ((1u << lane) - 1u));
+        e_q[pos] = i32(e);
+        d_q[pos] = d;
+      }
+      cnt += __popc(m);
+      if (cnt >= 32) {
+        __syncwarp();
+        sum(32);
+        __syncwarp();
+        const int rest = cnt - 32;  // < 32: move it to the front
+        i32 re = 0, rd = 0;
+        if (lane < rest) {
+          re = e_q[32 + lane];
+          rd = d_q[32 + lane];
+        }
+        __syncwarp();
+        if (lane < rest) {
+          e_q[lane] = re;
+          d_q[lane] = rd;
+        }
+        cnt = rest;
+        __syncwarp();
+      }
+    }
+  }
+  __syncwarp();
+  if (cnt > 0) sum(cnt);
+}
+
+__global__ void max_abs(const float* a, const float* b, i64 n, unsigned* dmax, unsigned* bmax) {
+  for (i64 i = blockIdx.x * i64(blockDim.x) + threadIdx.x; i < n; i += i64(gridDim.x) * blockDim.x) {
+    atomicMax(dmax, __float_as_uint(fabsf(a[i] - b[i])));
+    atomicMax(bmax, __float_as_uint(fabsf(b[i])));
+  }
+}
+
+int main(int argc, char** argv) {
+  const i64 N = 2449029, E = argc > 1 ? std::atoll(argv[1]) : 61859140;
+  if (E <= 0 || E >= (i64(1) << 31)) {
+    std::fprintf(stderr, "E must be in [1, 2^31)\n");
+    return 1;
+  }
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  const int SM = prop.multiProcessorCount;
+  std::printf("device %s, %d SMs, L2 %d MB (persisting max %d MB); N=%lld E=%lld F=%d\n", prop.name, SM,
+              prop.l2CacheSize >> 20, prop.persistingL2CacheMaxSize >> 20, (long long)N, (long long)E, F);
+  i64 *s64 = dalloc<i64>(E), *d64 = dalloc<i64>(E);
+  float* w = dalloc<float>(E);
+  gen_edges<<<SM * 16, 256>>>(s64, d64, w, E, N, 1);
+  i32 *src = dalloc<i32>(E), *dst = dalloc<i32>(E);
+  narrow<<<SM * 16, 256>>>(s64, src, E);
+  narrow<<<SM * 16, 256>>>(d64, dst, E);
+  CK(cudaDeviceSynchronize());
+  CK(cudaFree(s64));
+  CK(cudaFree(d64));
+  float *x = dalloc<float>(N * F), *out = dalloc<float>(N * F), *ref = dalloc<float>(N * F);
+  gen_x<<<SM * 16, 256>>>(x, N * F, 2);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  const std::size_t out_bytes = std::size_t(N) * F * sizeof(float);
+  unsigned* mx = dalloc<unsigned>(2);
+  auto check = [&](const char* name) {
+    CK(cudaMemset(mx, 0, 2 * sizeof(unsigned)));
+    max_abs<<<SM * 8, 256>>>(out, ref, N * F, mx, mx + 1);
+    unsigned h[2];
+    CK(cudaMemcpy(h, mx, sizeof h, cudaMemcpyDeviceToHost));
+    float d, b;
+    std::memcpy(&d, &h[0], 4);
+    std::memcpy(&b, &h[1], 4);
+    std::printf("  %s: %s (max|a-b|/max|b| = %.3g vs L0)\n", name, d / b < 1e-5f ? "OK" : "MISMATCH", double(d / b));
+  };
+  report("memset out alone", timed([&] { CK(cudaMemsetAsync(out, 0, out_bytes)); }), "included in every line");
+  const unsigned grid0 = unsigned(std::min<i64>((E * 16 + 255) / 256, i64(65535) * 32));
+  report("L0 one pass, production shape", timed([&] {
+           CK(cudaMemsetAsync(out, 0, out_bytes));
+           lean_base<<<grid0, 256>>>(src, dst, x, w, out, E);
+         }));
+  CK(cudaMemcpy(ref, out, out_bytes, cudaMemcpyDeviceToDevice));
+  int occ = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, lean_queued<false>, kWarps * 32, 0));
+  const int grid = SM * occ;
+  std::printf("queued kernel: %d blocks/SM of %d threads, grid %d\n", occ, kWarps * 32, grid);
+  char name[96];
+  for (int P : {1, 4, 8, 12, 16, 24, 32, 48}) {
+    for (int hint = 0; hint < 2; ++hint) {
+      if (hint && (P == 1 || P == 4)) continue;
+      std::snprintf(name, sizeof name, "Q%d queued, %d pass%s%s", P, P, P > 1 ? "es" : "", hint ? ", x evict_first" : "");
+      report(name, timed([&] {
+               CK(cudaMemsetAsync(out, 0, out_bytes));
+               for (int p = 0; p < P; ++p) {
+                 const i32 lo = i32(N * p / P), hi = i32(N * (p + 1) / P);
+                 if (hint) lean_queued<true><<<grid, kWarps * 32>>>(src, dst, x, w, out, E, lo, hi);
+                 else lean_queued<false><<<grid, kWarps * 32>>>(src, dst, x, w, out, E, lo, hi);
+               }
+             }),
+             "");
+      check(name);
+    }
+  }
+  return 0;
+}
