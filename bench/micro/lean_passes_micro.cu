@@ -51,6 +51,17 @@ __device__ __forceinline__ std::uint64_t policy_evict_first() {
   asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
   return p;
 }
+__device__ __forceinline__ std::uint64_t policy_evict_last() {
+  std::uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+// sm_90's vector reduction with an L2 eviction-priority hint (PTX ISA: red.add.level::cache_hint.v4.f32).
+__device__ __forceinline__ void red4_hint(float* p, float4 v, std::uint64_t pol) {
+  asm volatile("red.global.add.L2::cache_hint.v4.f32 [%0], {%1,%2,%3,%4}, %5;" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z),
+               "f"(v.w), "l"(pol)
+               : "memory");
+}
 __device__ __forceinline__ float4 ldg4_hint(const float* ptr, std::uint64_t pol) {
   float4 v;
   asm volatile("ld.global.nc.L2::cache_hint.v4.f32 {%0,%1,%2,%3}, [%4], %5;"
@@ -79,13 +90,14 @@ __global__ void __launch_bounds__(256) lean_base(const i32* __restrict__ src, co
 // The queued kernel: a persistent warp reads tiles of 256 destinations (8 coalesced steps),
 // queues the edges whose destination is in [lo, hi), and sums the queue 32 at a time.
 constexpr int kTile = 256, kWarps = 8;
-template <bool HINT>
+// HINT 1: x loads evict_first; HINT 2: and the reductions evict_last.
+template <int HINT>
 __global__ void __launch_bounds__(kWarps * 32) lean_queued(const i32* __restrict__ src, const i32* __restrict__ dst,
                                                            const float* __restrict__ x, const float* __restrict__ w,
                                                            float* __restrict__ out, i64 E, i32 lo, i32 hi) {
   __shared__ i32 qe[kWarps][64], qd[kWarps][64];
   const int lane = threadIdx.x % 32, wib = threadIdx.x / 32, group = lane / 16, gl = lane % 16;
-  const std::uint64_t pol = HINT ? policy_evict_first() : 0;
+  const std::uint64_t pol = HINT ? policy_evict_first() : 0, keep = HINT == 2 ? policy_evict_last() : 0;
   i32* const e_q = qe[wib];
   i32* const d_q = qd[wib];
   int cnt = 0;
@@ -115,7 +127,11 @@ __global__ void __launch_bounds__(kWarps * 32) lean_queued(const i32* __restrict
       }
 #pragma unroll
       for (int u = 0; u < 4; ++u)
-        if (live[u]) atomicAdd(reinterpret_cast<float4*>(out + i64(dr[u]) * F + gl * 4), tanh4(v[u], ww[u]));
+        if (live[u]) {
+          float* o = out + i64(dr[u]) * F + gl * 4;
+          if (HINT == 2) red4_hint(o, tanh4(v[u], ww[u]), keep);
+          else atomicAdd(reinterpret_cast<float4*>(o), tanh4(v[u], ww[u]));
+        }
     }
   };
   const i64 warp = blockIdx.x * i64(kWarps) + wib, warps = i64(gridDim.x) * kWarps;
@@ -207,25 +223,52 @@ int main(int argc, char** argv) {
          }));
   CK(cudaMemcpy(ref, out, out_bytes, cudaMemcpyDeviceToDevice));
   int occ = 0;
-  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, lean_queued<false>, kWarps * 32, 0));
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, lean_queued<0>, kWarps * 32, 0));
   const int grid = SM * occ;
   std::printf("queued kernel: %d blocks/SM of %d threads, grid %d\n", occ, kWarps * 32, grid);
   char name[96];
-  for (int P : {1, 4, 8, 12, 16, 24, 32, 48}) {
-    for (int hint = 0; hint < 2; ++hint) {
-      if (hint && (P == 1 || P == 4)) continue;
-      std::snprintf(name, sizeof name, "Q%d queued, %d pass%s%s", P, P, P > 1 ? "es" : "", hint ? ", x evict_first" : "");
+  // mode 0: no hints, 1: x evict_first, 2: and reductions evict_last, 3: mode 1 plus a persisting
+  // L2 access-policy window on the pass's output rows (launch attribute; limit set to the max).
+  const char* mode_name[] = {"", ", x evict_first", ", x evict_first, red evict_last", ", x evict_first, out window persisting"};
+  CK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, std::size_t(prop.persistingL2CacheMaxSize)));
+  const int Ps[] = {1, 8, 12, 16, 24, 32};
+  for (int P : Ps) {
+    for (int mode = 0; mode < 4; ++mode) {
+      if (mode && P == 1) continue;
+      std::snprintf(name, sizeof name, "Q%d queued, %d pass%s%s", P, P, P > 1 ? "es" : "", mode_name[mode]);
       report(name, timed([&] {
                CK(cudaMemsetAsync(out, 0, out_bytes));
                for (int p = 0; p < P; ++p) {
                  const i32 lo = i32(N * p / P), hi = i32(N * (p + 1) / P);
-                 if (hint) lean_queued<true><<<grid, kWarps * 32>>>(src, dst, x, w, out, E, lo, hi);
-                 else lean_queued<false><<<grid, kWarps * 32>>>(src, dst, x, w, out, E, lo, hi);
+                 if (mode == 3) {
+                   cudaLaunchConfig_t cfg{};
+                   cfg.gridDim = dim3(grid);
+                   cfg.blockDim = dim3(kWarps * 32);
+                   cudaLaunchAttribute at{};
+                   at.id = cudaLaunchAttributeAccessPolicyWindow;
+                   at.val.accessPolicyWindow.base_ptr = out + i64(lo) * F;
+                   at.val.accessPolicyWindow.num_bytes =
+                       std::min<std::size_t>(std::size_t(hi - lo) * F * sizeof(float), std::size_t(prop.accessPolicyMaxWindowSize));
+                   at.val.accessPolicyWindow.hitRatio = std::min(1.f, float(prop.persistingL2CacheMaxSize) /
+                                                                      float(at.val.accessPolicyWindow.num_bytes));
+                   at.val.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+                   at.val.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+                   cfg.attrs = &at;
+                   cfg.numAttrs = 1;
+                   CK(cudaLaunchKernelEx(&cfg, lean_queued<1>, src, dst, x, w, out, E, lo, hi));
+                 } else if (mode == 2) {
+                   lean_queued<2><<<grid, kWarps * 32>>>(src, dst, x, w, out, E, lo, hi);
+                 } else if (mode == 1) {
+                   lean_queued<1><<<grid, kWarps * 32>>>(src, dst, x, w, out, E, lo, hi);
+                 } else {
+                   lean_queued<0><<<grid, kWarps * 32>>>(src, dst, x, w, out, E, lo, hi);
+                 }
                }
              }),
              "");
       check(name);
     }
   }
+  CK(cudaCtxResetPersistingL2Cache());
   return 0;
 }
