@@ -677,6 +677,57 @@ TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
   }
 }
 
+TEST_F(CudaAggregate, LeanInDestinationRangePasses) {
+  // The lean path sweeps destination ranges when the output is larger than L2 (products-like: 12
+  // passes); PIPELINK_AGG_LEAN_PASSES forces it at test sizes. Every vec4 shape (one lane an edge
+  // at F = 4, 16 at 64, 32 with two feature tiles at 256, idle lanes at 100), both index types,
+  // with and without weights, accumulating, and more passes than rows.
+  struct LeanCase {
+    std::int64_t N, E, F;
+    DType index;
+    bool weights, accumulate;
+    Transform transform;
+  };
+  const LeanCase cases[] = {{3000, 200000, 64, DType::i32, true, false, Transform::tanh},
+                            {2000, 50000, 4, DType::i64, false, false, Transform::identity},
+                            {700, 30000, 256, DType::i32, true, true, Transform::sigmoid},
+                            {900, 40000, 100, DType::i64, true, false, Transform::relu},
+                            {5, 3000, 64, DType::i32, true, false, Transform::tanh}};
+  for (const char* passes : {"2", "3", "7"}) {
+    ScopedEnv env({{"PIPELINK_AGG_LEAN_PASSES", passes}});
+    for (const LeanCase& c : cases) {
+      const auto seed = fresh_seed();
+      SCOPED_TRACE(std::string("passes=") + passes + " N=" + std::to_string(c.N) + " F=" + std::to_string(c.F) +
+                   " seed=" + std::to_string(seed));
+      EdgeList g = uniform_graph(c.N, c.E, seed, c.index);
+      Tensor x = random_tensor({c.N, c.F}, DType::f32, seed + 1, -2, 2);
+      Tensor w = random_tensor({c.E}, DType::f32, seed + 2);
+      Tensor init = random_tensor({c.N, c.F}, DType::f32, seed + 3);
+      std::optional<TensorView> wh, wgv;
+      if (c.weights) wh = w.view();
+      AggregateOptions opts{c.transform, c.accumulate};
+      AggregateOracle oracle =
+          aggregate_oracle(x, g.src, g.dst, wh, opts, c.accumulate ? std::optional<TensorView>(init.view()) : std::nullopt);
+      Tensor wg = gpu(w);
+      if (c.weights) wgv = wg.view();
+      Tensor out = c.accumulate ? gpu(init) : poisoned_gpu(c.N, c.F, DType::f32);
+      opts.path = AggregatePath::lean;
+      aggregate(gpu(x), gpu(g.src), gpu(g.dst), wgv, out, opts);
+      VerifyReport r = verify_aggregate(host(out), oracle);
+      EXPECT_TRUE(r.within_tolerance) << r.summary();
+      EXPECT_EQ(r.unwritten, 0) << r.summary();
+    }
+  }
+  ScopedEnv bad({{"PIPELINK_AGG_LEAN_PASSES", "-1"}});
+  EdgeList g = uniform_graph(10, 100, fresh_seed(), DType::i32);
+  Tensor before = random_tensor({10, 64}, DType::f32, 2);
+  Tensor out = gpu(before);
+  EXPECT_THROW(aggregate(gpu(random_tensor({10, 64}, DType::f32, 1)), gpu(g.src), gpu(g.dst), std::nullopt, out,
+                         {.path = AggregatePath::lean}),
+               Error);
+  EXPECT_TRUE(bitwise_equal(host(out), before)) << "a bad knob modified the output";
+}
+
 TEST_F(CudaAggregate, LeanPathAllocatesNoScratch) {
   const auto seed = fresh_seed();
   EdgeList g = uniform_graph(20000, 1000000, seed);

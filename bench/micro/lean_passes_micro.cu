@@ -230,45 +230,56 @@ int main(int argc, char** argv) {
   // mode 0: no hints, 1: x evict_first, 2: and reductions evict_last, 3: mode 1 plus a persisting
   // L2 access-policy window on the pass's output rows (launch attribute; limit set to the max).
   const char* mode_name[] = {"", ", x evict_first", ", x evict_first, red evict_last", ", x evict_first, out window persisting"};
-  CK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, std::size_t(prop.persistingL2CacheMaxSize)));
-  const int Ps[] = {1, 8, 12, 16, 24, 32};
-  for (int P : Ps) {
-    for (int mode = 0; mode < 4; ++mode) {
-      if (mode && P == 1) continue;
-      std::snprintf(name, sizeof name, "Q%d queued, %d pass%s%s", P, P, P > 1 ? "es" : "", mode_name[mode]);
+  // Phase 0: the L2 as the process finds it (no persisting carve-out): modes 0-2. Phase 1: the
+  // persisting carve-out set to its maximum (cudaLimitPersistingL2CacheSize, device-wide), modes
+  // 2-3, then L0 again to show what the carve-out does to a kernel that does not ask for it.
+  for (int phase = 0; phase < 2; ++phase) {
+    if (phase == 1) CK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, std::size_t(prop.persistingL2CacheMaxSize)));
+    const int Ps[] = {1, 8, 12, 16, 24, 32};
+    for (int P : Ps) {
+      for (int mode = phase ? 2 : 0; mode < (phase ? 4 : 3); ++mode) {
+        if ((mode && P == 1) || (phase && (P < 12 || P > 16))) continue;
+        std::snprintf(name, sizeof name, "%sQ%d, %d pass%s%s", phase ? "[carve-out] " : "", P, P, P > 1 ? "es" : "",
+                      mode_name[mode]);
       report(name, timed([&] {
-               CK(cudaMemsetAsync(out, 0, out_bytes));
-               for (int p = 0; p < P; ++p) {
-                 const i32 lo = i32(N * p / P), hi = i32(N * (p + 1) / P);
-                 if (mode == 3) {
-                   cudaLaunchConfig_t cfg{};
-                   cfg.gridDim = dim3(grid);
-                   cfg.blockDim = dim3(kWarps * 32);
-                   cudaLaunchAttribute at{};
-                   at.id = cudaLaunchAttributeAccessPolicyWindow;
-                   at.val.accessPolicyWindow.base_ptr = out + i64(lo) * F;
-                   at.val.accessPolicyWindow.num_bytes =
-                       std::min<std::size_t>(std::size_t(hi - lo) * F * sizeof(float), std::size_t(prop.accessPolicyMaxWindowSize));
-                   at.val.accessPolicyWindow.hitRatio = std::min(1.f, float(prop.persistingL2CacheMaxSize) /
-                                                                      float(at.val.accessPolicyWindow.num_bytes));
-                   at.val.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
-                   at.val.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-                   cfg.attrs = &at;
-                   cfg.numAttrs = 1;
-                   CK(cudaLaunchKernelEx(&cfg, lean_queued<1>, src, dst, x, w, out, E, lo, hi));
-                 } else if (mode == 2) {
-                   lean_queued<2><<<grid, kWarps * 32>>>(src, dst, x, w, out, E, lo, hi);
-                 } else if (mode == 1) {
-                   lean_queued<1><<<grid, kWarps * 32>>>(src, dst, x, w, out, E, lo, hi);
-                 } else {
-                   lean_queued<0><<<grid, kWarps * 32>>>(src, dst, x, w, out, E, lo, hi);
+                 CK(cudaMemsetAsync(out, 0, out_bytes));
+                 for (int p = 0; p < P; ++p) {
+                   const i32 lo = i32(N * p / P), hi = i32(N * (p + 1) / P);
+                   if (mode == 3) {
+                     cudaLaunchConfig_t cfg{};
+                     cfg.gridDim = dim3(grid);
+                     cfg.blockDim = dim3(kWarps * 32);
+                     cudaLaunchAttribute at{};
+                     at.id = cudaLaunchAttributeAccessPolicyWindow;
+                     at.val.accessPolicyWindow.base_ptr = out + i64(lo) * F;
+                     at.val.accessPolicyWindow.num_bytes =
+                         std::min<std::size_t>(std::size_t(hi - lo) * F * sizeof(float), std::size_t(prop.accessPolicyMaxWindowSize));
+                     at.val.accessPolicyWindow.hitRatio = std::min(1.f, float(prop.persistingL2CacheMaxSize) /
+                                                                        float(at.val.accessPolicyWindow.num_bytes));
+                     at.val.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+                     at.val.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+                     cfg.attrs = &at;
+                     cfg.numAttrs = 1;
+                     CK(cudaLaunchKernelEx(&cfg, lean_queued<1>, src, dst, x, w, out, E, lo, hi));
+                   } else if (mode == 2) {
+                     lean_queued<2><<<grid, kWarps * 32>>>(src, dst, x, w, out, E, lo, hi);
+                   } else if (mode == 1) {
+                     lean_queued<1><<<grid, kWarps * 32>>>(src, dst, x, w, out, E, lo, hi);
+                   } else {
+                     lean_queued<0><<<grid, kWarps * 32>>>(src, dst, x, w, out, E, lo, hi);
+                   }
                  }
-               }
-             }),
-             "");
-      check(name);
+               }),
+               "");
+        check(name);
+      }
     }
   }
+  report("[carve-out] L0 one pass, production shape", timed([&] {
+           CK(cudaMemsetAsync(out, 0, out_bytes));
+           lean_base<<<grid0, 256>>>(src, dst, x, w, out, E);
+         }));
+  CK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0));
   CK(cudaCtxResetPersistingL2Cache());
   return 0;
 }

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -1687,8 +1688,139 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
   }
 }
 
+// Lean in destination-range passes (float32, float4 rows): pass p adds only the edges whose
+// destination lies in rows [lo, hi), so the output rows it adds into (out_bytes / P) can stay in
+// L2 while x streams past them (x loads carry an L2 evict_first hint). A persistent warp reads 256
+// destinations a step, coalesced, queues the hits in shared memory (ballot + popc; edge order
+// kept) and sums the queue 32 edges at a time with 4 x rows in flight per lane group, as the
+// one-pass kernel. Measured on the H200 (bench/micro/lean_passes_micro.cu, products-like, int32
+// indices, memset included): one pass 13.40 ms; 12 passes 13.11, with x evict_first 12.39
+// (0.92x); 8 / 16 / 24 / 32 passes with the hint 12.53 / 12.64 / 13.71 / 15.05 (each pass reads
+// all of dst). Hinting the reductions evict_last as well gained 1% more (12.28) and was left out:
+// such lines would outstay the call in L2. A persisting L2 carve-out (cudaLimitPersistingL2CacheSize)
+// gave 11.19 ms but is device-wide, and made the one-pass kernel itself 24.5 ms: not a library's
+// to set. Session 3's passes (each 16-lane group testing its own destinations) lost at every count.
+__device__ __forceinline__ std::uint64_t l2_evict_first_policy() {
+  std::uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ float4 ldg4_evict_first(const float* ptr, std::uint64_t pol) {
+  float4 v;
+  asm volatile("ld.global.nc.L2::cache_hint.v4.f32 {%0,%1,%2,%3}, [%4], %5;"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(ptr), "l"(pol));
+  return v;
+}
+constexpr int kLeanTile = 256, kLeanWarps = 8;
+template <class I>
+__global__ void __launch_bounds__(kLeanWarps * 32) atomic_range_pass_kernel(
+    const I* __restrict__ src, const I* __restrict__ dst, const float* __restrict__ x, std::int64_t xs,
+    const float* __restrict__ w, float* __restrict__ out, std::int64_t os, std::int64_t E, std::int64_t F, int lpe,
+    int transform, std::int64_t lo, std::int64_t hi) {
+  __shared__ std::int64_t queue_e[kLeanWarps][64], queue_d[kLeanWarps][64];
+  const int lane = threadIdx.x % 32, wib = threadIdx.x / 32, groups = 32 / lpe, group = lane / lpe, gl = lane % lpe;
+  const std::uint64_t pol = l2_evict_first_policy();
+  std::int64_t* const qe = queue_e[wib];
+  std::int64_t* const qd = queue_d[wib];
+  int cnt = 0;
+  auto sum = [&](int n) {  // the first n <= 32 queued edges
+    std::int64_t s = 0, d = 0;
+    float wt = 1.f;
+    if (lane < n) {
+      const std::int64_t e = qe[lane];
+      d = qd[lane];
+      s = std::int64_t(src[e]);
+      if (w) wt = __ldg(w + e);
+    }
+    for (int t0 = 0; t0 < n; t0 += groups * 4) {
+      std::int64_t sr[4], dr[4];
+      float ww[4];
+      bool live[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const int t = t0 + u * groups + group;
+        sr[u] = __shfl_sync(0xffffffffu, s, t & 31);
+        dr[u] = __shfl_sync(0xffffffffu, d, t & 31);
+        ww[u] = __shfl_sync(0xffffffffu, wt, t & 31);
+        live[u] = t < n;
+      }
+      for (std::int64_t f = std::int64_t(gl) * 4; f < F; f += std::int64_t(lpe) * 4) {
+        float4 v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u)  // 4 rows' loads before any reduction
+          v[u] = live[u] ? ldg4_evict_first(x + sr[u] * xs + f, pol) : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          if (live[u])
+            atomicAdd(reinterpret_cast<float4*>(out + dr[u] * os + f),
+                      make_float4(phi(v[u].x * ww[u], transform), phi(v[u].y * ww[u], transform),
+                                  phi(v[u].z * ww[u], transform), phi(v[u].w * ww[u], transform)));
+      }
+    }
+  };
+  const std::int64_t warp = blockIdx.x * std::int64_t(kLeanWarps) + wib, warps = std::int64_t(gridDim.x) * kLeanWarps;
+  for (std::int64_t base = warp * kLeanTile; base < E; base += warps * kLeanTile) {
+#pragma unroll
+    for (int i = 0; i < kLeanTile / 32; ++i) {
+      const std::int64_t e = base + i * 32 + lane;
+      const std::int64_t d = e < E ? std::int64_t(dst[e]) : -1;
+      const bool in = d >= lo && d < hi;
+      const unsigned m = __ballot_sync(0xffffffffu, in);
+      if (in) {
+        const int pos = cnt + __popc(m & ((1u << lane) - 1u));
+        qe[pos] = e;
+        qd[pos] = d;
+      }
+      cnt += __popc(m);
+      if (cnt >= 32) {  // < 64: at most 31 were left before this step's 32
+        __syncwarp();
+        sum(32);
+        __syncwarp();
+        const int rest = cnt - 32;
+        std::int64_t re = 0, rd = 0;
+        if (lane < rest) {
+          re = qe[32 + lane];
+          rd = qd[32 + lane];
+        }
+        __syncwarp();
+        if (lane < rest) {
+          qe[lane] = re;
+          qd[lane] = rd;
+        }
+        cnt = rest;
+        __syncwarp();
+      }
+    }
+  }
+  __syncwarp();
+  if (cnt > 0) sum(cnt);  // the warp's last, partly filled queue
+}
+
+// Passes for the lean path: enough that one pass's output rows fill ~85% of L2 (products-like:
+// 627 MB over 60 MB, 12 passes), or PIPELINK_AGG_LEAN_PASSES (0: this rule; 1: one pass). One
+// pass when the output fits L2 already, or when more than 16 would be needed: each pass reads
+// all of dst, and 24 passes were slower than one (above).
+std::int64_t lean_passes(std::size_t out_bytes) {
+  const char* v = std::getenv("PIPELINK_AGG_LEAN_PASSES");
+  if (v && *v) {
+    char* end = nullptr;
+    const long long p = std::strtoll(v, &end, 10);
+    if (*end != '\0' || p < 0 || p > 1024)
+      throw Error(std::string("aggregate: PIPELINK_AGG_LEAN_PASSES='") + v + "' is not an integer in [0, 1024]");
+    if (p > 0) return p;
+  }
+  int dev = 0, l2 = 0;
+  PIPELINK_CUDA_CHECK(cudaGetDevice(&dev));
+  PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
+  if (l2 <= 0) return 1;
+  const double per_pass = 0.85 * double(l2);
+  const std::int64_t p = std::int64_t(std::ceil(double(out_bytes) / per_pass));
+  return p >= 2 && p <= 16 ? p : 1;
+}
+
 template <class T, class I>
-void launch_atomic(const OpContext& ctx, bool vec4) {
+void launch_atomic(const OpContext& ctx, bool vec4, std::int64_t passes) {
   const TensorView &x = ctx.port("x"), &src = ctx.port("src"), &dst = ctx.port("dst"), &out = ctx.port("out");
   const cudaStream_t s = as_stream(ctx.stream);
   const std::int64_t E = ctx.dim("E"), F = ctx.dim("F");
@@ -1698,6 +1830,25 @@ void launch_atomic(const OpContext& ctx, bool vec4) {
   if constexpr (sizeof(T) == 4) {
     if (vec4) {
       const int lpe = lanes_per_edge(F, 4);
+      const std::int64_t N = ctx.dim("N");
+      if (passes >= 2) {
+        int dev = 0, sms = 0, occ = 0;
+        PIPELINK_CUDA_CHECK(cudaGetDevice(&dev));
+        PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        PIPELINK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, atomic_range_pass_kernel<I>,
+                                                                          kLeanWarps * 32, 0));
+        const std::int64_t tiles = (E + kLeanTile - 1) / kLeanTile;
+        const int grid = int(std::max<std::int64_t>(1, std::min<std::int64_t>(std::int64_t(sms) * std::max(occ, 1),
+                                                                              (tiles + kLeanWarps - 1) / kLeanWarps)));
+        for (std::int64_t p = 0; p < passes; ++p) {
+          atomic_range_pass_kernel<I><<<grid, kLeanWarps * 32, 0, s>>>(
+              src.data_as<const I>(), dst.data_as<const I>(), reinterpret_cast<const float*>(x.data_as<const T>()),
+              x.stride(0), reinterpret_cast<const float*>(w), reinterpret_cast<float*>(out.data_as<T>()), out.stride(0), E,
+              F, lpe, tr, N * p / passes, N * (p + 1) / passes);
+          check_launch();
+        }
+        return;
+      }
       atomic_edges_kernel<T, I, 4><<<grid_for(E * lpe, 256), 256, 0, s>>>(src.data_as<const I>(), dst.data_as<const I>(),
                                                                           x.data_as<const T>(), x.stride(0), w,
                                                                           out.data_as<T>(), out.stride(0), E, F, lpe, tr);
@@ -1716,14 +1867,20 @@ void aggregate_lean(OpContext& ctx, bool allow_vec4) {
   const TensorView &x = ctx.port("x"), &src = ctx.port("src"), &dst = ctx.port("dst"), &out = ctx.port("out");
   const cudaStream_t s = as_stream(ctx.stream);
   PIPELINK_CUDA_CHECK(cudaSetDevice(x.device().index));
-  validate_indices("aggregate", &src, &dst, ctx.dim("N"), s);
-  if (!ctx.attr<bool>("accumulate") && out.numel() > 0) zero_rows(out, s);
   const bool f32 = x.dtype() == DType::f32;
   const bool vec4 = allow_vec4 && f32 && ctx.dim("F") % 4 == 0 && x.stride(0) % 4 == 0 && out.stride(0) % 4 == 0 &&
                     aligned16(x.data()) && aligned16(out.data());
+  // Before any work: a bad PIPELINK_AGG_LEAN_PASSES fails with the output untouched.
+  const std::int64_t N = ctx.dim("N");
+  const std::int64_t passes =
+      vec4 ? std::min<std::int64_t>(lean_passes(std::size_t(N) * std::size_t(ctx.dim("F")) * sizeof(float)),
+                                    std::max<std::int64_t>(N, 1))
+           : 1;
+  validate_indices("aggregate", &src, &dst, N, s);
+  if (!ctx.attr<bool>("accumulate") && out.numel() > 0) zero_rows(out, s);
   const bool i32 = src.dtype() == DType::i32;
-  if (f32) i32 ? launch_atomic<float, std::int32_t>(ctx, vec4) : launch_atomic<float, std::int64_t>(ctx, vec4);
-  else i32 ? launch_atomic<double, std::int32_t>(ctx, false) : launch_atomic<double, std::int64_t>(ctx, false);
+  if (f32) i32 ? launch_atomic<float, std::int32_t>(ctx, vec4, passes) : launch_atomic<float, std::int64_t>(ctx, vec4, passes);
+  else i32 ? launch_atomic<double, std::int32_t>(ctx, false, 1) : launch_atomic<double, std::int64_t>(ctx, false, 1);
 }
 
 // ---- three-op reference on CUDA --------------------------------------------------------------
