@@ -1759,42 +1759,48 @@ __global__ void __launch_bounds__(kLeanWarps * 32) atomic_range_pass_kernel(
       }
     }
   };
+  // One call site for `sum`: inlined at each of the 8 unrolled steps and for the tail, with the
+  // transform's runtime switch, the kernel was 12k lines of PTX and ran products-like in 54.8 ms
+  // (12 passes; the micro's tanh-only kernel: 12.39), which reads as instruction-cache misses.
   const std::int64_t warp = blockIdx.x * std::int64_t(kLeanWarps) + wib, warps = std::int64_t(gridDim.x) * kLeanWarps;
-  for (std::int64_t base = warp * kLeanTile; base < E; base += warps * kLeanTile) {
-#pragma unroll
-    for (int i = 0; i < kLeanTile / 32; ++i) {
-      const std::int64_t e = base + i * 32 + lane;
+  std::int64_t base = warp * kLeanTile;  // the warp's current tile, read 32 destinations a step
+  int step = 0;
+  while (true) {
+    while (cnt < 32 && base < E) {  // queue this warp's hits until 32 wait or its edges are done
+      const std::int64_t e = base + step * 32 + lane;
       const std::int64_t d = e < E ? std::int64_t(dst[e]) : -1;
       const bool in = d >= lo && d < hi;
       const unsigned m = __ballot_sync(0xffffffffu, in);
       if (in) {
-        const int pos = cnt + __popc(m & ((1u << lane) - 1u));
+        const int pos = cnt + __popc(m & ((1u << lane) - 1u));  // < 64: at most 31 waited before
         qe[pos] = e;
         qd[pos] = d;
       }
       cnt += __popc(m);
-      if (cnt >= 32) {  // < 64: at most 31 were left before this step's 32
-        __syncwarp();
-        sum(32);
-        __syncwarp();
-        const int rest = cnt - 32;
-        std::int64_t re = 0, rd = 0;
-        if (lane < rest) {
-          re = qe[32 + lane];
-          rd = qd[32 + lane];
-        }
-        __syncwarp();
-        if (lane < rest) {
-          qe[lane] = re;
-          qd[lane] = rd;
-        }
-        cnt = rest;
-        __syncwarp();
+      if (++step == kLeanTile / 32) {
+        step = 0;
+        base += warps * kLeanTile;
       }
     }
+    if (cnt == 0) break;
+    const int n = cnt < 32 ? cnt : 32;
+    __syncwarp();
+    sum(n);  // the warp's last, partly filled queue too
+    __syncwarp();
+    const int rest = cnt - n;  // < 32: moved to the front
+    std::int64_t re = 0, rd = 0;
+    if (lane < rest) {
+      re = qe[32 + lane];
+      rd = qd[32 + lane];
+    }
+    __syncwarp();
+    if (lane < rest) {
+      qe[lane] = re;
+      qd[lane] = rd;
+    }
+    cnt = rest;
+    __syncwarp();
   }
-  __syncwarp();
-  if (cnt > 0) sum(cnt);  // the warp's last, partly filled queue
 }
 
 // Passes for the lean path: enough that one pass's output rows fill ~85% of L2 (products-like:
