@@ -678,8 +678,8 @@ TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
 }
 
 TEST_F(CudaAggregate, LeanInDestinationRangePasses) {
-  // The lean path sweeps destination ranges when the output is larger than L2 (products-like: 12
-  // passes); PIPELINK_AGG_LEAN_PASSES forces it at test sizes. Every vec4 shape (one lane an edge
+  // The lean path in destination-range passes (opt-in: PIPELINK_AGG_LEAN_PASSES=P, or 0 for a
+  // count from the L2 size; see lean_passes in src/cuda/aggregate.cu), forced at test sizes. Every vec4 shape (one lane an edge
   // at F = 4, 16 at 64, 32 with two feature tiles at 256, idle lanes at 100), both index types,
   // with and without weights, accumulating, and more passes than rows.
   struct LeanCase {

@@ -1803,26 +1803,28 @@ __global__ void __launch_bounds__(kLeanWarps * 32) atomic_range_pass_kernel(
   }
 }
 
-// Passes for the lean path: enough that one pass's output rows fill ~85% of L2 (products-like:
-// 627 MB over 60 MB, 12 passes), or PIPELINK_AGG_LEAN_PASSES (0: this rule; 1: one pass). One
-// pass when the output fits L2 already, or when more than 16 would be needed: each pass reads
-// all of dst, and 24 passes were slower than one (above).
+// Passes for the lean path. Default: one pass (atomic_edges_kernel). PIPELINK_AGG_LEAN_PASSES=P
+// (2..1024) forces P range passes; =0 picks enough that one pass's output rows fill ~85% of L2
+// (products-like: 627 MB over 60 MB, 12 passes), or one pass when the output fits L2 already or
+// more than 16 would be needed (each pass reads all of dst; 24 passes were slower than one).
+// Opt-in, not the default, because the production kernel has not yet shown the micro's gain: its
+// first version ran products-like in 54.8 ms with 12 passes against 13.83 for one pass (H200,
+// d2d633c, correct but 4x slower; PTX 12k lines, read as instruction-cache misses), and the
+// version below, with one call site for the queue's sum (1.4k lines), has not run on a GPU.
 std::int64_t lean_passes(std::size_t out_bytes) {
   const char* v = std::getenv("PIPELINK_AGG_LEAN_PASSES");
-  if (v && *v) {
-    char* end = nullptr;
-    const long long p = std::strtoll(v, &end, 10);
-    if (*end != '\0' || p < 0 || p > 1024)
-      throw Error(std::string("aggregate: PIPELINK_AGG_LEAN_PASSES='") + v + "' is not an integer in [0, 1024]");
-    if (p > 0) return p;
-  }
+  if (!v || !*v) return 1;
+  char* end = nullptr;
+  const long long p = std::strtoll(v, &end, 10);
+  if (*end != '\0' || p < 0 || p > 1024)
+    throw Error(std::string("aggregate: PIPELINK_AGG_LEAN_PASSES='") + v + "' is not an integer in [0, 1024]");
+  if (p > 0) return p;
   int dev = 0, l2 = 0;
   PIPELINK_CUDA_CHECK(cudaGetDevice(&dev));
   PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
   if (l2 <= 0) return 1;
-  const double per_pass = 0.85 * double(l2);
-  const std::int64_t p = std::int64_t(std::ceil(double(out_bytes) / per_pass));
-  return p >= 2 && p <= 16 ? p : 1;
+  const std::int64_t n = std::int64_t(std::ceil(double(out_bytes) / (0.85 * double(l2))));
+  return n >= 2 && n <= 16 ? n : 1;
 }
 
 template <class T, class I>
