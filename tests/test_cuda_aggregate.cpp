@@ -681,7 +681,8 @@ TEST_F(CudaAggregate, LeanInDestinationRangePasses) {
   // The lean path in destination-range passes (opt-in: PIPELINK_AGG_LEAN_PASSES=P, or 0 for a
   // count from the L2 size; see lean_passes in src/cuda/aggregate.cu), forced at test sizes. Every vec4 shape (one lane an edge
   // at F = 4, 16 at 64, 32 with two feature tiles at 256, idle lanes at 100), both index types,
-  // with and without weights, accumulating, and more passes than rows.
+  // with and without weights, accumulating, and a 5-row graph (7 passes capped at 5, one row each).
+  // "0" asks for the L2 rule, which gives these small outputs one pass.
   struct LeanCase {
     std::int64_t N, E, F;
     DType index;
@@ -693,7 +694,7 @@ TEST_F(CudaAggregate, LeanInDestinationRangePasses) {
                             {700, 30000, 256, DType::i32, true, true, Transform::sigmoid},
                             {900, 40000, 100, DType::i64, true, false, Transform::relu},
                             {5, 3000, 64, DType::i32, true, false, Transform::tanh}};
-  for (const char* passes : {"2", "3", "7"}) {
+  for (const char* passes : {"2", "3", "7", "0"}) {
     ScopedEnv env({{"PIPELINK_AGG_LEAN_PASSES", passes}});
     for (const LeanCase& c : cases) {
       const auto seed = fresh_seed();

@@ -169,7 +169,11 @@ __device__ __forceinline__ std::int64_t pair_id(std::uint64_t p, int src_bits) {
 enum : int { kWById = 0, kWPlanOrder = 1, kWInPairs = 2 };
 template <class T, class Pair>
 __device__ __forceinline__ T edge_weight(const T* w, int wmode, std::int64_t k, Pair e, int src_bits) {
-  if (wmode == kWInPairs) return T(__int_as_float(int(pair_id(e, src_bits))));
+  // Folded plans are narrow and float32 only (build_plan_for), so the other instantiations
+  // never see kWInPairs.
+  if constexpr (std::is_same_v<T, float> && std::is_same_v<Pair, EdgePair<std::int32_t>>) {
+    if (wmode == kWInPairs) return __int_as_float(e.id);
+  }
   return __ldg(w + (wmode == kWPlanOrder ? k : pair_id(e, src_bits)));
 }
 
@@ -1529,8 +1533,8 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   const int sb = plan.src_bits;
   // A one-shot plan's pairs hold the weights (built from this call's w, float32): the kernels
   // read them there, and `wp` only says that there are weights.
-  if (plan.w_in_pairs && (!w || w->dtype() != DType::f32))
-    throw Error("aggregate: internal error: a plan with weights in its pairs run without float32 weights");
+  if (plan.w_in_pairs && (!w || w->dtype() != DType::f32 || plan.wide || wplan))
+    throw Error("aggregate: internal error: a plan with weights in its pairs run without its float32 weights");
   const int wmode = plan.w_in_pairs ? kWInPairs : wplan ? kWPlanOrder : kWById;
   const T* wp = plan.w_in_pairs ? reinterpret_cast<const T*>(pp) : w ? w->data_as<const T>() : nullptr;
   const T* xp = x.data_as<const T>();
@@ -1602,6 +1606,7 @@ __global__ void permute_edges_kernel(const PlanPair<P>* __restrict__ pairs, int 
 }
 
 void CudaPlan::permute(const TensorView& w, const TensorView& out, void* stream_arg) {
+  if (w_in_pairs) throw Error("aggregate: internal error: permute_weights on a plan with weights in its pairs");
   const cudaStream_t s = as_stream(stream_arg);
   on_stream(s, [&] {  // permute: after the build, and the plan's frees after it
     if (num_edges == 0) return;
@@ -1804,7 +1809,7 @@ __global__ void __launch_bounds__(kLeanWarps * 32) atomic_range_pass_kernel(
 }
 
 // Passes for the lean path. Default: one pass (atomic_edges_kernel). PIPELINK_AGG_LEAN_PASSES=P
-// (2..1024) forces P range passes; =0 picks enough that one pass's output rows fill ~85% of L2
+// (1..1024; capped at N) forces P range passes (1: one pass); =0 picks enough that one pass's output rows fill ~85% of L2
 // (products-like: 627 MB over 60 MB, 12 passes), or one pass when the output fits L2 already or
 // more than 16 would be needed (each pass reads all of dst; 24 passes were slower than one).
 // Opt-in, not the default, because the production kernel has not yet shown the micro's gain: its
@@ -1880,10 +1885,10 @@ void aggregate_lean(OpContext& ctx, bool allow_vec4) {
                     aligned16(x.data()) && aligned16(out.data());
   // Before any work: a bad PIPELINK_AGG_LEAN_PASSES fails with the output untouched.
   const std::int64_t N = ctx.dim("N");
-  const std::int64_t passes =
-      vec4 ? std::min<std::int64_t>(lean_passes(std::size_t(N) * std::size_t(ctx.dim("F")) * sizeof(float)),
-                                    std::max<std::int64_t>(N, 1))
-           : 1;
+  // Read for every call (a bad value is an error even where the passes do not apply: float64,
+  // F % 4 != 0, unaligned rows), used for float4 rows only.
+  const std::int64_t knob_passes = lean_passes(std::size_t(N) * std::size_t(ctx.dim("F")) * sizeof(float));
+  const std::int64_t passes = vec4 ? std::min<std::int64_t>(knob_passes, std::max<std::int64_t>(N, 1)) : 1;
   validate_indices("aggregate", &src, &dst, N, s);
   if (!ctx.attr<bool>("accumulate") && out.numel() > 0) zero_rows(out, s);
   const bool i32 = src.dtype() == DType::i32;
