@@ -63,7 +63,7 @@ __global__ void group_rows(const int* row_ptr, i64 N, i64 groups, i64 C, int* fi
 }
 
 // ---- run kernels -----------------------------------------------------------------------------
-__device__ __forceinline__ float4 ldg4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+using micro::ldg4;
 __device__ __forceinline__ void fma_tanh(float4& a, float4 v, float w) {
   a.x += tanhf(v.x * w);
   a.y += tanhf(v.y * w);
@@ -325,24 +325,10 @@ __global__ void __launch_bounds__(256) lean_edges(const i64* __restrict__ src, c
 }
 
 
-// ---- L2 eviction-priority hints (PTX createpolicy + .L2::cache_hint, sm_80+) -------------------
-__device__ __forceinline__ std::uint64_t policy_evict_first() {
-  std::uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
-__device__ __forceinline__ std::uint64_t policy_evict_last() {
-  std::uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
-__device__ __forceinline__ float4 ldg4_hint(const float* ptr, std::uint64_t pol) {
-  float4 v;
-  asm volatile("ld.global.nc.L2::cache_hint.v4.f32 {%0,%1,%2,%3}, [%4], %5;"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "l"(ptr), "l"(pol));
-  return v;
-}
+// L2 eviction-priority hints: micro_harness.cuh.
+using micro::ldg4_hint;
+using micro::policy_evict_first;
+using micro::policy_evict_last;
 __device__ __forceinline__ void red4_hint(float* ptr, float4 v, std::uint64_t pol) {
   asm volatile("red.global.add.L2::cache_hint.v4.f32 [%0], {%1,%2,%3,%4}, %5;" ::"l"(ptr), "f"(v.x), "f"(v.y), "f"(v.z),
                "f"(v.w), "l"(pol)

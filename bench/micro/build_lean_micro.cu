@@ -153,24 +153,10 @@ template <class Hub>
 using MyDispatch = cub::DispatchRadixSort<cub::SortOrder::Ascending, u32, Pair, u32, cub::detail::identity_decomposer_t, Hub>;
 
 // ---- Part B: lean path kernels -------------------------------------------------------------------
-__device__ __forceinline__ float4 ldg4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
-__device__ __forceinline__ float4 tanh4(float4 v, float w) {
-  return make_float4(tanhf(v.x * w), tanhf(v.y * w), tanhf(v.z * w), tanhf(v.w * w));
-}
-
-// B1: production atomic_edges_kernel<float, int64, 4> with F = 64, lpe = 16, w given, tanh.
-__global__ void __launch_bounds__(256) lean_base(const i64* __restrict__ src, const i64* __restrict__ dst,
-                                                 const float* __restrict__ x, const float* __restrict__ w,
-                                                 float* __restrict__ out, i64 E) {
-  const int lane = threadIdx.x % 32, group = lane / 16, gl = lane % 16;
-  const i64 step = i64(gridDim.x) * blockDim.x / 32 * 2;
-  for (i64 e = (blockIdx.x * i64(blockDim.x) + threadIdx.x) / 32 * 2 + group; e < E; e += step) {
-    const i64 s = src[e], d = dst[e];
-    const float wt = __ldg(w + e);
-    const float4 v = ldg4(x + s * F + gl * 4);
-    atomicAdd(reinterpret_cast<float4*>(out + d * F + gl * 4), tanh4(v, wt));
-  }
-}
+// B1: micro::lean_base<i64> (micro_harness.cuh), the production kernel's copy.
+using micro::ldg4;
+using micro::tanh4;
+using micro::lean_base;
 
 // B2/B3: U edges a 16-lane group per iteration, every load issued before any atomic.
 template <int U>
@@ -461,11 +447,11 @@ int main(int argc, char** argv) {
 
     const int g_prod = grid_for(E * 16, 256);
     int occ = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, lean_base, 256, 0));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, lean_base<i64>, 256, 0));
     std::snprintf(note, sizeof note, "production grid %d x 256 (grid_for(E*16, 256))", g_prod);
     report("B1 lean baseline (atomic_edges_kernel copy)", timed([&] {
              CK(cudaMemsetAsync(out, 0, out_bytes));
-             lean_base<<<g_prod, 256>>>(src, dst, x, w, out, E);
+             lean_base<i64><<<g_prod, 256>>>(src, dst, x, w, out, E);
              CK(cudaGetLastError());
            }),
            note);
@@ -479,7 +465,7 @@ int main(int argc, char** argv) {
       std::snprintf(note, sizeof note, "persistent grid %d x 256 (%d blocks/SM)", g, occ);
       report("B1p lean baseline, persistent grid", timed([&] {
                CK(cudaMemsetAsync(out, 0, out_bytes));
-               lean_base<<<g, 256>>>(src, dst, x, w, out, E);
+               lean_base<i64><<<g, 256>>>(src, dst, x, w, out, E);
                CK(cudaGetLastError());
              }),
              note);

@@ -91,6 +91,48 @@ __global__ void row_ptr_search(const unsigned* keys, i64 E, i64 N, int* row_ptr)
   }
 }
 
+// Loads and the transform the lean and gather micros share.
+__device__ __forceinline__ float4 ldg4(const float* p) { return __ldg(reinterpret_cast<const float4*>(p)); }
+__device__ __forceinline__ float4 tanh4(float4 v, float w) {
+  return make_float4(tanhf(v.x * w), tanhf(v.y * w), tanhf(v.z * w), tanhf(v.w * w));
+}
+
+// L2 eviction-priority hints (PTX createpolicy + .L2::cache_hint, sm_80+).
+__device__ __forceinline__ std::uint64_t policy_evict_first() {
+  std::uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ std::uint64_t policy_evict_last() {
+  std::uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+__device__ __forceinline__ float4 ldg4_hint(const float* ptr, std::uint64_t pol) {
+  float4 v;
+  asm volatile("ld.global.nc.L2::cache_hint.v4.f32 {%0,%1,%2,%3}, [%4], %5;"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(ptr), "l"(pol));
+  return v;
+}
+
+// The production lean kernel (atomic_edges_kernel<float, I, 4>) at F = 64 with weights and tanh:
+// 16 lanes an edge, one float4 atomicAdd per lane (red.global.add.v4.f32).
+template <class I>
+__global__ void __launch_bounds__(256) lean_base(const I* __restrict__ src, const I* __restrict__ dst,
+                                                 const float* __restrict__ x, const float* __restrict__ w,
+                                                 float* __restrict__ out, i64 E) {
+  constexpr int F = 64;
+  const int lane = threadIdx.x % 32, group = lane / 16, gl = lane % 16;
+  const i64 step = i64(gridDim.x) * blockDim.x / 32 * 2;
+  for (i64 e = (blockIdx.x * i64(blockDim.x) + threadIdx.x) / 32 * 2 + group; e < E; e += step) {
+    const i64 s = src[e], d = dst[e];
+    const float wt = __ldg(w + e);
+    const float4 v = ldg4(x + s * F + gl * 4);
+    atomicAdd(reinterpret_cast<float4*>(out + d * F + gl * 4), tanh4(v, wt));
+  }
+}
+
 template <class T>
 T* dalloc(i64 n) {
   T* p = nullptr;
