@@ -37,6 +37,10 @@
 //       Every variant's sorted keys and pairs are compared bitwise with A1's (the sort is
 //       stable, so the output is unique): OK / MISMATCH, and its temp_storage bytes printed.
 //   A6  production row_ptr_kernel (binary search over the sorted keys, N + 1 threads).
+//   A7  MSD split: CUB sorts bits [8, 22) (two passes), a bucket search finds each bucket of 256
+//       rows, and cub::DeviceSegmentedRadixSort sorts each bucket on bits [0, 8) (one pass);
+//       A8 the same with cub::DeviceSegmentedSort::StableSortPairs; A7a the top-bits sort alone.
+//       Both verified bitwise against A1 (added in session 7, not yet run).
 //
 // Part B: the lean path (zero scratch, float atomics). Production atomic_edges_kernel ran
 // 13.77 ms on products-like against a ~10.3 ms traffic floor. out is zeroed inside every rep
@@ -69,6 +73,8 @@
 //   B0 memset 0.157; B1 13.483; B1p 13.816; B2 13.508; B3 13.503; B4a 14.129; B4b 14.535;
 //   B4c 14.253; B4d 14.211; all OK (rel. diff ~3.7e-7).
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_segmented_radix_sort.cuh>
+#include <cub/device/device_segmented_sort.cuh>
 #include <cub/device/dispatch/dispatch_radix_sort.cuh>
 #include <cuda_runtime.h>
 
@@ -151,6 +157,20 @@ struct MyHub {
 };
 template <class Hub>
 using MyDispatch = cub::DispatchRadixSort<cub::SortOrder::Ascending, u32, Pair, u32, cub::detail::identity_decomposer_t, Hub>;
+
+// A7/A8: bucket_ptr[b] = first position whose key >> shift is >= b (keys sorted on their top
+// bits), b in [0, B]: the buckets of 2^shift consecutive rows that the second-level sorts take.
+__global__ void bucket_search(const u32* keys, i64 E, i64 B, int shift, int* bucket_ptr) {
+  for (i64 b = blockIdx.x * i64(blockDim.x) + threadIdx.x; b <= B; b += i64(gridDim.x) * blockDim.x) {
+    i64 lo = 0, hi = E;
+    while (lo < hi) {
+      const i64 mid = (lo + hi) / 2;
+      if (i64(keys[mid] >> shift) < b) lo = mid + 1;
+      else hi = mid;
+    }
+    bucket_ptr[b] = int(lo);
+  }
+}
 
 // ---- Part B: lean path kernels -------------------------------------------------------------------
 // B1: micro::lean_base<i64> (micro_harness.cuh), the production kernel's copy.
@@ -422,6 +442,65 @@ int main(int argc, char** argv) {
       custom("A5b hub 11-bit 64x32 (2 passes)", MyHub<64, 32, 11>{});
     } else {
       std::printf("A5b 11-bit hub skipped (set BLM_11BIT=1 to run it)\n");
+    }
+
+    // ---- A7/A8: MSD split. CUB sorts the top bits - 8 bits of dst (two onesweep passes at 22
+    // bits instead of three), then each bucket of 256 consecutive rows is sorted on its low 8 bits
+    // by a segmented sort (stable, so edge order within a row is kept: the same plan as A1).
+    // Question: is a segmented pass cheaper than the onesweep pass it replaces (0.66-0.70 ms
+    // under ncu)? Production would also write row_ptr in the segmented step.
+    {
+      const int lo_bits = std::min(8, bits);
+      const i64 B = (N + (i64(1) << lo_bits) - 1) >> lo_bits;
+      int* bucket_ptr = dalloc<int>(B + 1);
+      std::size_t tb_top = 0, tb_seg = 0, tb_stable = 0;
+      {
+        cub::DoubleBuffer<u32> k(ka, kb);
+        cub::DoubleBuffer<Pair> v(pa, pb);
+        CK(cub::DeviceRadixSort::SortPairs(nullptr, tb_top, k, v, std::int64_t(E), lo_bits, bits));
+        CK(cub::DeviceSegmentedRadixSort::SortPairs(nullptr, tb_seg, k, v, int(E), int(B), bucket_ptr, bucket_ptr + 1, 0,
+                                                    lo_bits));
+        CK(cub::DeviceSegmentedSort::StableSortPairs(nullptr, tb_stable, k, v, E, B, bucket_ptr, bucket_ptr + 1));
+      }
+      const std::size_t tbm = std::max({tb_top, tb_seg, tb_stable, std::size_t(1)});
+      void* temp = nullptr;
+      CK(cudaMalloc(&temp, tbm));
+      for (int variant = 0; variant < 2; ++variant) {
+        const u32* kout = nullptr;
+        const Pair* pout = nullptr;
+        auto t = timed([&] {
+          init();
+          cub::DoubleBuffer<u32> kk(ka, kb);
+          cub::DoubleBuffer<Pair> vv(pa, pb);
+          std::size_t b1 = tbm;
+          CK(cub::DeviceRadixSort::SortPairs(temp, b1, kk, vv, std::int64_t(E), lo_bits, bits));
+          bucket_search<<<grid_for(B + 1, 256), 256>>>(kk.Current(), E, B, lo_bits, bucket_ptr);
+          CK(cudaGetLastError());
+          std::size_t b2 = tbm;
+          if (variant == 0)
+            CK(cub::DeviceSegmentedRadixSort::SortPairs(temp, b2, kk, vv, int(E), int(B), bucket_ptr, bucket_ptr + 1, 0,
+                                                        lo_bits));
+          else
+            CK(cub::DeviceSegmentedSort::StableSortPairs(temp, b2, kk, vv, E, B, bucket_ptr, bucket_ptr + 1));
+          kout = kk.Current();
+          pout = vv.Current();
+        });
+        const char* name = variant == 0 ? "A7 top bits sort + segmented radix sort (low 8 bits)"
+                                        : "A8 top bits sort + DeviceSegmentedSort::StableSortPairs";
+        std::snprintf(note, sizeof note, "incl. init and the bucket search; %lld buckets; temp %zu B", (long long)B, tbm);
+        report(name, t, note);
+        verify(variant == 0 ? "A7" : "A8", kout, pout);
+      }
+      report("A7a top bits sort alone (incl. init)", timed([&] {
+               init();
+               cub::DoubleBuffer<u32> kk(ka, kb);
+               cub::DoubleBuffer<Pair> vv(pa, pb);
+               std::size_t b1 = tbm;
+               CK(cub::DeviceRadixSort::SortPairs(temp, b1, kk, vv, std::int64_t(E), lo_bits, bits));
+             }),
+             "subtract from A7/A8 for the segmented step");
+      CK(cudaFree(temp));
+      CK(cudaFree(bucket_ptr));
     }
 
     CK(cudaFree(ka));
