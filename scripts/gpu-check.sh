@@ -5,7 +5,10 @@
 # `carry: [".deps"]` to the device tool.
 #   usage: OUT=/some/dir scripts/gpu-check.sh
 #   The device tool's copy of .git is the one of the session's start, so `git describe` there
-#   names an old commit: pass PIPELINK_GIT_REVISION=$(git rev-parse --short=12 HEAD) from here.
+#   names an old commit: write the hash into the device command literally,
+#   PIPELINK_GIT_REVISION=<git rev-parse --short=12 HEAD, run here>. A `$(git rev-parse ...)` in
+#   the command runs there and names the stale commit (session 7's calls 4 and 9 were labelled
+#   a2cd4a9d2b03 that way).
 #   knobs: WORKLOADS, ORDER, COMPARE, SWEEP, NCU (workloads to profile), SKIP_TESTS, SKIP_PYTEST,
 #          MUTANTS (scripts/mutation-check.sh), SKIP_BENCH, SKIP_SANITIZER, VARIANTS and INSTR (A/B of opt-in
 #          kernel variants: see below),
