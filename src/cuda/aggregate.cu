@@ -605,7 +605,19 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
   auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
   const std::size_t kb = up(M * sizeof(Key)), pb = up(M * sizeof(Pair)), tb = up(std::max(sort_bytes, select_bytes));
   if (!kept.get()) kept = DeviceBuffer(E * sizeof(Pair), s);
-  DeviceBuffer arena(2 * kb + pb + tb + up(sizeof(std::int64_t)), s);
+  // The largest range sets the arena; a hub row is one range however many are asked for, so a
+  // row heavier than the free memory allows cannot be planned. Say so, with what would work.
+  const std::size_t arena_bytes = 2 * kb + pb + tb + up(sizeof(std::int64_t));
+  DeviceBuffer arena = DeviceBuffer::try_make(arena_bytes, s);
+  if (!arena.get()) {
+    std::size_t free_b = 0, total_b = 0;
+    PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    throw Error("aggregate: the plan build sorts one destination range at a time, and its largest range (" +
+                std::to_string(M) + " edges; a range holds whole rows) needs " + std::to_string(arena_bytes >> 20) +
+                " MB of transient memory where " + std::to_string(free_b >> 20) +
+                " MB are free beside the plan; free device memory, or use the lean path (AggregatePath::lean), "
+                "which needs none");
+  }
   char* base = arena.as<char>();
   Key* keys_a = reinterpret_cast<Key*>(base);
   Key* keys_b = reinterpret_cast<Key*>(base + kb);  // also the selected ids (int32) before the sort
