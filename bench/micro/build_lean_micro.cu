@@ -40,7 +40,10 @@
 //   A7  MSD split: CUB sorts bits [8, 22) (two passes), a bucket search finds each bucket of 256
 //       rows, and cub::DeviceSegmentedRadixSort sorts each bucket on bits [0, 8) (one pass);
 //       A8 the same with cub::DeviceSegmentedSort::StableSortPairs; A7a the top-bits sort alone.
-//       Both verified bitwise against A1 (added in session 7, not yet run).
+//       A9: the same top-bits sort, then our own kernel (bucket_sort_rows: a block per bucket,
+//       stable digit counting straight from global memory) that also writes row_ptr; pairs
+//       checked against A1, row_ptr against A6. A9b: that kernel alone.
+//       All added in session 7, compiled, not yet run.
 //
 // Part B: the lean path (zero scratch, float atomics). Production atomic_edges_kernel ran
 // 13.77 ms on products-like against a ~10.3 ms traffic floor. out is zeroed inside every rep
@@ -72,6 +75,7 @@
 //   A3b 256x12 2.403; A4 512x11 2.171; A5 384x12 2.134-2.167; A6 row_ptr 0.119; all OK.
 //   B0 memset 0.157; B1 13.483; B1p 13.816; B2 13.508; B3 13.503; B4a 14.129; B4b 14.535;
 //   B4c 14.253; B4d 14.211; all OK (rel. diff ~3.7e-7).
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
 #include <cub/device/device_segmented_sort.cuh>
@@ -169,6 +173,61 @@ __global__ void bucket_search(const u32* keys, i64 E, i64 B, int shift, int* buc
       else hi = mid;
     }
     bucket_ptr[b] = int(lo);
+  }
+}
+
+// A9: the second level as one kernel of our own: a block per bucket of 256 rows sorts it on the
+// low 8 bits, stably, straight from global memory (two passes over the bucket, which L2 holds
+// between them), and writes the bucket's rows' offsets (row_ptr) on the way, so neither the
+// sorted keys nor a row_ptr pass are needed. Warp w takes the w-th eighth of the bucket; pass 1
+// counts digits per warp (shared atomics), a block scan turns the counts into each warp's
+// offsets per digit, pass 2 ranks each 32-edge chunk with __match_any_sync and scatters.
+// Stable: earlier warps' and earlier chunks' edges of a digit get lower positions.
+__global__ void __launch_bounds__(256) bucket_sort_rows(const u32* __restrict__ keys, const Pair* __restrict__ pairs,
+                                                        const int* __restrict__ bucket_ptr, i64 N, Pair* __restrict__ out,
+                                                        int* __restrict__ row_ptr) {
+  constexpr int W = 8;
+  __shared__ int cnt[W][256];
+  using Scan = cub::BlockScan<int, 256>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  const i64 b = blockIdx.x;
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  const int bs = bucket_ptr[b], be = bucket_ptr[b + 1], n = be - bs;
+  for (int d = t; d < W * 256; d += 256) (&cnt[0][0])[d] = 0;
+  __syncthreads();
+  const int per = (n + W - 1) / W, ws = bs + min(n, w * per), we = bs + min(n, (w + 1) * per);
+  for (int i = ws + lane; i < we; i += 32) atomicAdd(&cnt[w][keys[i] & 255u], 1);
+  __syncthreads();
+  int total = 0;
+  for (int v = 0; v < W; ++v) total += cnt[v][t];  // thread t: digit t
+  int digit_base = 0;
+  Scan(scan_tmp).ExclusiveSum(total, digit_base);
+  {
+    int run = digit_base;
+    for (int v = 0; v < W; ++v) {
+      const int c = cnt[v][t];
+      cnt[v][t] = run;  // now warp v's next position for digit t, relative to bs
+      run += c;
+    }
+  }
+  const i64 row = b * 256 + t;
+  if (row < N) row_ptr[row] = bs + digit_base;
+  if (b == 0 && t == 0) row_ptr[N] = bucket_ptr[gridDim.x];
+  __syncthreads();
+  const unsigned below = (1u << lane) - 1u;
+  for (int i0 = ws; i0 < we; i0 += 32) {  // warp-uniform: the same chunks for every lane
+    const int i = i0 + lane;
+    const bool valid = i < we;
+    const int d = valid ? int(keys[i] & 255u) : 256 + lane;  // invalid lanes: a digit of their own
+    const unsigned peers = __match_any_sync(0xffffffffu, d);
+    const int rank = __popc(peers & below);
+    const int base = valid ? cnt[w][d] : 0;
+    __syncwarp();
+    if (valid) {
+      out[bs + base + rank] = pairs[i];
+      if (rank == 0) cnt[w][d] = base + __popc(peers);
+    }
+    __syncwarp();
   }
 }
 
@@ -490,6 +549,40 @@ int main(int argc, char** argv) {
         std::snprintf(note, sizeof note, "incl. init and the bucket search; %lld buckets; temp %zu B", (long long)B, tbm);
         report(name, t, note);
         verify(variant == 0 ? "A7" : "A8", kout, pout);
+      }
+      {  // A9: our bucket sort with row_ptr, after the same top-bits sort
+        Pair* pout = nullptr;
+        int* rp9 = dalloc<int>(N + 1);
+        auto t = timed([&] {
+          init();
+          cub::DoubleBuffer<u32> kk(ka, kb);
+          cub::DoubleBuffer<Pair> vv(pa, pb);
+          std::size_t b1 = tbm;
+          CK(cub::DeviceRadixSort::SortPairs(temp, b1, kk, vv, std::int64_t(E), lo_bits, bits));
+          bucket_search<<<grid_for(B + 1, 256), 256>>>(kk.Current(), E, B, lo_bits, bucket_ptr);
+          bucket_sort_rows<<<unsigned(B), 256>>>(kk.Current(), vv.Current(), bucket_ptr, N, vv.Alternate(), rp9);
+          CK(cudaGetLastError());
+          pout = vv.Alternate();
+        });
+        std::snprintf(note, sizeof note, "incl. init, bucket search and row_ptr (A1 + A6 do the same work)");
+        report("A9 top bits sort + own bucket sort writing row_ptr", t, note);
+        // pairs against A1's; row_ptr against A6's (row_ptr holds A6's result)
+        CK(cudaMemset(ndiff, 0, sizeof(unsigned long long)));
+        count_diff<<<SM * 8, 256>>>(ref_k, ref_k, pout, ref_p, E, ndiff);
+        CK(cudaGetLastError());
+        unsigned long long nd = 0;
+        CK(cudaMemcpy(&nd, ndiff, sizeof nd, cudaMemcpyDeviceToHost));
+        std::vector<int> a(std::size_t(N + 1)), b9(std::size_t(N + 1));
+        CK(cudaMemcpy(a.data(), row_ptr, (N + 1) * sizeof(int), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(b9.data(), rp9, (N + 1) * sizeof(int), cudaMemcpyDeviceToHost));
+        std::printf("  A9: pairs %s (%llu differ vs A1), row_ptr %s vs A6\n", nd == 0 ? "OK" : "MISMATCH", nd,
+                    a == b9 ? "OK" : "MISMATCH");
+        report("A9b own bucket sort alone", timed([&] {
+                 bucket_sort_rows<<<unsigned(B), 256>>>(ka, pa, bucket_ptr, N, pb, rp9);  // timing only
+                 CK(cudaGetLastError());
+               }),
+               "on whatever ka/pa hold: time only");
+        CK(cudaFree(rp9));
       }
       report("A7a top bits sort alone (incl. init)", timed([&] {
                init();
