@@ -392,9 +392,10 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
 }
 
 TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
-  // PIPELINK_AGG_BUILD_CHUNKS=K sorts K destination ranges one at a time (bounded build memory):
-  // the same plan, so the same bits, on uniform and hub graphs, int32 and int64 indices, K from 2
-  // to more ranges than histogram bins; a hub row heavier than E / K is a range of its own.
+  // PIPELINK_AGG_BUILD_CHUNKS=K sorts K destination ranges one at a time (bounded build memory),
+  // and PIPELINK_AGG_BUILD_MSD=1 splits the sort into CUB's top bits and 256-row buckets: the same
+  // plan, so the same bits, on uniform and hub graphs, int32 and int64 indices, K from 2 to more
+  // ranges than histogram bins; a hub row heavier than E / K is a range of its own.
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::vector<std::int64_t> deg(6000, 0);
@@ -407,6 +408,8 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
   graphs.push_back(uniform_graph(1, 5000, seed + 2, DType::i32));  // N = 1: one bin, one range
   graphs.push_back(uniform_graph(3000, 50000, seed + 6, DType::i32));  // N < 4096 bins; rows 2000+ empty
   for (std::int64_t e = 0; e < 50000; ++e) graphs.back().dst.data_as<std::int32_t>()[e] %= 2000;
+  // 2^17 rows: the MSD build's top bits take two CUB passes (the graphs above: one).
+  graphs.push_back(uniform_graph(100000, 400000, seed + 7, DType::i32));
   for (const EdgeList& g : graphs) {
     const std::int64_t N = g.num_nodes, E = g.num_edges(), F = 64;
     SCOPED_TRACE("N=" + std::to_string(N) + " E=" + std::to_string(E));
@@ -427,9 +430,13 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
     Tensor ids_g = gpu(ids), order_one = gpu(ids), order = gpu(ids);
     (void)one.permute_weights(ids_g.view(), order_one.view());
     const Tensor order_one_host = host(order_one);
-    for (const char* k : {"2", "3", "7", "4096"}) {  // 4096, the knob's maximum: more ranges than rows at N = 1
-      SCOPED_TRACE(std::string("chunks=") + k);
-      ScopedEnv env({{"PIPELINK_AGG_BUILD_CHUNKS", k}});
+    // 4096, the knob's maximum: more ranges than rows at N = 1. PIPELINK_AGG_BUILD_MSD=1: the
+    // top bits with CUB, then 256-row buckets by bucket_sort_rows_kernel (which writes row_ptr).
+    for (auto [knob, k] : {std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "2"}, std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "3"},
+                           std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "7"}, std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "4096"},
+                           std::pair{"PIPELINK_AGG_BUILD_MSD", "1"}}) {
+      SCOPED_TRACE(std::string(knob) + "=" + k);
+      ScopedEnv env({{knob, k}});
       cuda::synchronize();
       cuda::reset_peak_memory();
       const auto b = cuda::memory_stats();
@@ -439,7 +446,7 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
       EXPECT_EQ(plan.bytes(), one.bytes());
       Tensor out = poisoned_gpu(N, F, DType::f32);
       aggregate(plan, x, w.view(), out);
-      EXPECT_TRUE(bitwise_equal(ref_host, host(out))) << "the ranges' plan differs from the one sort's";
+      EXPECT_TRUE(bitwise_equal(ref_host, host(out))) << "this build's plan differs from the one sort's";
       (void)plan.permute_weights(ids_g.view(), order.view());
       EXPECT_TRUE(bitwise_equal(order_one_host, host(order))) << "the ranges' plan orders the edges differently";
       // One-shot under the same knob: its plan carries w in its pairs, through the ranges' gathers.
@@ -448,7 +455,7 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
       EXPECT_TRUE(bitwise_equal(ref_host, host(once))) << "one-shot over ranges differs from the one sort's plan";
       // 8 + 16 / K bytes per edge against 24 (plus temp storage; the hub graph's largest range
       // is its hub row, so only the uniform graph is held to the bound).
-      if (N == 20000 && std::string(k) == "7") {
+      if (N == 20000 && std::string(knob) == "PIPELINK_AGG_BUILD_CHUNKS" && std::string(k) == "7") {
         EXPECT_LT(double(peak), 0.6 * double(one_peak)) << peak << " vs " << one_peak;
       }
     }
@@ -457,13 +464,16 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
   EdgeList g = uniform_graph(500, 100000, seed + 5, DType::i64);
   g.src.data_as<std::int64_t>()[70001] = 500;
   g.dst.data_as<std::int64_t>()[70000] = -3;
-  ScopedEnv env({{"PIPELINK_AGG_BUILD_CHUNKS", "3"}});
-  try {
-    (void)AggregatePlan::build(gpu(g.src), gpu(g.dst), 500);
-    ADD_FAILURE() << "no error";
-  } catch (const IndexOutOfRangeError& e) {
-    EXPECT_EQ(e.position(), 70000) << e.what();
-    EXPECT_EQ(e.port(), "dst") << e.what();
+  for (auto [knob, k] : {std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "3"}, std::pair{"PIPELINK_AGG_BUILD_MSD", "1"}}) {
+    SCOPED_TRACE(std::string(knob) + "=" + k);
+    ScopedEnv env({{knob, k}});
+    try {
+      (void)AggregatePlan::build(gpu(g.src), gpu(g.dst), 500);
+      ADD_FAILURE() << "no error";
+    } catch (const IndexOutOfRangeError& e) {
+      EXPECT_EQ(e.position(), 70000) << e.what();
+      EXPECT_EQ(e.port(), "dst") << e.what();
+    }
   }
 }
 
@@ -471,7 +481,8 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
   EdgeList g = uniform_graph(100, 1000, fresh_seed(), DType::i32);
   Tensor sg = gpu(g.src), dg = gpu(g.dst);
   for (auto [name, value] : {std::pair{"PIPELINK_AGG_SEGMENT", "16"}, std::pair{"PIPELINK_AGG_CHUNK", "12x"},
-                             std::pair{"PIPELINK_AGG_ROWS_PER_EDGE", "-1"}, std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "5000"}}) {
+                             std::pair{"PIPELINK_AGG_ROWS_PER_EDGE", "-1"}, std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "5000"},
+                             std::pair{"PIPELINK_AGG_BUILD_MSD", "2"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);

@@ -6,6 +6,7 @@
 // row per edge (15.8 GB) + the plan's src and edge-id columns (0.5 GB) + w gathered through the
 // edge ids (one 32-byte sector per edge: 2.0 GB) + the output (0.63 GB): ~19 GB, 4.5 ms at the
 // 4.26 TB/s copy bandwidth PROTOCOL.md measured. Rows of x re-read from L2 are the only way below.
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
@@ -294,9 +295,12 @@ std::int64_t long_row_threshold() {
 //   PIPELINK_AGG_ROWS_PER_EDGE: count every k rows as one edge when forming groups [0, 2^20]
 //   PIPELINK_AGG_BUILD_CHUNKS: sort the narrow plan in this many destination ranges [0, 4096]
 //     (0: one sort, and ranges only when its buffers do not fit; see sort_narrow_chunked)
+//   PIPELINK_AGG_BUILD_MSD: 1 sorts the narrow plan's dst top bits with CUB and each 256-row
+//     bucket with bucket_sort_rows_kernel, which writes row_ptr too [0, 1] (opt-in: not yet measured)
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
+  std::int64_t build_msd = 0;     // 1: the MSD split (sort_narrow's second half)
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -314,6 +318,7 @@ PlanKnobs plan_knobs() {
   k.chunk = read("PIPELINK_AGG_CHUNK", 32, 1 << 20, 0);
   k.rows_per_edge = read("PIPELINK_AGG_ROWS_PER_EDGE", 0, 1 << 20, kRowsPerEdge);
   k.build_chunks = read("PIPELINK_AGG_BUILD_CHUNKS", 0, 4096, 0);
+  k.build_msd = read("PIPELINK_AGG_BUILD_MSD", 0, 1, 0);
   return k;
 }
 
@@ -499,6 +504,86 @@ struct CudaPlan final : AggregatePlan::Impl {
 // order), a gather of their (dst - lo, src, id), the same stable sort, and its rows' offsets;
 // ranges are consecutive, so the plan is the one-sort plan, bit for bit. The cost: K passes over
 // dst and the gathers, written before any GPU measurement (docs/perf-notes.md).
+// ---- MSD split (PIPELINK_AGG_BUILD_MSD=1, opt-in) ---------------------------------------------
+// CUB sorts the keys on bits [8, end_bit) only (two onesweep passes at 22 bits instead of three);
+// each bucket of 256 consecutive rows is then sorted on its low 8 bits by a block of our own,
+// stably, straight from global memory (two passes over the bucket, which L2 holds between them),
+// and the block writes its rows' offsets, so neither the last sorted keys nor the row_ptr pass
+// are needed. Expected (products-like, not measured): ~20 B/edge, ~0.3 ms, against ~0.69 ms for
+// the onesweep pass plus 0.12 for row_ptr it replaces; the same kernel is A9 in
+// bench/micro/build_lean_micro.cu. A hub bucket (10^5-10^6 edges) is one block's work.
+constexpr int kBucketBits = 8;
+// bucket_ptr[b] = first position whose bucket is >= b, for b in [0, B]. The bucket is the key's
+// bits [kBucketBits, end_bit), the bits CUB sorted: with a bad index among the keys (reported
+// after the build) higher bits are garbage, and only these bits keep the search monotone, so
+// every bucket stays inside [0, E).
+__global__ void bucket_ptr_kernel(const std::uint32_t* keys, std::int64_t E, std::int64_t B, int top_bits,
+                                  std::int32_t* bucket_ptr) {
+  const std::uint32_t mask = top_bits >= 32 ? ~0u : (1u << top_bits) - 1u;
+  for (std::int64_t b = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; b <= B;
+       b += std::int64_t(gridDim.x) * blockDim.x) {
+    std::int64_t lo = 0, hi = E;
+    while (lo < hi) {
+      const std::int64_t mid = (lo + hi) / 2;
+      if (std::int64_t((keys[mid] >> kBucketBits) & mask) < b) lo = mid + 1;
+      else hi = mid;
+    }
+    bucket_ptr[b] = std::int32_t(lo);
+  }
+}
+// A block per bucket: warp w takes the w-th eighth of it; pass 1 counts low digits per warp
+// (shared atomics), a block scan turns the counts into each warp's first position per digit
+// (and the rows' offsets), pass 2 ranks each 32-edge chunk with __match_any_sync and scatters.
+// Stable: a digit's edges from earlier warps and earlier chunks get lower positions.
+__global__ void __launch_bounds__(256) bucket_sort_rows_kernel(const std::uint32_t* __restrict__ keys,
+                                                               const EdgePair<std::int32_t>* __restrict__ pairs,
+                                                               const std::int32_t* __restrict__ bucket_ptr, std::int64_t N,
+                                                               EdgePair<std::int32_t>* __restrict__ out,
+                                                               std::int32_t* __restrict__ row_ptr) {
+  constexpr int W = 8, D = 1 << kBucketBits;
+  static_assert(D == 256, "one thread per digit");
+  __shared__ int cnt[W][D];
+  using Scan = cub::BlockScan<int, 256>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  const std::int64_t b = blockIdx.x;
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  const int bs = bucket_ptr[b], n = bucket_ptr[b + 1] - bs;
+  for (int i = t; i < W * D; i += 256) (&cnt[0][0])[i] = 0;
+  __syncthreads();
+  const int per = (n + W - 1) / W, ws = bs + min(n, w * per), we = bs + min(n, (w + 1) * per);
+  for (int i = ws + lane; i < we; i += 32) atomicAdd(&cnt[w][keys[i] & (D - 1)], 1);
+  __syncthreads();
+  int total = 0;
+  for (int v = 0; v < W; ++v) total += cnt[v][t];  // thread t: digit t, row b * 256 + t
+  int digit_base = 0;
+  Scan(scan_tmp).ExclusiveSum(total, digit_base);
+  int run = digit_base;
+  for (int v = 0; v < W; ++v) {
+    const int c = cnt[v][t];
+    cnt[v][t] = run;  // warp v's next position for digit t, relative to bs
+    run += c;
+  }
+  const std::int64_t row = b * D + t;
+  if (row < N) row_ptr[row] = bs + digit_base;
+  if (b == 0 && t == 0) row_ptr[N] = bucket_ptr[gridDim.x];
+  __syncthreads();
+  const unsigned below = (1u << lane) - 1u;
+  for (int i0 = ws; i0 < we; i0 += 32) {  // the same chunks for every lane of the warp
+    const int i = i0 + lane;
+    const bool valid = i < we;
+    const int d = valid ? int(keys[i] & (D - 1)) : D + lane;  // a lane past the end: a digit of its own
+    const unsigned peers = __match_any_sync(0xffffffffu, d);
+    const int rank = __popc(peers & below);
+    const int base = valid ? cnt[w][d] : 0;
+    __syncwarp();
+    if (valid) {
+      out[bs + base + rank] = pairs[i];
+      if (rank == 0) cnt[w][d] = base + __popc(peers);
+    }
+    __syncwarp();
+  }
+}
+
 constexpr int kRangeBins = 4096;  // destination histogram bins that range boundaries are drawn on
 
 // bins[b] += edges with dst in bin b (rows [ceil(b N / B), ceil((b+1) N / B))); also the index
@@ -668,7 +753,7 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
 // the plan-build median was 2.98 ms against ~2.45 ms of device work. After: 2.59 ms.
 template <class I>
 void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, std::int64_t chunks,
-                 cudaStream_t s, unsigned long long* flag, BuildTrace& trace, const float* fw) {
+                 bool msd, cudaStream_t s, unsigned long long* flag, BuildTrace& trace, const float* fw) {
   using K = std::uint32_t;
   using Pair = EdgePair<std::int32_t>;
   const std::int64_t E = plan.num_edges;
@@ -719,6 +804,28 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // writes outside the plan's buffers; the error is raised at the synchronization in finish_plan.
   cub::DoubleBuffer<K> keys(keys_a, keys_b);
   cub::DoubleBuffer<Pair> pairs(pairs_t, kept.as<Pair>());
+  if (msd && end_bit > kBucketBits) {
+    // The top bits with CUB (the temp size asked above, for all bits, covers fewer), then the
+    // buckets; the result goes to `kept` (or through the transient pairs and a copy, when CUB's
+    // pass count left its output there).
+    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, E, kBucketBits, end_bit, s));
+    trace.mark("sort_top_bits");
+    const std::int64_t B = (N + (std::int64_t(1) << kBucketBits) - 1) >> kBucketBits;
+    DeviceBuffer bucket_ptr((B + 1) * sizeof(std::int32_t), s);
+    bucket_ptr_kernel<<<grid_for(B + 1, 256), 256, 0, s>>>(keys.Current(), E, B, end_bit - kBucketBits,
+                                                           bucket_ptr.as<std::int32_t>());
+    check_launch();
+    plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
+    Pair* to = pairs.Current() == kept.as<Pair>() ? pairs.Alternate() : kept.as<Pair>();
+    bucket_sort_rows_kernel<<<unsigned(B), 256, 0, s>>>(keys.Current(), pairs.Current(), bucket_ptr.as<const std::int32_t>(),
+                                                        N, to, plan.row_ptr.as<std::int32_t>());
+    check_launch();
+    if (to != kept.as<Pair>())
+      PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), to, E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
+    trace.mark("bucket_sort+row_ptr");
+    plan.pairs = std::move(kept);
+    return;
+  }
   PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, E, 0, end_bit, s));
   if (pairs.Current() != kept.as<Pair>())
     PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
@@ -853,8 +960,9 @@ std::shared_ptr<CudaPlan> build_plan_for(const TensorView& src, const TensorView
     } else {
       const float* fw = fold_w && fold_w->dtype() == DType::f32 ? fold_w->data_as<const float>() : nullptr;
       plan->w_in_pairs = fw != nullptr;
-      if (i32) sort_narrow<std::int32_t>(*plan, src, dst, N, knobs.build_chunks, s, f, trace, fw);
-      else sort_narrow<std::int64_t>(*plan, src, dst, N, knobs.build_chunks, s, f, trace, fw);
+      const bool msd = knobs.build_msd == 1;
+      if (i32) sort_narrow<std::int32_t>(*plan, src, dst, N, knobs.build_chunks, msd, s, f, trace, fw);
+      else sort_narrow<std::int64_t>(*plan, src, dst, N, knobs.build_chunks, msd, s, f, trace, fw);
       finish_plan<std::int32_t>(*plan, src, dst, N, s, f, trace);
     }
   } else {
