@@ -408,8 +408,11 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
   graphs.push_back(uniform_graph(1, 5000, seed + 2, DType::i32));  // N = 1: one bin, one range
   graphs.push_back(uniform_graph(3000, 50000, seed + 6, DType::i32));  // N < 4096 bins; rows 2000+ empty
   for (std::int64_t e = 0; e < 50000; ++e) graphs.back().dst.data_as<std::int32_t>()[e] %= 2000;
-  // 2^17 rows: the MSD build's top bits take two CUB passes (the graphs above: one).
+  // 17 key bits: the MSD build's top bits take two CUB passes (the graphs above: one); 300 rows
+  // with few edges: CUB's single-tile sort; 512 rows: whole buckets only.
   graphs.push_back(uniform_graph(100000, 400000, seed + 7, DType::i32));
+  graphs.push_back(uniform_graph(300, 2000, seed + 8, DType::i32));
+  graphs.push_back(uniform_graph(512, 20000, seed + 9, DType::i64));
   for (const EdgeList& g : graphs) {
     const std::int64_t N = g.num_nodes, E = g.num_edges(), F = 64;
     SCOPED_TRACE("N=" + std::to_string(N) + " E=" + std::to_string(E));
@@ -448,11 +451,11 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
       aggregate(plan, x, w.view(), out);
       EXPECT_TRUE(bitwise_equal(ref_host, host(out))) << "this build's plan differs from the one sort's";
       (void)plan.permute_weights(ids_g.view(), order.view());
-      EXPECT_TRUE(bitwise_equal(order_one_host, host(order))) << "the ranges' plan orders the edges differently";
-      // One-shot under the same knob: its plan carries w in its pairs, through the ranges' gathers.
+      EXPECT_TRUE(bitwise_equal(order_one_host, host(order))) << "this build's plan orders the edges differently";
+      // One-shot under the same knob: its plan carries w in its pairs (through the ranges' gathers).
       Tensor once = poisoned_gpu(N, F, DType::f32);
       aggregate(x, sg, dg, w.view(), once, {.path = AggregatePath::one_shot});
-      EXPECT_TRUE(bitwise_equal(ref_host, host(once))) << "one-shot over ranges differs from the one sort's plan";
+      EXPECT_TRUE(bitwise_equal(ref_host, host(once))) << "one-shot under this build differs from the one sort's plan";
       // 8 + 16 / K bytes per edge against 24 (plus temp storage; the hub graph's largest range
       // is its hub row, so only the uniform graph is held to the bound).
       if (N == 20000 && std::string(knob) == "PIPELINK_AGG_BUILD_CHUNKS" && std::string(k) == "7") {
@@ -473,6 +476,18 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
     } catch (const IndexOutOfRangeError& e) {
       EXPECT_EQ(e.position(), 70000) << e.what();
       EXPECT_EQ(e.port(), "dst") << e.what();
+    }
+  }
+  {  // MSD: a bad destination whose sorted bits name a bucket past the last (N = 600, dst = 700)
+    EdgeList h = uniform_graph(600, 50000, seed + 10, DType::i32);
+    h.dst.data_as<std::int32_t>()[4321] = 700;
+    ScopedEnv env({{"PIPELINK_AGG_BUILD_MSD", "1"}});
+    try {
+      (void)AggregatePlan::build(gpu(h.src), gpu(h.dst), 600);
+      ADD_FAILURE() << "no error";
+    } catch (const IndexOutOfRangeError& e) {
+      EXPECT_EQ(e.position(), 4321) << e.what();
+      EXPECT_EQ(e.value(), 700) << e.what();
     }
   }
 }

@@ -296,7 +296,9 @@ std::int64_t long_row_threshold() {
 //   PIPELINK_AGG_BUILD_CHUNKS: sort the narrow plan in this many destination ranges [0, 4096]
 //     (0: one sort, and ranges only when its buffers do not fit; see sort_narrow_chunked)
 //   PIPELINK_AGG_BUILD_MSD: 1 sorts the narrow plan's dst top bits with CUB and each 256-row
-//     bucket with bucket_sort_rows_kernel, which writes row_ptr too [0, 1] (opt-in: not yet measured)
+//     bucket with bucket_sort_rows_kernel, which writes row_ptr too [0, 1] (opt-in: not yet
+//     measured). No effect on wide plans, with PIPELINK_AGG_BUILD_CHUNKS >= 2, when the build
+//     falls back to ranges for memory, or for N <= 256 (one bucket: the one sort)
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
@@ -515,8 +517,8 @@ struct CudaPlan final : AggregatePlan::Impl {
 constexpr int kBucketBits = 8;
 // bucket_ptr[b] = first position whose bucket is >= b, for b in [0, B]. The bucket is the key's
 // bits [kBucketBits, end_bit), the bits CUB sorted: with a bad index among the keys (reported
-// after the build) higher bits are garbage, and only these bits keep the search monotone, so
-// every bucket stays inside [0, E).
+// after the build) the higher bits are garbage, and masking them keeps the buckets the ones CUB
+// ordered (a lower-bound search stays inside [0, E] on any array).
 __global__ void bucket_ptr_kernel(const std::uint32_t* keys, std::int64_t E, std::int64_t B, int top_bits,
                                   std::int32_t* bucket_ptr) {
   const std::uint32_t mask = top_bits >= 32 ? ~0u : (1u << top_bits) - 1u;
@@ -806,8 +808,9 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   cub::DoubleBuffer<Pair> pairs(pairs_t, kept.as<Pair>());
   if (msd && end_bit > kBucketBits) {
     // The top bits with CUB (the temp size asked above, for all bits, covers fewer), then the
-    // buckets; the result goes to `kept` (or through the transient pairs and a copy, when CUB's
-    // pass count left its output there).
+    // buckets; the result goes to `kept`, or through the transient pairs and a copy when CUB
+    // left its output in `kept` (one onesweep pass: 9-16 key bits, or its single-tile sort). At
+    // 17-24 bits (products-like: 22) two passes leave it in the transient pairs: no copy.
     PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, E, kBucketBits, end_bit, s));
     trace.mark("sort_top_bits");
     const std::int64_t B = (N + (std::int64_t(1) << kBucketBits) - 1) >> kBucketBits;
