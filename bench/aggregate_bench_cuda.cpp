@@ -244,9 +244,10 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
       EnvScope env(abs[i].vars);
       plans[i + 1] = AggregatePlan::build(sg, dg, N);
     }
-    // Two rows per variant, each verified first, then timed interleaved with the default: the
-    // planned run (on the variant's plan) and the one-shot call (whose build reads the knobs too,
-    // e.g. PIPELINK_AGG_BUILD_CHUNKS), the latter with its allocator peak from the cold call.
+    // Three rows per variant, each verified first, then timed interleaved with the default: the
+    // planned run (on the variant's plan), the one-shot call (whose build reads the knobs too,
+    // e.g. PIPELINK_AGG_BUILD_CHUNKS) and the lean call, the last two with their allocator peak
+    // from the cold call.
     auto ab_rows = [&](const std::string& what, const std::function<void(std::size_t)>& run, bool peak) {
       const auto env_of = [&](std::size_t i) {
         return i == 0 ? std::vector<std::pair<std::string, std::string>>{} : abs[i - 1].vars;
@@ -301,6 +302,8 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
     };
     ab_rows("planned", [&](std::size_t i) { aggregate(plans[i], xg, wg.view(), out); }, false);
     ab_rows("one-shot", [&](std::size_t) { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::one_shot}); }, true);
+    // And lean, whose knob (PIPELINK_AGG_LEAN_PASSES) is read at each call; its peak must stay 0.
+    ab_rows("lean", [&](std::size_t) { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::lean}); }, true);
   }
 
   if (o.null_test) {

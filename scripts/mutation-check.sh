@@ -3,7 +3,7 @@
 # branch fails. Runs on a GPU machine (the mutated branches are CUDA ones), in a copy of the tree,
 # so the checkout is never modified. A mutation that the tests do not catch fails the script.
 #   usage: OUT=/some/dir scripts/mutation-check.sh      (gpu-check.sh runs it with MUTANTS=1)
-#          MUTANT_ONLY=<part of a name>: one mutant. Results so far: docs/results/h200-mutants.txt
+#          MUTANT_ONLY=<part of a name>[|<another>]: only the mutants whose names contain one. Results so far: docs/results/h200-mutants.txt
 #          (frees-not-ordered: caught at 6245a1e817c8 and a2cd4a9; permute-not-ordered: missed at
 #          1706ad606597 and a2cd4a9, caught once the stream test queued busy work before it).
 set -uo pipefail
@@ -52,7 +52,12 @@ fail=0
 selected=()
 for m in "${mutations[@]}"; do
   IFS='@' read -r name file old new nth filter <<<"$m"
-  [ -n "${MUTANT_ONLY:-}" ] && [[ "$name" != *"$MUTANT_ONLY"* ]] && continue  # MUTANT_ONLY=frees: one mutant
+  if [ -n "${MUTANT_ONLY:-}" ]; then  # MUTANT_ONLY=frees: the mutants whose name has it; "a|b": either
+    keep=
+    IFS='|' read -r -a parts <<<"$MUTANT_ONLY"
+    for part in "${parts[@]}"; do [[ -n "$part" && "$name" == *"$part"* ]] && keep=1; done
+    [ -z "$keep" ] && continue
+  fi
   selected+=("$m")
 done
 build || { echo "the unmutated tree does not build (see $log)"; exit 2; }
