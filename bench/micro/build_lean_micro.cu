@@ -330,25 +330,11 @@ __global__ void __launch_bounds__(256) lean_bulk(const i64* __restrict__ src, co
 }
 
 // ---- harness: micro_harness.cuh, plus the comparisons ------------------------------------------
-static double max_rel_diff(const float* a, const float* ref, i64 n) {
-  std::vector<float> ha(n), hb(n);
-  CK(cudaMemcpy(ha.data(), a, n * 4, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(hb.data(), ref, n * 4, cudaMemcpyDeviceToHost));
-  double m = 0, scale = 0;
-  for (i64 i = 0; i < n; ++i) {
-    scale = std::max(scale, double(std::fabs(hb[i])));
-    const double d = std::fabs(double(ha[i]) - double(hb[i]));
-    m = std::isnan(d) ? INFINITY : std::max(m, d);
-  }
-  return m / (scale > 0 ? scale : 1);
-}
+using micro::max_rel_diff;
 
 int main(int argc, char** argv) {
-  const i64 N = 2449029, E = argc > 1 ? std::atoll(argv[1]) : 61859140;
-  if (E <= 0 || E >= (i64(1) << 31)) {
-    std::fprintf(stderr, "E must be in [1, 2^31)\n");
-    return 1;
-  }
+  const i64 N = 2449029, E = micro::edge_count_arg(argc, argv);
+  if (E < 0) return 1;
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
   const int SM = prop.multiProcessorCount;
@@ -524,17 +510,22 @@ int main(int argc, char** argv) {
       const std::size_t tbm = std::max({tb_top, tb_seg, tb_stable, std::size_t(1)});
       void* temp = nullptr;
       CK(cudaMalloc(&temp, tbm));
+      // The first level, shared by A7-A9 and timed alone as A7a: init, CUB on the top bits, and
+      // (search) the buckets' starts.
+      auto top_sort = [&](cub::DoubleBuffer<u32>& kk, cub::DoubleBuffer<Pair>& vv, bool search) {
+        init();
+        std::size_t b1 = tbm;
+        CK(cub::DeviceRadixSort::SortPairs(temp, b1, kk, vv, std::int64_t(E), lo_bits, bits));
+        if (search) bucket_search<<<grid_for(B + 1, 256), 256>>>(kk.Current(), E, B, lo_bits, bucket_ptr);
+        CK(cudaGetLastError());
+      };
       for (int variant = 0; variant < 2; ++variant) {
         const u32* kout = nullptr;
         const Pair* pout = nullptr;
         auto t = timed([&] {
-          init();
           cub::DoubleBuffer<u32> kk(ka, kb);
           cub::DoubleBuffer<Pair> vv(pa, pb);
-          std::size_t b1 = tbm;
-          CK(cub::DeviceRadixSort::SortPairs(temp, b1, kk, vv, std::int64_t(E), lo_bits, bits));
-          bucket_search<<<grid_for(B + 1, 256), 256>>>(kk.Current(), E, B, lo_bits, bucket_ptr);
-          CK(cudaGetLastError());
+          top_sort(kk, vv, true);
           std::size_t b2 = tbm;
           if (variant == 0)
             CK(cub::DeviceSegmentedRadixSort::SortPairs(temp, b2, kk, vv, int(E), int(B), bucket_ptr, bucket_ptr + 1, 0,
@@ -554,12 +545,9 @@ int main(int argc, char** argv) {
         Pair* pout = nullptr;
         int* rp9 = dalloc<int>(N + 1);
         auto t = timed([&] {
-          init();
           cub::DoubleBuffer<u32> kk(ka, kb);
           cub::DoubleBuffer<Pair> vv(pa, pb);
-          std::size_t b1 = tbm;
-          CK(cub::DeviceRadixSort::SortPairs(temp, b1, kk, vv, std::int64_t(E), lo_bits, bits));
-          bucket_search<<<grid_for(B + 1, 256), 256>>>(kk.Current(), E, B, lo_bits, bucket_ptr);
+          top_sort(kk, vv, true);
           bucket_sort_rows<<<unsigned(B), 256>>>(kk.Current(), vv.Current(), bucket_ptr, N, vv.Alternate(), rp9);
           CK(cudaGetLastError());
           pout = vv.Alternate();
@@ -585,11 +573,9 @@ int main(int argc, char** argv) {
         CK(cudaFree(rp9));
       }
       report("A7a top bits sort alone (incl. init)", timed([&] {
-               init();
                cub::DoubleBuffer<u32> kk(ka, kb);
                cub::DoubleBuffer<Pair> vv(pa, pb);
-               std::size_t b1 = tbm;
-               CK(cub::DeviceRadixSort::SortPairs(temp, b1, kk, vv, std::int64_t(E), lo_bits, bits));
+               top_sort(kk, vv, false);
              }),
              "subtract from A7/A8 for the segmented step");
       CK(cudaFree(temp));

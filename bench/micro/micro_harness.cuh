@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -131,6 +132,30 @@ __global__ void __launch_bounds__(256) lean_base(const I* __restrict__ src, cons
     const float4 v = ldg4(x + s * F + gl * 4);
     atomicAdd(reinterpret_cast<float4*>(out + d * F + gl * 4), tanh4(v, wt));
   }
+}
+
+/// max |a - ref| / max |ref| over n device floats (infinite where a difference is NaN).
+inline double max_rel_diff(const float* a, const float* ref, i64 n) {
+  std::vector<float> ha(n), hb(n);
+  CK(cudaMemcpy(ha.data(), a, n * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hb.data(), ref, n * 4, cudaMemcpyDeviceToHost));
+  double m = 0, scale = 0;
+  for (i64 i = 0; i < n; ++i) {
+    scale = std::max(scale, double(std::fabs(hb[i])));
+    const double d = std::fabs(double(ha[i]) - double(hb[i]));
+    m = std::isnan(d) ? INFINITY : std::max(m, d);
+  }
+  return m / (scale > 0 ? scale : 1);
+}
+
+/// The edge count: argv[1] if given, else products-like's; -1 (with a message) outside [1, 2^31).
+inline i64 edge_count_arg(int argc, char** argv) {
+  const i64 E = argc > 1 ? std::atoll(argv[1]) : 61859140;
+  if (E <= 0 || E >= (i64(1) << 31)) {
+    std::fprintf(stderr, "E must be in [1, 2^31)\n");
+    return -1;
+  }
+  return E;
 }
 
 template <class T>
