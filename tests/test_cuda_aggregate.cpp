@@ -419,12 +419,18 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
     Tensor x = gpu(random_tensor({N, F}, DType::f32, seed + 3, -2, 2)), w = gpu(random_tensor({E}, DType::f32, seed + 4));
     Tensor sg = gpu(g.src), dg = gpu(g.dst);
     Tensor ref = poisoned_gpu(N, F, DType::f32);
-    cuda::synchronize();
-    cuda::reset_peak_memory();
-    const auto before = cuda::memory_stats();
-    AggregatePlan one = AggregatePlan::build(sg, dg, N);
-    cuda::synchronize();
-    const std::size_t one_peak = cuda::memory_stats().peak - before.current;
+    // A plan and the device memory its build took at its peak, over what was held before.
+    auto build_measured = [&](std::size_t& peak) {
+      cuda::synchronize();
+      cuda::reset_peak_memory();
+      const auto before = cuda::memory_stats();
+      AggregatePlan p = AggregatePlan::build(sg, dg, N);
+      cuda::synchronize();
+      peak = cuda::memory_stats().peak - before.current;
+      return p;
+    };
+    std::size_t one_peak = 0;
+    AggregatePlan one = build_measured(one_peak);
     aggregate(one, x, w.view(), ref);
     const Tensor ref_host = host(ref);
     // The plan's edge order itself: edge ids permuted into it (exact in float32 below 2^24).
@@ -440,12 +446,8 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
                            std::pair{"PIPELINK_AGG_BUILD_MSD", "1"}}) {
       SCOPED_TRACE(std::string(knob) + "=" + k);
       ScopedEnv env({{knob, k}});
-      cuda::synchronize();
-      cuda::reset_peak_memory();
-      const auto b = cuda::memory_stats();
-      AggregatePlan plan = AggregatePlan::build(sg, dg, N);
-      cuda::synchronize();
-      const std::size_t peak = cuda::memory_stats().peak - b.current;
+      std::size_t peak = 0;
+      AggregatePlan plan = build_measured(peak);
       EXPECT_EQ(plan.bytes(), one.bytes());
       Tensor out = poisoned_gpu(N, F, DType::f32);
       aggregate(plan, x, w.view(), out);
