@@ -101,16 +101,18 @@ for v in ${VARIANTS:-}; do
   done
 done
 # INSTR=1: instructions, issue and occupancy of one planned run's staged kernel per workload (and
-# variant): ncu's cheap counters, no replay of the full section set.
+# variant): ncu's cheap counters, no replay of the full section set. INSTR_COUNT=N profiles the first
+# N launches (the bench runs one-shot first, then planned, then planned with w in plan order: each
+# kernel line names the launch), INSTR_KERNEL a regex other than staged_rows_kernel.
 if [ -n "${INSTR:-}" ]; then
   command -v ncu >/dev/null 2>&1 || status+=("instr|FAILED (no ncu)|0s")
   for v in base:PIPELINK_NONE=1 ${VARIANTS:-}; do
     tag=${v%%:*}; vars=${v#*:}
     for w in ${WORKLOADS:-products-like power-law}; do
       echo "=== $w [$tag]" >>"$OUT/instr.txt"
-      env ${vars//,/ } ncu --metrics gpu__time_duration.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed \
-        -k regex:staged_rows_kernel -c 1 $cli bench aggregate --workload "$w" --device cuda --repeats 10 --no-null-test --quiet 2>&1 |
-        grep -E "gpu__|smsp__|sm__|dram__" >>"$OUT/instr.txt"
+      env ${vars//,/ } ncu --metrics gpu__time_duration.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct \
+        -k regex:${INSTR_KERNEL:-staged_rows_kernel} -c "${INSTR_COUNT:-1}" $cli bench aggregate --workload "$w" --device cuda --repeats 10 --no-null-test --quiet 2>&1 |
+        grep -E "_kernel|gpu__|smsp__|sm__|dram__|lts__" >>"$OUT/instr.txt"
     done
   done
 fi
