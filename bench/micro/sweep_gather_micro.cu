@@ -31,18 +31,19 @@
 #include "micro_harness.cuh"
 
 using namespace micro;
-constexpr int F = 64, D = 896, H = 64;  // rows per block, half-warps per block (1024 threads)
+constexpr int F = 64;
 
-// Sort key: (segment = block * 64 + owner half-warp) << 32 | src; value: edge id.
-__global__ void make_keys(const i64* src, const i64* dst, std::uint64_t* key, int* id, i64 E) {
+// Sort key: (segment = block * H + owner half-warp) << 32 | src >> shift; value: edge id. shift 32:
+// segments only (edge order kept inside each), 0: segments then src, 18: 16 bands of src.
+__global__ void make_keys(const i64* src, const i64* dst, std::uint64_t* key, int* id, i64 E, int D, int H, int shift) {
   for (i64 e = blockIdx.x * i64(blockDim.x) + threadIdx.x; e < E; e += i64(gridDim.x) * blockDim.x) {
     const i64 d = dst[e], b = d / D, loc = d - b * D;
-    key[e] = (std::uint64_t(b * H + loc % H) << 32) | std::uint64_t(src[e]);
+    key[e] = (std::uint64_t(b * H + loc % H) << 32) | (shift >= 32 ? 0 : std::uint64_t(src[e]) >> shift);
     id[e] = int(e);
   }
 }
 __global__ void gather_plan(const int* id, const i64* src, const i64* dst, const float* w, int* s_src, int* s_loc,
-                            float* s_w, i64 E) {
+                            float* s_w, i64 E, int D) {
   for (i64 i = blockIdx.x * i64(blockDim.x) + threadIdx.x; i < E; i += i64(gridDim.x) * blockDim.x) {
     const i64 e = id[i];
     s_src[i] = int(src[e]);
@@ -63,13 +64,19 @@ __global__ void seg_search(const std::uint64_t* key, i64 E, i64 S, int* seg_ptr)
   }
 }
 
-__global__ void __launch_bounds__(1024, 1) sweep_kernel(const int* __restrict__ seg_ptr, const int* __restrict__ s_src,
-                                                        const int* __restrict__ s_loc, const float* __restrict__ s_w,
-                                                        const float* __restrict__ x, float* __restrict__ out, i64 N,
-                                                        int block0) {
+// T threads (T / 16 owner half-warps), D rows a block, U x rows in flight per half-warp. WG: the
+// weights gathered through the edge id (w in edge order, the protocol's planned run) instead of
+// read in plan order.
+template <int T, int U, bool WG>
+__global__ void __launch_bounds__(T, 1024 / T) sweep_kernel(const int* __restrict__ seg_ptr, const int* __restrict__ s_src,
+                                                            const int* __restrict__ s_loc, const float* __restrict__ s_w,
+                                                            const int* __restrict__ s_id, const float* __restrict__ w,
+                                                            const float* __restrict__ x, float* __restrict__ out, i64 N,
+                                                            int D, int block0) {
   extern __shared__ float4 acc[];  // D rows x 16 float4
+  constexpr int H = T / 16;
   const i64 b = block0 + blockIdx.x, row0 = b * D;
-  for (int i = threadIdx.x; i < D * 16; i += 1024) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int i = threadIdx.x; i < D * 16; i += T) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
   __syncthreads();
   const int lane = threadIdx.x % 32, half = lane / 16, gl = lane % 16;
   const i64 seg = b * H + threadIdx.x / 16;
@@ -79,21 +86,21 @@ __global__ void __launch_bounds__(1024, 1) sweep_kernel(const int* __restrict__ 
     // Lane gl holds edge i + gl of its half's list; the 16 are passed round by shuffles.
     const bool ok = i + gl < len;
     const int ms = ok ? s_src[beg + i + gl] : 0, ml = ok ? s_loc[beg + i + gl] : -1;
-    const float mw = ok ? s_w[beg + i + gl] : 0.f;
+    const float mw = ok ? (WG ? w[s_id[beg + i + gl]] : s_w[beg + i + gl]) : 0.f;
 #pragma unroll
-    for (int u0 = 0; u0 < 16; u0 += 4) {
-      float4 v[4];
-      float wt[4];
-      int loc[4];
+    for (int u0 = 0; u0 < 16; u0 += U) {
+      float4 v[U];
+      float wt[U];
+      int loc[U];
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
+      for (int u = 0; u < U; ++u) {
         const int s = __shfl_sync(0xffffffffu, ms, half * 16 + u0 + u);
         loc[u] = __shfl_sync(0xffffffffu, ml, half * 16 + u0 + u);
         wt[u] = __shfl_sync(0xffffffffu, mw, half * 16 + u0 + u);
         v[u] = ldg4(x + i64(s) * F + gl * 4);
       }
 #pragma unroll
-      for (int u = 0; u < 4; ++u)
+      for (int u = 0; u < U; ++u)
         if (loc[u] >= 0) {
           const float4 t = tanh4(v[u], wt[u]);
           float4& a = acc[loc[u] * 16 + gl];
@@ -105,7 +112,7 @@ __global__ void __launch_bounds__(1024, 1) sweep_kernel(const int* __restrict__ 
     }
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < D * 16; i += 1024)
+  for (int i = threadIdx.x; i < D * 16; i += T)
     if (row0 + i / 16 < N) reinterpret_cast<float4*>(out + (row0 + i / 16) * F)[i % 16] = acc[i];
 }
 
@@ -114,53 +121,63 @@ int main(int argc, char** argv) {
   if (E < 0) return 2;
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
-  const i64 blocks = (N + D - 1) / D, S = blocks * H;
-  const int smem = D * 16 * 16;
-  CK(cudaFuncSetAttribute(sweep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  std::printf("device %s, %d SMs, L2 %d MB; N=%lld E=%lld F=%d; D=%d rows a block, %lld blocks (%.1f waves)\n", prop.name,
-              prop.multiProcessorCount, prop.l2CacheSize >> 20, (long long)N, (long long)E, F, D, (long long)blocks,
-              double(blocks) / prop.multiProcessorCount);
+  std::printf("device %s, %d SMs, L2 %d MB; N=%lld E=%lld F=%d\n", prop.name, prop.multiProcessorCount,
+              prop.l2CacheSize >> 20, (long long)N, (long long)E, F);
   i64 *src = dalloc<i64>(E), *dst = dalloc<i64>(E);
   float *w = dalloc<float>(E), *x = dalloc<float>(N * F);
   gen_edges<<<2048, 256>>>(src, dst, w, E, N, 1);
   gen_x<<<2048, 256>>>(x, N * F, 1);
   std::uint64_t *k_in = dalloc<std::uint64_t>(E), *k_out = dalloc<std::uint64_t>(E);
-  int *id_in = dalloc<int>(E), *id_out = dalloc<int>(E), *seg_ptr = dalloc<int>(S + 1);
+  int *id_in = dalloc<int>(E), *id_out = dalloc<int>(E), *seg_ptr = dalloc<int>(N + 1);
   int *s_src = dalloc<int>(E), *s_loc = dalloc<int>(E);
   float* s_w = dalloc<float>(E);
   float *ref = dalloc<float>(N * F), *out = dalloc<float>(N * F);
   std::size_t tb = 0;
   CK(cub::DeviceRadixSort::SortPairs(nullptr, tb, k_in, k_out, id_in, id_out, E, 0, 64));
   void* temp = dalloc<char>(i64(tb));
-
-  // begin_bit 32: segments only (edge order kept inside each); 0: segments, then src.
-  auto build = [&](int begin_bit) {
-    make_keys<<<2048, 256>>>(src, dst, k_in, id_in, E);
-    CK(cub::DeviceRadixSort::SortPairs(temp, tb, k_in, k_out, id_in, id_out, E, begin_bit, 32 + 18));
-    gather_plan<<<2048, 256>>>(id_out, src, dst, w, s_src, s_loc, s_w, E);
-    seg_search<<<2048, 256>>>(k_out, E, S, seg_ptr);
+  int D = 0, H = 0;
+  i64 blocks = 0;
+  auto build = [&](int d, int h, int shift) {
+    D = d, H = h, blocks = (N + D - 1) / D;
+    make_keys<<<2048, 256>>>(src, dst, k_in, id_in, E, D, H, shift);
+    CK(cub::DeviceRadixSort::SortPairs(temp, tb, k_in, k_out, id_in, id_out, E, 0, 32 + 18));
+    gather_plan<<<2048, 256>>>(id_out, src, dst, w, s_src, s_loc, s_w, E, D);
+    seg_search<<<2048, 256>>>(k_out, E, blocks * H, seg_ptr);
     CK(cudaDeviceSynchronize());
   };
-  auto one_launch = [&](float* o) {
-    sweep_kernel<<<unsigned(blocks), 1024, smem>>>(seg_ptr, s_src, s_loc, s_w, x, o, N, 0);
+  // One launch over all blocks; wave > 0: one launch per `wave` blocks (the waves start together).
+  auto run = [&](auto kernel, int threads, float* o, i64 wave = 0) {
+    const int smem = D * 256;
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const i64 step = wave > 0 ? wave : blocks;
+    for (i64 b0 = 0; b0 < blocks; b0 += step)
+      kernel<<<unsigned(std::min(step, blocks - b0)), threads, smem>>>(seg_ptr, s_src, s_loc, s_w, id_out, w, x, o, N, D,
+                                                                     int(b0));
   };
-  auto per_wave = [&](float* o) {
-    const i64 wave = prop.multiProcessorCount;
-    for (i64 b0 = 0; b0 < blocks; b0 += wave)
-      sweep_kernel<<<unsigned(std::min(wave, blocks - b0)), 1024, smem>>>(seg_ptr, s_src, s_loc, s_w, x, o, N, int(b0));
+  char note[128];
+  auto line = [&](const char* name, auto kernel, int threads, i64 wave = 0) {
+    CK(cudaMemset(out, 0xff, N * F * 4));
+    auto t = timed([&] { run(kernel, threads, out, wave); });
+    std::snprintf(note, sizeof note, "D=%d, %lld blocks; max|a-b|/max|b| vs S0 %.2e", D, (long long)blocks,
+                  max_rel_diff(out, ref, N * F));
+    report(name, t, note, 56);
   };
-  build(32);
-  report("S0 control: each half-warp's edges in edge order", timed([&] { one_launch(ref); }), "one launch");
-  report("S0w control, one launch per wave", timed([&] { per_wave(ref); }), "");
-  build(0);
-  char note[96];
-  report("S1 sorted by src, one launch", timed([&] { one_launch(out); }), "");
-  std::snprintf(note, sizeof note, "max|a-b|/max|b| vs S0 = %.2e", max_rel_diff(out, ref, N * F));
-  std::printf("  S1: %s\n", note);
-  CK(cudaMemset(out, 0xff, N * F * 4));
-  report("S2 sorted by src, one launch per wave", timed([&] { per_wave(out); }), "");
-  std::snprintf(note, sizeof note, "max|a-b|/max|b| vs S0 = %.2e", max_rel_diff(out, ref, N * F));
-  std::printf("  S2: %s\n", note);
+  build(896, 64, 32);
+  report("S0 control: each half-warp's edges in edge order", timed([&] { run(sweep_kernel<1024, 4, false>, 1024, ref); }),
+         "1024 threads, D=896, U=4", 56);
+  line("S0g control, w gathered through the edge id", sweep_kernel<1024, 4, true>, 1024);
+  build(896, 64, 0);
+  line("S1 sorted by src, 1024 thr U=4", sweep_kernel<1024, 4, false>, 1024);
+  line("S2 sorted by src, one launch per wave", sweep_kernel<1024, 4, false>, 1024, prop.multiProcessorCount);
+  line("S3 sorted by src, 1024 thr U=8", sweep_kernel<1024, 8, false>, 1024);
+  line("S5 sorted by src, w gathered through the edge id", sweep_kernel<1024, 4, true>, 1024);
+  line("S5b the same, U=8", sweep_kernel<1024, 8, true>, 1024);
+  build(896, 64, 18);
+  line("S6 16 src bands (key: segment, src >> 18)", sweep_kernel<1024, 4, false>, 1024);
+  line("S6g the same, w gathered through the edge id", sweep_kernel<1024, 4, true>, 1024);
+  build(448, 32, 0);
+  line("S4 512 thr x 2 blocks/SM, D=448, U=8", sweep_kernel<512, 8, false>, 512);
+  line("S4g the same, w gathered through the edge id", sweep_kernel<512, 8, true>, 512);
   std::printf("done\n");
   return 0;
 }
