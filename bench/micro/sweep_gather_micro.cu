@@ -25,6 +25,8 @@
 //   S0  the same kernel, each half-warp's edges in edge order (random src): the control
 //   S1  sorted by src, one launch over all blocks (waves form as blocks retire)
 //   S2  sorted by src, one launch per wave of (SMs) blocks (the waves start together)
+//   S3-S6 more rows in flight, w gathered through the edge id, 16 src bands, 2 blocks an SM
+//   S7/S8 16 owners a block (warp pairs), so that the key fits two CUB passes: edge order / bands
 // S1 and S2 are compared with S0 (max|a - b| / max|b|, different summation order).
 #include <cub/device/device_radix_sort.cuh>
 
@@ -116,6 +118,49 @@ __global__ void __launch_bounds__(T, 1024 / T) sweep_kernel(const int* __restric
     if (row0 + i / 16 < N) reinterpret_cast<float4*>(out + (row0 + i / 16) * F)[i % 16] = acc[i];
 }
 
+// 16 owners a block (a key of (block, owner) fits 16 bits at products-like's N: 2734 x 16 =
+// 43.7K, two CUB passes): an owner is a pair of warps, each warp one float of 32 features an edge,
+// one edge a step, U edges' loads in flight per warp.
+template <int U>
+__global__ void __launch_bounds__(1024, 1) pair_kernel(const int* __restrict__ seg_ptr, const int* __restrict__ s_src,
+                                                       const int* __restrict__ s_loc, const float* __restrict__ s_w,
+                                                       const int* __restrict__ s_id, const float* __restrict__ w,
+                                                       const float* __restrict__ x, float* __restrict__ out, i64 N, int D,
+                                                       int block0) {
+  extern __shared__ float acc1[];  // D rows x 64 floats
+  constexpr int H = 16;
+  const i64 b = block0 + blockIdx.x, row0 = b * D;
+  for (int i = threadIdx.x; i < D * F; i += 1024) acc1[i] = 0.f;
+  __syncthreads();
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, f = (warp & 1) * 32 + lane;
+  const i64 seg = b * H + warp / 2;
+  const int beg = seg_ptr[seg], len = seg_ptr[seg + 1] - beg;
+  for (int i = 0; i < len; i += 32) {
+    const bool ok = i + lane < len;
+    const int ms = ok ? s_src[beg + i + lane] : 0, ml = ok ? s_loc[beg + i + lane] : -1;
+    const float mw = ok ? s_w[beg + i + lane] : 0.f;
+    const int m = min(32, len - i);
+    for (int u0 = 0; u0 < m; u0 += U) {
+      float v[U], wt[U];
+      int loc[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int s = __shfl_sync(0xffffffffu, ms, (u0 + u) & 31);
+        loc[u] = __shfl_sync(0xffffffffu, ml, (u0 + u) & 31);
+        wt[u] = __shfl_sync(0xffffffffu, mw, (u0 + u) & 31);
+        v[u] = u0 + u < m ? __ldg(x + i64(s) * F + f) : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (u0 + u < m) acc1[loc[u] * F + f] += tanhf(v[u] * wt[u]);
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < D * 16; i += 1024)
+    if (row0 + i / 16 < N) reinterpret_cast<float4*>(out + (row0 + i / 16) * F)[i % 16] =
+        reinterpret_cast<const float4*>(acc1)[i];
+}
+
 int main(int argc, char** argv) {
   const i64 N = 2449029, E = edge_count_arg(argc, argv);
   if (E < 0) return 2;
@@ -175,6 +220,12 @@ int main(int argc, char** argv) {
   build(896, 64, 18);
   line("S6 16 src bands (key: segment, src >> 18)", sweep_kernel<1024, 4, false>, 1024);
   line("S6g the same, w gathered through the edge id", sweep_kernel<1024, 4, true>, 1024);
+  build(896, 16, 32);
+  line("S7 16 owners (warp pairs), edge order, U=8", pair_kernel<8>, 1024);
+  line("S7b the same, U=16", pair_kernel<16>, 1024);
+  build(896, 16, 18);
+  line("S8 16 owners, 16 src bands, U=8", pair_kernel<8>, 1024);
+  line("S8b the same, U=16", pair_kernel<16>, 1024);
   build(448, 32, 0);
   line("S4 512 thr x 2 blocks/SM, D=448, U=8", sweep_kernel<512, 8, false>, 512);
   line("S4g the same, w gathered through the edge id", sweep_kernel<512, 8, true>, 512);
