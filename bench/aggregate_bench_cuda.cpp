@@ -302,7 +302,7 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
     };
     ab_rows("planned", [&](std::size_t i) { aggregate(plans[i], xg, wg.view(), out); }, false);
     ab_rows("one-shot", [&](std::size_t) { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::one_shot}); }, true);
-    // And lean, whose knob (PIPELINK_AGG_LEAN_PASSES) is read at each call; its peak must stay 0.
+    // And lean, which reads no knob (a control: it must not move under a variant); its peak must stay 0.
     ab_rows("lean", [&](std::size_t) { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::lean}); }, true);
   }
 

@@ -16,8 +16,7 @@
 #          AB="tag:VAR=1[,VAR2=1] ..." (the main benchmarks also build a plan under each variant
 #          and time its planned run, a one-shot call and a lean call interleaved with the default,
 #          in the same process: `pipelink bench --ab`; for the knobs read at plan build,
-#          PIPELINK_AGG_SEGMENT, PIPELINK_AGG_BUILD_CHUNKS, PIPELINK_AGG_BUILD_MSD etc., and at a
-#          lean call, PIPELINK_AGG_LEAN_PASSES),
+#          PIPELINK_AGG_SEGMENT, PIPELINK_AGG_BUILD_CHUNKS etc.),
 #          TRACE_BUILD=1 (the main benchmarks log each plan build's steps: PIPELINK_LOG_LEVEL=debug),
 #          MICRO="file.cu ..." (standalone micro-benchmarks under bench/micro, built and run first)
 set -uo pipefail

@@ -44,9 +44,7 @@ mutations=(
   "permute not ordered on its stream@src/cuda/aggregate.cu@on_stream(s, [&] {  // permute: after the build, and the plan's frees after it@([&](auto f) { f(); })([&] {@1@CudaAggregate.PlanBuiltOnOneStreamRunsOnAnother"
   "event walk flushes blocks of 16 edges@src/cuda/aggregate.cu@ev = min(rend, kk + 32);@ev = min(rend, kk + 16);@1@CudaAggregate.StagedWalkMatchesTheCpuOrderBitwise"
   "one-shot staged stage drops the weights in its pairs@src/cuda/aggregate.cu@if (wmode == kWInPairs) wts[(j % S) * SE + lane] = __int_as_float(p.id);@if (wmode == kWInPairs) wts[(j % S) * SE + lane] = 1.f;@1@CudaAggregate.StagedKernelEveryTransformAndRowPaddedViews"
-  "lean pass drops each warp's last partial queue@src/cuda/aggregate.cu@if (cnt == 0) break;@if (cnt < 32) break;@1@CudaAggregate.LeanInDestinationRangePasses"
-  "msd bucket sort not stable@src/cuda/aggregate.cu@const int rank = __popc(peers & below);@const int rank = __popc(peers & ~below) - 1;@1@CudaAggregate.PlanBuiltInDestinationRangesIsTheSamePlan"
-  "one-shot register walk drops the weights in its pairs@src/cuda/aggregate.cu@if (wmode == kWInPairs) return T(__int_as_float(int(pair_id(e, src_bits))));@if (wmode == kWInPairs) return T(1);@1@CudaAggregate.FeatureWidthsBothIndexTypes"
+  "one-shot register walk drops the weights in its pairs@src/cuda/aggregate.cu@if (wmode == kWInPairs) return __int_as_float(e.id);@if (wmode == kWInPairs) return 1.f;@1@CudaAggregate.FeatureWidthsBothIndexTypes"
 )
 fail=0
 selected=()

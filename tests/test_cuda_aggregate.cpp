@@ -392,10 +392,9 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
 }
 
 TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
-  // PIPELINK_AGG_BUILD_CHUNKS=K sorts K destination ranges one at a time (bounded build memory),
-  // and PIPELINK_AGG_BUILD_MSD=1 splits the sort into CUB's top bits and 256-row buckets: the same
-  // plan, so the same bits, on uniform and hub graphs, int32 and int64 indices, K from 2 to more
-  // ranges than histogram bins; a hub row heavier than E / K is a range of its own.
+  // PIPELINK_AGG_BUILD_CHUNKS=K sorts K destination ranges one at a time (bounded build memory):
+  // the same plan, so the same bits, on uniform and hub graphs, int32 and int64 indices, K from 2
+  // to more ranges than histogram bins; a hub row heavier than E / K is a range of its own.
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::vector<std::int64_t> deg(6000, 0);
@@ -408,11 +407,11 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
   graphs.push_back(uniform_graph(1, 5000, seed + 2, DType::i32));  // N = 1: one bin, one range
   graphs.push_back(uniform_graph(3000, 50000, seed + 6, DType::i32));  // N < 4096 bins; rows 2000+ empty
   for (std::int64_t e = 0; e < 50000; ++e) graphs.back().dst.data_as<std::int32_t>()[e] %= 2000;
-  // 17 key bits: the MSD build's top bits take two CUB passes (the graphs above: one); 300 rows
-  // with few edges: CUB's single-tile sort; 512 rows: whole buckets only.
+  // 17 key bits: the one sort takes three CUB passes and leaves its result in the kept pairs (the
+  // graphs above of 12-15 bits: two passes and a copy), against ranges of at most 16 bits; 300
+  // rows with few edges: CUB's single-tile sort, in the one sort and in every range.
   graphs.push_back(uniform_graph(100000, 400000, seed + 7, DType::i32));
   graphs.push_back(uniform_graph(300, 2000, seed + 8, DType::i32));
-  graphs.push_back(uniform_graph(512, 20000, seed + 9, DType::i64));
   for (const EdgeList& g : graphs) {
     const std::int64_t N = g.num_nodes, E = g.num_edges(), F = 64;
     SCOPED_TRACE("N=" + std::to_string(N) + " E=" + std::to_string(E));
@@ -439,28 +438,24 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
     Tensor ids_g = gpu(ids), order_one = gpu(ids), order = gpu(ids);
     (void)one.permute_weights(ids_g.view(), order_one.view());
     const Tensor order_one_host = host(order_one);
-    // 4096, the knob's maximum: more ranges than rows at N = 1. PIPELINK_AGG_BUILD_MSD=1: the
-    // top bits with CUB, then 256-row buckets by bucket_sort_rows_kernel (which writes row_ptr).
-    for (auto [knob, k] : {std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "2"}, std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "3"},
-                           std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "7"}, std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "4096"},
-                           std::pair{"PIPELINK_AGG_BUILD_MSD", "1"}}) {
-      SCOPED_TRACE(std::string(knob) + "=" + k);
-      ScopedEnv env({{knob, k}});
+    for (const char* k : {"2", "3", "7", "4096"}) {  // 4096, the knob's maximum: more ranges than rows at N = 1
+      SCOPED_TRACE(std::string("chunks=") + k);
+      ScopedEnv env({{"PIPELINK_AGG_BUILD_CHUNKS", k}});
       std::size_t peak = 0;
       AggregatePlan plan = build_measured(peak);
       EXPECT_EQ(plan.bytes(), one.bytes());
       Tensor out = poisoned_gpu(N, F, DType::f32);
       aggregate(plan, x, w.view(), out);
-      EXPECT_TRUE(bitwise_equal(ref_host, host(out))) << "this build's plan differs from the one sort's";
+      EXPECT_TRUE(bitwise_equal(ref_host, host(out))) << "the ranges' plan differs from the one sort's";
       (void)plan.permute_weights(ids_g.view(), order.view());
-      EXPECT_TRUE(bitwise_equal(order_one_host, host(order))) << "this build's plan orders the edges differently";
-      // One-shot under the same knob: its plan carries w in its pairs (through the ranges' gathers).
+      EXPECT_TRUE(bitwise_equal(order_one_host, host(order))) << "the ranges' plan orders the edges differently";
+      // One-shot under the same knob: its plan carries w in its pairs, through the ranges' gathers.
       Tensor once = poisoned_gpu(N, F, DType::f32);
       aggregate(x, sg, dg, w.view(), once, {.path = AggregatePath::one_shot});
-      EXPECT_TRUE(bitwise_equal(ref_host, host(once))) << "one-shot under this build differs from the one sort's plan";
+      EXPECT_TRUE(bitwise_equal(ref_host, host(once))) << "one-shot over ranges differs from the one sort's plan";
       // 8 + 16 / K bytes per edge against 24 (plus temp storage; the hub graph's largest range
       // is its hub row, so only the uniform graph is held to the bound).
-      if (N == 20000 && std::string(knob) == "PIPELINK_AGG_BUILD_CHUNKS" && std::string(k) == "7") {
+      if (N == 20000 && std::string(k) == "7") {
         EXPECT_LT(double(peak), 0.6 * double(one_peak)) << peak << " vs " << one_peak;
       }
     }
@@ -469,28 +464,13 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
   EdgeList g = uniform_graph(500, 100000, seed + 5, DType::i64);
   g.src.data_as<std::int64_t>()[70001] = 500;
   g.dst.data_as<std::int64_t>()[70000] = -3;
-  for (auto [knob, k] : {std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "3"}, std::pair{"PIPELINK_AGG_BUILD_MSD", "1"}}) {
-    SCOPED_TRACE(std::string(knob) + "=" + k);
-    ScopedEnv env({{knob, k}});
-    try {
-      (void)AggregatePlan::build(gpu(g.src), gpu(g.dst), 500);
-      ADD_FAILURE() << "no error";
-    } catch (const IndexOutOfRangeError& e) {
-      EXPECT_EQ(e.position(), 70000) << e.what();
-      EXPECT_EQ(e.port(), "dst") << e.what();
-    }
-  }
-  {  // MSD: a bad destination whose sorted bits name a bucket past the last (N = 600, dst = 700)
-    EdgeList h = uniform_graph(600, 50000, seed + 10, DType::i32);
-    h.dst.data_as<std::int32_t>()[4321] = 700;
-    ScopedEnv env({{"PIPELINK_AGG_BUILD_MSD", "1"}});
-    try {
-      (void)AggregatePlan::build(gpu(h.src), gpu(h.dst), 600);
-      ADD_FAILURE() << "no error";
-    } catch (const IndexOutOfRangeError& e) {
-      EXPECT_EQ(e.position(), 4321) << e.what();
-      EXPECT_EQ(e.value(), 700) << e.what();
-    }
+  ScopedEnv env({{"PIPELINK_AGG_BUILD_CHUNKS", "3"}});
+  try {
+    (void)AggregatePlan::build(gpu(g.src), gpu(g.dst), 500);
+    ADD_FAILURE() << "no error";
+  } catch (const IndexOutOfRangeError& e) {
+    EXPECT_EQ(e.position(), 70000) << e.what();
+    EXPECT_EQ(e.port(), "dst") << e.what();
   }
 }
 
@@ -498,8 +478,7 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
   EdgeList g = uniform_graph(100, 1000, fresh_seed(), DType::i32);
   Tensor sg = gpu(g.src), dg = gpu(g.dst);
   for (auto [name, value] : {std::pair{"PIPELINK_AGG_SEGMENT", "16"}, std::pair{"PIPELINK_AGG_CHUNK", "12x"},
-                             std::pair{"PIPELINK_AGG_ROWS_PER_EDGE", "-1"}, std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "5000"},
-                             std::pair{"PIPELINK_AGG_BUILD_MSD", "2"}}) {
+                             std::pair{"PIPELINK_AGG_ROWS_PER_EDGE", "-1"}, std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "5000"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);
@@ -703,58 +682,6 @@ TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
     EXPECT_TRUE(r.within_tolerance) << "rep " << rep << ": " << r.summary();
     EXPECT_TRUE(bitwise_equal(host(wlone), wexp)) << "rep " << rep << ": a permute whose plan was dropped under it";
   }
-}
-
-TEST_F(CudaAggregate, LeanInDestinationRangePasses) {
-  // The lean path in destination-range passes (opt-in: PIPELINK_AGG_LEAN_PASSES=P, or 0 for a
-  // count from the L2 size; see lean_passes in src/cuda/aggregate.cu), forced at test sizes. Every vec4 shape (one lane an edge
-  // at F = 4, 16 at 64, 32 with two feature tiles at 256, idle lanes at 100), both index types,
-  // with and without weights, accumulating, and a 5-row graph (7 passes capped at 5, one row each).
-  // "0" asks for the L2 rule, which gives these small outputs one pass.
-  struct LeanCase {
-    std::int64_t N, E, F;
-    DType index;
-    bool weights, accumulate;
-    Transform transform;
-  };
-  const LeanCase cases[] = {{3000, 200000, 64, DType::i32, true, false, Transform::tanh},
-                            {2000, 50000, 4, DType::i64, false, false, Transform::identity},
-                            {700, 30000, 256, DType::i32, true, true, Transform::sigmoid},
-                            {900, 40000, 100, DType::i64, true, false, Transform::relu},
-                            {5, 3000, 64, DType::i32, true, false, Transform::tanh}};
-  for (const char* passes : {"2", "3", "7", "0"}) {
-    ScopedEnv env({{"PIPELINK_AGG_LEAN_PASSES", passes}});
-    for (const LeanCase& c : cases) {
-      const auto seed = fresh_seed();
-      SCOPED_TRACE(std::string("passes=") + passes + " N=" + std::to_string(c.N) + " F=" + std::to_string(c.F) +
-                   " seed=" + std::to_string(seed));
-      EdgeList g = uniform_graph(c.N, c.E, seed, c.index);
-      Tensor x = random_tensor({c.N, c.F}, DType::f32, seed + 1, -2, 2);
-      Tensor w = random_tensor({c.E}, DType::f32, seed + 2);
-      Tensor init = random_tensor({c.N, c.F}, DType::f32, seed + 3);
-      std::optional<TensorView> wh, wgv;
-      if (c.weights) wh = w.view();
-      AggregateOptions opts{c.transform, c.accumulate};
-      AggregateOracle oracle =
-          aggregate_oracle(x, g.src, g.dst, wh, opts, c.accumulate ? std::optional<TensorView>(init.view()) : std::nullopt);
-      Tensor wg = gpu(w);
-      if (c.weights) wgv = wg.view();
-      Tensor out = c.accumulate ? gpu(init) : poisoned_gpu(c.N, c.F, DType::f32);
-      opts.path = AggregatePath::lean;
-      aggregate(gpu(x), gpu(g.src), gpu(g.dst), wgv, out, opts);
-      VerifyReport r = verify_aggregate(host(out), oracle);
-      EXPECT_TRUE(r.within_tolerance) << r.summary();
-      EXPECT_EQ(r.unwritten, 0) << r.summary();
-    }
-  }
-  ScopedEnv bad({{"PIPELINK_AGG_LEAN_PASSES", "-1"}});
-  EdgeList g = uniform_graph(10, 100, fresh_seed(), DType::i32);
-  Tensor before = random_tensor({10, 64}, DType::f32, 2);
-  Tensor out = gpu(before);
-  EXPECT_THROW(aggregate(gpu(random_tensor({10, 64}, DType::f32, 1)), gpu(g.src), gpu(g.dst), std::nullopt, out,
-                         {.path = AggregatePath::lean}),
-               Error);
-  EXPECT_TRUE(bitwise_equal(host(out), before)) << "a bad knob modified the output";
 }
 
 TEST_F(CudaAggregate, LeanPathAllocatesNoScratch) {

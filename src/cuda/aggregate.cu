@@ -6,7 +6,6 @@
 // row per edge (15.8 GB) + the plan's src and edge-id columns (0.5 GB) + w gathered through the
 // edge ids (one 32-byte sector per edge: 2.0 GB) + the output (0.63 GB): ~19 GB, 4.5 ms at the
 // 4.26 TB/s copy bandwidth PROTOCOL.md measured. Rows of x re-read from L2 are the only way below.
-#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
@@ -17,7 +16,6 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -295,14 +293,9 @@ std::int64_t long_row_threshold() {
 //   PIPELINK_AGG_ROWS_PER_EDGE: count every k rows as one edge when forming groups [0, 2^20]
 //   PIPELINK_AGG_BUILD_CHUNKS: sort the narrow plan in this many destination ranges [0, 4096]
 //     (0: one sort, and ranges only when its buffers do not fit; see sort_narrow_chunked)
-//   PIPELINK_AGG_BUILD_MSD: 1 sorts the narrow plan's dst top bits with CUB and each 256-row
-//     bucket with bucket_sort_rows_kernel, which writes row_ptr too [0, 1] (opt-in: not yet
-//     measured). No effect on wide plans, with PIPELINK_AGG_BUILD_CHUNKS >= 2, when the build
-//     falls back to ranges for memory, or for N <= 256 (one bucket: the one sort)
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
-  std::int64_t build_msd = 0;     // 1: the MSD split (sort_narrow's second half)
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -320,7 +313,6 @@ PlanKnobs plan_knobs() {
   k.chunk = read("PIPELINK_AGG_CHUNK", 32, 1 << 20, 0);
   k.rows_per_edge = read("PIPELINK_AGG_ROWS_PER_EDGE", 0, 1 << 20, kRowsPerEdge);
   k.build_chunks = read("PIPELINK_AGG_BUILD_CHUNKS", 0, 4096, 0);
-  k.build_msd = read("PIPELINK_AGG_BUILD_MSD", 0, 1, 0);
   return k;
 }
 
@@ -506,86 +498,6 @@ struct CudaPlan final : AggregatePlan::Impl {
 // order), a gather of their (dst - lo, src, id), the same stable sort, and its rows' offsets;
 // ranges are consecutive, so the plan is the one-sort plan, bit for bit. The cost: K passes over
 // dst and the gathers, written before any GPU measurement (docs/perf-notes.md).
-// ---- MSD split (PIPELINK_AGG_BUILD_MSD=1, opt-in) ---------------------------------------------
-// CUB sorts the keys on bits [8, end_bit) only (two onesweep passes at 22 bits instead of three);
-// each bucket of 256 consecutive rows is then sorted on its low 8 bits by a block of our own,
-// stably, straight from global memory (two passes over the bucket, which L2 holds between them),
-// and the block writes its rows' offsets, so neither the last sorted keys nor the row_ptr pass
-// are needed. Expected (products-like, not measured): ~20 B/edge, ~0.3 ms, against ~0.69 ms for
-// the onesweep pass plus 0.12 for row_ptr it replaces; the same kernel is A9 in
-// bench/micro/build_lean_micro.cu. A hub bucket (10^5-10^6 edges) is one block's work.
-constexpr int kBucketBits = 8;
-// bucket_ptr[b] = first position whose bucket is >= b, for b in [0, B]. The bucket is the key's
-// bits [kBucketBits, end_bit), the bits CUB sorted: with a bad index among the keys (reported
-// after the build) the higher bits are garbage, and masking them keeps the buckets the ones CUB
-// ordered (a lower-bound search stays inside [0, E] on any array).
-__global__ void bucket_ptr_kernel(const std::uint32_t* keys, std::int64_t E, std::int64_t B, int top_bits,
-                                  std::int32_t* bucket_ptr) {
-  const std::uint32_t mask = top_bits >= 32 ? ~0u : (1u << top_bits) - 1u;
-  for (std::int64_t b = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; b <= B;
-       b += std::int64_t(gridDim.x) * blockDim.x) {
-    std::int64_t lo = 0, hi = E;
-    while (lo < hi) {
-      const std::int64_t mid = (lo + hi) / 2;
-      if (std::int64_t((keys[mid] >> kBucketBits) & mask) < b) lo = mid + 1;
-      else hi = mid;
-    }
-    bucket_ptr[b] = std::int32_t(lo);
-  }
-}
-// A block per bucket: warp w takes the w-th eighth of it; pass 1 counts low digits per warp
-// (shared atomics), a block scan turns the counts into each warp's first position per digit
-// (and the rows' offsets), pass 2 ranks each 32-edge chunk with __match_any_sync and scatters.
-// Stable: a digit's edges from earlier warps and earlier chunks get lower positions.
-__global__ void __launch_bounds__(256) bucket_sort_rows_kernel(const std::uint32_t* __restrict__ keys,
-                                                               const EdgePair<std::int32_t>* __restrict__ pairs,
-                                                               const std::int32_t* __restrict__ bucket_ptr, std::int64_t N,
-                                                               EdgePair<std::int32_t>* __restrict__ out,
-                                                               std::int32_t* __restrict__ row_ptr) {
-  constexpr int W = 8, D = 1 << kBucketBits;
-  static_assert(D == 256, "one thread per digit");
-  __shared__ int cnt[W][D];
-  using Scan = cub::BlockScan<int, 256>;
-  __shared__ typename Scan::TempStorage scan_tmp;
-  const std::int64_t b = blockIdx.x;
-  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
-  const int bs = bucket_ptr[b], n = bucket_ptr[b + 1] - bs;
-  for (int i = t; i < W * D; i += 256) (&cnt[0][0])[i] = 0;
-  __syncthreads();
-  const int per = (n + W - 1) / W, ws = bs + min(n, w * per), we = bs + min(n, (w + 1) * per);
-  for (int i = ws + lane; i < we; i += 32) atomicAdd(&cnt[w][keys[i] & (D - 1)], 1);
-  __syncthreads();
-  int total = 0;
-  for (int v = 0; v < W; ++v) total += cnt[v][t];  // thread t: digit t, row b * 256 + t
-  int digit_base = 0;
-  Scan(scan_tmp).ExclusiveSum(total, digit_base);
-  int run = digit_base;
-  for (int v = 0; v < W; ++v) {
-    const int c = cnt[v][t];
-    cnt[v][t] = run;  // warp v's next position for digit t, relative to bs
-    run += c;
-  }
-  const std::int64_t row = b * D + t;
-  if (row < N) row_ptr[row] = bs + digit_base;
-  if (b == 0 && t == 0) row_ptr[N] = bucket_ptr[gridDim.x];
-  __syncthreads();
-  const unsigned below = (1u << lane) - 1u;
-  for (int i0 = ws; i0 < we; i0 += 32) {  // the same chunks for every lane of the warp
-    const int i = i0 + lane;
-    const bool valid = i < we;
-    const int d = valid ? int(keys[i] & (D - 1)) : D + lane;  // a lane past the end: a digit of its own
-    const unsigned peers = __match_any_sync(0xffffffffu, d);
-    const int rank = __popc(peers & below);
-    const int base = valid ? cnt[w][d] : 0;
-    __syncwarp();
-    if (valid) {
-      out[bs + base + rank] = pairs[i];
-      if (rank == 0) cnt[w][d] = base + __popc(peers);
-    }
-    __syncwarp();
-  }
-}
-
 constexpr int kRangeBins = 4096;  // destination histogram bins that range boundaries are drawn on
 
 // bins[b] += edges with dst in bin b (rows [ceil(b N / B), ceil((b+1) N / B))); also the index
@@ -755,7 +667,7 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
 // the plan-build median was 2.98 ms against ~2.45 ms of device work. After: 2.59 ms.
 template <class I>
 void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, std::int64_t chunks,
-                 bool msd, cudaStream_t s, unsigned long long* flag, BuildTrace& trace, const float* fw) {
+                 cudaStream_t s, unsigned long long* flag, BuildTrace& trace, const float* fw) {
   using K = std::uint32_t;
   using Pair = EdgePair<std::int32_t>;
   const std::int64_t E = plan.num_edges;
@@ -806,29 +718,6 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // writes outside the plan's buffers; the error is raised at the synchronization in finish_plan.
   cub::DoubleBuffer<K> keys(keys_a, keys_b);
   cub::DoubleBuffer<Pair> pairs(pairs_t, kept.as<Pair>());
-  if (msd && end_bit > kBucketBits) {
-    // The top bits with CUB (the temp size asked above, for all bits, covers fewer), then the
-    // buckets; the result goes to `kept`, or through the transient pairs and a copy when CUB
-    // left its output in `kept` (one onesweep pass: 9-16 key bits, or its single-tile sort). At
-    // 17-24 bits (products-like: 22) two passes leave it in the transient pairs: no copy.
-    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, E, kBucketBits, end_bit, s));
-    trace.mark("sort_top_bits");
-    const std::int64_t B = (N + (std::int64_t(1) << kBucketBits) - 1) >> kBucketBits;
-    DeviceBuffer bucket_ptr((B + 1) * sizeof(std::int32_t), s);
-    bucket_ptr_kernel<<<grid_for(B + 1, 256), 256, 0, s>>>(keys.Current(), E, B, end_bit - kBucketBits,
-                                                           bucket_ptr.as<std::int32_t>());
-    check_launch();
-    plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
-    Pair* to = pairs.Current() == kept.as<Pair>() ? pairs.Alternate() : kept.as<Pair>();
-    bucket_sort_rows_kernel<<<unsigned(B), 256, 0, s>>>(keys.Current(), pairs.Current(), bucket_ptr.as<const std::int32_t>(),
-                                                        N, to, plan.row_ptr.as<std::int32_t>());
-    check_launch();
-    if (to != kept.as<Pair>())
-      PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), to, E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
-    trace.mark("bucket_sort+row_ptr");
-    plan.pairs = std::move(kept);
-    return;
-  }
   PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, E, 0, end_bit, s));
   if (pairs.Current() != kept.as<Pair>())
     PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
@@ -963,9 +852,8 @@ std::shared_ptr<CudaPlan> build_plan_for(const TensorView& src, const TensorView
     } else {
       const float* fw = fold_w && fold_w->dtype() == DType::f32 ? fold_w->data_as<const float>() : nullptr;
       plan->w_in_pairs = fw != nullptr;
-      const bool msd = knobs.build_msd == 1;
-      if (i32) sort_narrow<std::int32_t>(*plan, src, dst, N, knobs.build_chunks, msd, s, f, trace, fw);
-      else sort_narrow<std::int64_t>(*plan, src, dst, N, knobs.build_chunks, msd, s, f, trace, fw);
+      if (i32) sort_narrow<std::int32_t>(*plan, src, dst, N, knobs.build_chunks, s, f, trace, fw);
+      else sort_narrow<std::int64_t>(*plan, src, dst, N, knobs.build_chunks, s, f, trace, fw);
       finish_plan<std::int32_t>(*plan, src, dst, N, s, f, trace);
     }
   } else {
@@ -1816,147 +1704,8 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
   }
 }
 
-// Lean in destination-range passes (float32, float4 rows): pass p adds only the edges whose
-// destination lies in rows [lo, hi), so the output rows it adds into (out_bytes / P) can stay in
-// L2 while x streams past them (x loads carry an L2 evict_first hint). A persistent warp reads 256
-// destinations a step, coalesced, queues the hits in shared memory (ballot + popc; edge order
-// kept) and sums the queue 32 edges at a time with 4 x rows in flight per lane group, as the
-// one-pass kernel. Measured on the H200 (bench/micro/lean_passes_micro.cu, products-like, int32
-// indices, memset included): one pass 13.40 ms; 12 passes 13.11, with x evict_first 12.39
-// (0.92x); 8 / 16 / 24 / 32 passes with the hint 12.53 / 12.64 / 13.71 / 15.05 (each pass reads
-// all of dst). Hinting the reductions evict_last as well gained 1% more (12.28) and was left out:
-// such lines would outstay the call in L2. A persisting L2 carve-out (cudaLimitPersistingL2CacheSize)
-// gave 11.19 ms but is device-wide, and made the one-pass kernel itself 24.5 ms: not a library's
-// to set. Session 3's passes (each 16-lane group testing its own destinations) lost at every count.
-__device__ __forceinline__ std::uint64_t l2_evict_first_policy() {
-  std::uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
-__device__ __forceinline__ float4 ldg4_evict_first(const float* ptr, std::uint64_t pol) {
-  float4 v;
-  asm volatile("ld.global.nc.L2::cache_hint.v4.f32 {%0,%1,%2,%3}, [%4], %5;"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "l"(ptr), "l"(pol));
-  return v;
-}
-constexpr int kLeanTile = 256, kLeanWarps = 8;
-template <class I>
-__global__ void __launch_bounds__(kLeanWarps * 32) atomic_range_pass_kernel(
-    const I* __restrict__ src, const I* __restrict__ dst, const float* __restrict__ x, std::int64_t xs,
-    const float* __restrict__ w, float* __restrict__ out, std::int64_t os, std::int64_t E, std::int64_t F, int lpe,
-    int transform, std::int64_t lo, std::int64_t hi) {
-  __shared__ std::int64_t queue_e[kLeanWarps][64], queue_d[kLeanWarps][64];
-  const int lane = threadIdx.x % 32, wib = threadIdx.x / 32, groups = 32 / lpe, group = lane / lpe, gl = lane % lpe;
-  const std::uint64_t pol = l2_evict_first_policy();
-  std::int64_t* const qe = queue_e[wib];
-  std::int64_t* const qd = queue_d[wib];
-  int cnt = 0;
-  auto sum = [&](int n) {  // the first n <= 32 queued edges
-    std::int64_t s = 0, d = 0;
-    float wt = 1.f;
-    if (lane < n) {
-      const std::int64_t e = qe[lane];
-      d = qd[lane];
-      s = std::int64_t(src[e]);
-      if (w) wt = __ldg(w + e);
-    }
-    for (int t0 = 0; t0 < n; t0 += groups * 4) {
-      std::int64_t sr[4], dr[4];
-      float ww[4];
-      bool live[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int t = t0 + u * groups + group;
-        sr[u] = __shfl_sync(0xffffffffu, s, t & 31);
-        dr[u] = __shfl_sync(0xffffffffu, d, t & 31);
-        ww[u] = __shfl_sync(0xffffffffu, wt, t & 31);
-        live[u] = t < n;
-      }
-      for (std::int64_t f = std::int64_t(gl) * 4; f < F; f += std::int64_t(lpe) * 4) {
-        float4 v[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u)  // 4 rows' loads before any reduction
-          v[u] = live[u] ? ldg4_evict_first(x + sr[u] * xs + f, pol) : make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-          if (live[u])
-            atomicAdd(reinterpret_cast<float4*>(out + dr[u] * os + f),
-                      make_float4(phi(v[u].x * ww[u], transform), phi(v[u].y * ww[u], transform),
-                                  phi(v[u].z * ww[u], transform), phi(v[u].w * ww[u], transform)));
-      }
-    }
-  };
-  // One call site for `sum`: inlined at each of the 8 unrolled steps and for the tail, with the
-  // transform's runtime switch, the kernel was 12k lines of PTX and ran products-like in 54.8 ms
-  // (12 passes; the micro's tanh-only kernel: 12.39), which reads as instruction-cache misses.
-  const std::int64_t warp = blockIdx.x * std::int64_t(kLeanWarps) + wib, warps = std::int64_t(gridDim.x) * kLeanWarps;
-  std::int64_t base = warp * kLeanTile;  // the warp's current tile, read 32 destinations a step
-  int step = 0;
-  while (true) {
-    while (cnt < 32 && base < E) {  // queue this warp's hits until 32 wait or its edges are done
-      const std::int64_t e = base + step * 32 + lane;
-      const std::int64_t d = e < E ? std::int64_t(dst[e]) : -1;
-      const bool in = d >= lo && d < hi;
-      const unsigned m = __ballot_sync(0xffffffffu, in);
-      if (in) {
-        const int pos = cnt + __popc(m & ((1u << lane) - 1u));  // < 64: at most 31 waited before
-        qe[pos] = e;
-        qd[pos] = d;
-      }
-      cnt += __popc(m);
-      if (++step == kLeanTile / 32) {
-        step = 0;
-        base += warps * kLeanTile;
-      }
-    }
-    if (cnt == 0) break;
-    const int n = cnt < 32 ? cnt : 32;
-    __syncwarp();
-    sum(n);  // the warp's last, partly filled queue too
-    __syncwarp();
-    const int rest = cnt - n;  // < 32: moved to the front
-    std::int64_t re = 0, rd = 0;
-    if (lane < rest) {
-      re = qe[32 + lane];
-      rd = qd[32 + lane];
-    }
-    __syncwarp();
-    if (lane < rest) {
-      qe[lane] = re;
-      qd[lane] = rd;
-    }
-    cnt = rest;
-    __syncwarp();
-  }
-}
-
-// Passes for the lean path. Default: one pass (atomic_edges_kernel). PIPELINK_AGG_LEAN_PASSES=P
-// (1..1024; capped at N) forces P range passes (1: one pass); =0 picks enough that one pass's output rows fill ~85% of L2
-// (products-like: 627 MB over 60 MB, 12 passes), or one pass when the output fits L2 already or
-// more than 16 would be needed (each pass reads all of dst; 24 passes were slower than one).
-// Opt-in, not the default, because the production kernel has not yet shown the micro's gain: its
-// first version ran products-like in 54.8 ms with 12 passes against 13.83 for one pass (H200,
-// d2d633c, correct but 4x slower; PTX 12k lines, read as instruction-cache misses), and the
-// version below, with one call site for the queue's sum (1.4k lines), has not run on a GPU.
-std::int64_t lean_passes(std::size_t out_bytes) {
-  const char* v = std::getenv("PIPELINK_AGG_LEAN_PASSES");
-  if (!v || !*v) return 1;
-  char* end = nullptr;
-  const long long p = std::strtoll(v, &end, 10);
-  if (*end != '\0' || p < 0 || p > 1024)
-    throw Error(std::string("aggregate: PIPELINK_AGG_LEAN_PASSES='") + v + "' is not an integer in [0, 1024]");
-  if (p > 0) return p;
-  int dev = 0, l2 = 0;
-  PIPELINK_CUDA_CHECK(cudaGetDevice(&dev));
-  PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev));
-  if (l2 <= 0) return 1;
-  const std::int64_t n = std::int64_t(std::ceil(double(out_bytes) / (0.85 * double(l2))));
-  return n >= 2 && n <= 16 ? n : 1;
-}
-
 template <class T, class I>
-void launch_atomic(const OpContext& ctx, bool vec4, std::int64_t passes) {
+void launch_atomic(const OpContext& ctx, bool vec4) {
   const TensorView &x = ctx.port("x"), &src = ctx.port("src"), &dst = ctx.port("dst"), &out = ctx.port("out");
   const cudaStream_t s = as_stream(ctx.stream);
   const std::int64_t E = ctx.dim("E"), F = ctx.dim("F");
@@ -1966,25 +1715,6 @@ void launch_atomic(const OpContext& ctx, bool vec4, std::int64_t passes) {
   if constexpr (sizeof(T) == 4) {
     if (vec4) {
       const int lpe = lanes_per_edge(F, 4);
-      const std::int64_t N = ctx.dim("N");
-      if (passes >= 2) {
-        int dev = 0, sms = 0, occ = 0;
-        PIPELINK_CUDA_CHECK(cudaGetDevice(&dev));
-        PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-        PIPELINK_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, atomic_range_pass_kernel<I>,
-                                                                          kLeanWarps * 32, 0));
-        const std::int64_t tiles = (E + kLeanTile - 1) / kLeanTile;
-        const int grid = int(std::max<std::int64_t>(1, std::min<std::int64_t>(std::int64_t(sms) * std::max(occ, 1),
-                                                                              (tiles + kLeanWarps - 1) / kLeanWarps)));
-        for (std::int64_t p = 0; p < passes; ++p) {
-          atomic_range_pass_kernel<I><<<grid, kLeanWarps * 32, 0, s>>>(
-              src.data_as<const I>(), dst.data_as<const I>(), reinterpret_cast<const float*>(x.data_as<const T>()),
-              x.stride(0), reinterpret_cast<const float*>(w), reinterpret_cast<float*>(out.data_as<T>()), out.stride(0), E,
-              F, lpe, tr, N * p / passes, N * (p + 1) / passes);
-          check_launch();
-        }
-        return;
-      }
       atomic_edges_kernel<T, I, 4><<<grid_for(E * lpe, 256), 256, 0, s>>>(src.data_as<const I>(), dst.data_as<const I>(),
                                                                           x.data_as<const T>(), x.stride(0), w,
                                                                           out.data_as<T>(), out.stride(0), E, F, lpe, tr);
@@ -2003,20 +1733,14 @@ void aggregate_lean(OpContext& ctx, bool allow_vec4) {
   const TensorView &x = ctx.port("x"), &src = ctx.port("src"), &dst = ctx.port("dst"), &out = ctx.port("out");
   const cudaStream_t s = as_stream(ctx.stream);
   PIPELINK_CUDA_CHECK(cudaSetDevice(x.device().index));
+  validate_indices("aggregate", &src, &dst, ctx.dim("N"), s);
+  if (!ctx.attr<bool>("accumulate") && out.numel() > 0) zero_rows(out, s);
   const bool f32 = x.dtype() == DType::f32;
   const bool vec4 = allow_vec4 && f32 && ctx.dim("F") % 4 == 0 && x.stride(0) % 4 == 0 && out.stride(0) % 4 == 0 &&
                     aligned16(x.data()) && aligned16(out.data());
-  // Before any work: a bad PIPELINK_AGG_LEAN_PASSES fails with the output untouched.
-  const std::int64_t N = ctx.dim("N");
-  // Read for every call (a bad value is an error even where the passes do not apply: float64,
-  // F % 4 != 0, unaligned rows), used for float4 rows only.
-  const std::int64_t knob_passes = lean_passes(std::size_t(N) * std::size_t(ctx.dim("F")) * sizeof(float));
-  const std::int64_t passes = vec4 ? std::min<std::int64_t>(knob_passes, std::max<std::int64_t>(N, 1)) : 1;
-  validate_indices("aggregate", &src, &dst, N, s);
-  if (!ctx.attr<bool>("accumulate") && out.numel() > 0) zero_rows(out, s);
   const bool i32 = src.dtype() == DType::i32;
-  if (f32) i32 ? launch_atomic<float, std::int32_t>(ctx, vec4, passes) : launch_atomic<float, std::int64_t>(ctx, vec4, passes);
-  else i32 ? launch_atomic<double, std::int32_t>(ctx, false, 1) : launch_atomic<double, std::int64_t>(ctx, false, 1);
+  if (f32) i32 ? launch_atomic<float, std::int32_t>(ctx, vec4) : launch_atomic<float, std::int64_t>(ctx, vec4);
+  else i32 ? launch_atomic<double, std::int32_t>(ctx, false) : launch_atomic<double, std::int64_t>(ctx, false);
 }
 
 // ---- three-op reference on CUDA --------------------------------------------------------------
