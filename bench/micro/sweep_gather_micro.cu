@@ -27,6 +27,7 @@
 //   S2  sorted by src, one launch per wave of (SMs) blocks (the waves start together)
 //   S3-S6 more rows in flight, w gathered through the edge id, 16 src bands, 2 blocks an SM
 //   S7/S8 16 owners a block (warp pairs), so that the key fits two CUB passes: edge order / bands
+//   S9    S5/S6 with the w gather software-pipelined one chunk ahead (the planned run's w order)
 // S1 and S2 are compared with S0 (max|a - b| / max|b|, different summation order).
 #include <cub/device/device_radix_sort.cuh>
 
@@ -68,8 +69,8 @@ __global__ void seg_search(const std::uint64_t* key, i64 E, i64 S, int* seg_ptr)
 
 // T threads (T / 16 owner half-warps), D rows a block, U x rows in flight per half-warp. WG: the
 // weights gathered through the edge id (w in edge order, the protocol's planned run) instead of
-// read in plan order.
-template <int T, int U, bool WG>
+// read in plan order. WP (with WG): the gather software-pipelined one 16-edge chunk ahead.
+template <int T, int U, bool WG, bool WP = false>
 __global__ void __launch_bounds__(T, 1024 / T) sweep_kernel(const int* __restrict__ seg_ptr, const int* __restrict__ s_src,
                                                             const int* __restrict__ s_loc, const float* __restrict__ s_w,
                                                             const int* __restrict__ s_id, const float* __restrict__ w,
@@ -84,11 +85,27 @@ __global__ void __launch_bounds__(T, 1024 / T) sweep_kernel(const int* __restric
   const i64 seg = b * H + threadIdx.x / 16;
   const int beg = seg_ptr[seg], len = seg_ptr[seg + 1] - beg;
   const int n = max(len, __shfl_xor_sync(0xffffffffu, len, 16));
+  // WP: the next chunk's indices are loaded before this chunk's work and its weights gathered
+  // after it, so neither the id load nor the dependent w load stands in front of the x loads.
+  int ns = 0, nl = -1, nid = 0;
+  float nw = 0.f;
+  if constexpr (WP) {
+    if (gl < len) ns = s_src[beg + gl], nl = s_loc[beg + gl], nw = w[s_id[beg + gl]];
+  }
   for (int i = 0; i < n; i += 16) {
     // Lane gl holds edge i + gl of its half's list; the 16 are passed round by shuffles.
     const bool ok = i + gl < len;
-    const int ms = ok ? s_src[beg + i + gl] : 0, ml = ok ? s_loc[beg + i + gl] : -1;
-    const float mw = ok ? (WG ? w[s_id[beg + i + gl]] : s_w[beg + i + gl]) : 0.f;
+    int ms, ml;
+    float mw;
+    if constexpr (WP) {
+      ms = ns, ml = nl, mw = nw;
+      const bool nok = i + 16 + gl < len;
+      ns = nok ? s_src[beg + i + 16 + gl] : 0, nl = nok ? s_loc[beg + i + 16 + gl] : -1;
+      nid = nok ? s_id[beg + i + 16 + gl] : -1;
+    } else {
+      ms = ok ? s_src[beg + i + gl] : 0, ml = ok ? s_loc[beg + i + gl] : -1;
+      mw = ok ? (WG ? w[s_id[beg + i + gl]] : s_w[beg + i + gl]) : 0.f;
+    }
 #pragma unroll
     for (int u0 = 0; u0 < 16; u0 += U) {
       float4 v[U];
@@ -112,6 +129,7 @@ __global__ void __launch_bounds__(T, 1024 / T) sweep_kernel(const int* __restric
           a.w += t.w;
         }
     }
+    if constexpr (WP) nw = nid >= 0 ? w[nid] : 0.f;
   }
   __syncthreads();
   for (int i = threadIdx.x; i < D * 16; i += T)
@@ -217,9 +235,11 @@ int main(int argc, char** argv) {
   line("S3 sorted by src, 1024 thr U=8", sweep_kernel<1024, 8, false>, 1024);
   line("S5 sorted by src, w gathered through the edge id", sweep_kernel<1024, 4, true>, 1024);
   line("S5b the same, U=8", sweep_kernel<1024, 8, true>, 1024);
+  line("S9a S5 with the w gather one chunk ahead", sweep_kernel<1024, 4, true, true>, 1024);
   build(896, 64, 18);
   line("S6 16 src bands (key: segment, src >> 18)", sweep_kernel<1024, 4, false>, 1024);
   line("S6g the same, w gathered through the edge id", sweep_kernel<1024, 4, true>, 1024);
+  line("S9 S6 with the w gather one chunk ahead", sweep_kernel<1024, 4, true, true>, 1024);
   build(896, 16, 32);
   line("S7 16 owners (warp pairs), edge order, U=8", pair_kernel<8>, 1024);
   line("S7b the same, U=16", pair_kernel<16>, 1024);
