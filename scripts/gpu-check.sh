@@ -99,7 +99,7 @@ for v in ${VARIANTS:-}; do
     [ -f "$md" ] && { printf '\n### variant %s (%s), null test skipped\n\n' "$tag" "${vars//,/ }"; cat "$md"; } >>"$OUT/variants.md" && rm -f "$md"
   done
 done
-# INSTR=1: instructions, issue and occupancy of one planned run's staged kernel per workload (and
+# INSTR=1: instructions, issue and occupancy of the first staged-kernel launch (the one-shot's run) per workload (and
 # variant): ncu's cheap counters, no replay of the full section set. INSTR_COUNT=N profiles the first
 # N launches (the bench runs one-shot first, then planned, then planned with w in plan order: each
 # kernel line names the launch), INSTR_KERNEL a regex other than staged_rows_kernel.

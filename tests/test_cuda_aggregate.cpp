@@ -408,7 +408,7 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
   graphs.push_back(uniform_graph(3000, 50000, seed + 6, DType::i32));  // N < 4096 bins; rows 2000+ empty
   for (std::int64_t e = 0; e < 50000; ++e) graphs.back().dst.data_as<std::int32_t>()[e] %= 2000;
   // 17 key bits: the one sort takes three CUB passes and leaves its result in the kept pairs (the
-  // graphs above of 12-15 bits: two passes and a copy), against ranges of at most 16 bits; 300
+  // other graphs above: 12-15 bits, two passes and a copy; N = 1: one bit), against ranges of at most 16 bits; 300
   // rows with few edges: CUB's single-tile sort, in the one sort and in every range.
   graphs.push_back(uniform_graph(100000, 400000, seed + 7, DType::i32));
   graphs.push_back(uniform_graph(300, 2000, seed + 8, DType::i32));
@@ -474,11 +474,95 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
   }
 }
 
+TEST_F(CudaAggregate, OneShotInEdgeRanges) {
+  // PIPELINK_AGG_ONESHOT_CHUNKS=K: a one-shot call in K edge ranges, each built and run on its own,
+  // the later ones accumulating. Inside the tolerance and deterministic on hub, uniform and N = 1
+  // graphs, float32 and float64, F = 64 (the staged kernel) and 3, with and without an existing
+  // output; K past E; the build's peak memory about 1 / K of the one plan's.
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::vector<std::int64_t> deg(4000, 0);
+  for (std::int64_t r = 0; r < 4000; ++r) deg[r] = (r * 7) % 30;
+  deg[17] += 20000;  // a hub row split into segments, its edges in every range
+  std::vector<EdgeList> graphs;
+  graphs.push_back(graph_with_degrees(deg, seed));
+  graphs.push_back(uniform_graph(20000, 300000, seed + 1, DType::i64));
+  graphs.push_back(uniform_graph(1, 3000, seed + 2, DType::i32));
+  graphs.push_back(uniform_graph(50, 5, seed + 3, DType::i32));  // E < K: empty ranges
+  for (const EdgeList& g : graphs) {
+    const std::int64_t N = g.num_nodes, E = g.num_edges();
+    for (const auto& [F, value, acc] : {std::tuple{std::int64_t(64), DType::f32, false}, std::tuple{std::int64_t(64), DType::f32, true},
+                                        std::tuple{std::int64_t(3), DType::f32, false}, std::tuple{std::int64_t(64), DType::f64, false}}) {
+      SCOPED_TRACE("N=" + std::to_string(N) + " E=" + std::to_string(E) + " F=" + std::to_string(F) +
+                   " value=" + std::string(dtype_name(value)) + " accumulate=" + std::to_string(acc));
+      Tensor x = random_tensor({N, F}, value, seed + 4, -2, 2), w = random_tensor({E}, value, seed + 5);
+      Tensor init = random_tensor({N, F}, value, seed + 6);
+      const AggregateOptions opts{Transform::tanh, acc, AggregatePath::one_shot};
+      const AggregateOracle oracle =
+          aggregate_oracle(x, g.src, g.dst, w.view(), opts, acc ? std::optional<TensorView>(init.view()) : std::nullopt);
+      Tensor xg = gpu(x), wg = gpu(w), sg = gpu(g.src), dg = gpu(g.dst);
+      for (const char* k : {"2", "3", "7"}) {
+        SCOPED_TRACE(std::string("ranges=") + k);
+        ScopedEnv env({{"PIPELINK_AGG_ONESHOT_CHUNKS", k}});
+        Tensor first;
+        for (int rep = 0; rep < 2; ++rep) {
+          Tensor out = acc ? gpu(init) : poisoned_gpu(N, F, value);
+          aggregate(xg, sg, dg, wg.view(), out, opts);
+          Tensor back = host(out);
+          if (rep == 0) {
+            const VerifyReport r = verify_aggregate(back, oracle);
+            EXPECT_TRUE(r.within_tolerance) << r.summary();
+            EXPECT_EQ(r.unwritten, 0) << r.summary();
+            first = clone(back);
+          } else {
+            EXPECT_TRUE(bitwise_equal(first, back)) << "two calls gave different bits";
+          }
+        }
+      }
+    }
+  }
+  {  // Peak device memory of the call (uniform graph, F = 64): about a third of the one plan's.
+    const EdgeList& g = graphs[1];
+    Tensor xg = gpu(random_tensor({g.num_nodes, 64}, DType::f32, seed + 7)), wg = gpu(random_tensor({g.num_edges()}, DType::f32, seed + 8));
+    Tensor sg = gpu(g.src), dg = gpu(g.dst), out = poisoned_gpu(g.num_nodes, 64, DType::f32);
+    auto peak_of = [&] {
+      cuda::synchronize();
+      cuda::reset_peak_memory();
+      const auto before = cuda::memory_stats();
+      aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::one_shot});
+      cuda::synchronize();
+      return cuda::memory_stats().peak - before.current;
+    };
+    const std::size_t one = peak_of();
+    ScopedEnv env({{"PIPELINK_AGG_ONESHOT_CHUNKS", "3"}});
+    const std::size_t three = peak_of();
+    EXPECT_LT(double(three), 0.5 * double(one)) << three << " vs " << one;
+  }
+  // A bad index in the last range: the first bad edge of the whole list, the output untouched.
+  EdgeList g = uniform_graph(500, 90000, seed + 9, DType::i64);
+  g.dst.data_as<std::int64_t>()[80000] = 500;
+  g.src.data_as<std::int64_t>()[80003] = -1;
+  Tensor before = random_tensor({500, 64}, DType::f32, seed + 10);
+  Tensor out = gpu(before);
+  ScopedEnv env({{"PIPELINK_AGG_ONESHOT_CHUNKS", "3"}});
+  try {
+    aggregate(gpu(random_tensor({500, 64}, DType::f32, seed + 11)), gpu(g.src), gpu(g.dst), std::nullopt, out,
+              {.path = AggregatePath::one_shot});
+    cuda::synchronize();
+    ADD_FAILURE() << "no error";
+  } catch (const IndexOutOfRangeError& e) {
+    EXPECT_EQ(e.position(), 80000) << e.what();
+    EXPECT_EQ(e.port(), "dst") << e.what();
+  }
+  EXPECT_TRUE(bitwise_equal(host(out), before)) << "output modified";
+}
+
 TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
   EdgeList g = uniform_graph(100, 1000, fresh_seed(), DType::i32);
   Tensor sg = gpu(g.src), dg = gpu(g.dst);
   for (auto [name, value] : {std::pair{"PIPELINK_AGG_SEGMENT", "16"}, std::pair{"PIPELINK_AGG_CHUNK", "12x"},
-                             std::pair{"PIPELINK_AGG_ROWS_PER_EDGE", "-1"}, std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "5000"}}) {
+                             std::pair{"PIPELINK_AGG_ROWS_PER_EDGE", "-1"}, std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "5000"},
+                             std::pair{"PIPELINK_AGG_ONESHOT_CHUNKS", "0"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);

@@ -1,4 +1,5 @@
-"""A model of bucket_sort_rows_kernel (src/cuda/aggregate.cu, PIPELINK_AGG_BUILD_MSD=1) in numpy:
+"""A model of bucket_sort_rows_kernel (src/cuda/aggregate.cu at d346d51, PIPELINK_AGG_BUILD_MSD=1;
+removed in c876671 after it lost on the H200, docs/perf-notes.md v11) in numpy:
 per bucket of 256 rows, eight warp eighths, per-warp digit counts, the block scan, and the stable
 scatter ranked among same-digit lanes of each 32-edge chunk, plus row_ptr. Checked against a
 stable sort by destination and its row offsets on random graphs, with and without a hub row.

@@ -293,9 +293,12 @@ std::int64_t long_row_threshold() {
 //   PIPELINK_AGG_ROWS_PER_EDGE: count every k rows as one edge when forming groups [0, 2^20]
 //   PIPELINK_AGG_BUILD_CHUNKS: sort the narrow plan in this many destination ranges [0, 4096]
 //     (0: one sort, and ranges only when its buffers do not fit; see sort_narrow_chunked)
+//   PIPELINK_AGG_ONESHOT_CHUNKS: a one-shot call in this many edge ranges, each built and run
+//     on its own, the later ones accumulating [1, 4096] (1: one plan; see aggregate_one_shot)
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
+  std::int64_t oneshot_chunks = 1;
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -313,6 +316,7 @@ PlanKnobs plan_knobs() {
   k.chunk = read("PIPELINK_AGG_CHUNK", 32, 1 << 20, 0);
   k.rows_per_edge = read("PIPELINK_AGG_ROWS_PER_EDGE", 0, 1 << 20, kRowsPerEdge);
   k.build_chunks = read("PIPELINK_AGG_BUILD_CHUNKS", 0, 4096, 0);
+  k.oneshot_chunks = read("PIPELINK_AGG_ONESHOT_CHUNKS", 1, 4096, 1);
   return k;
 }
 
@@ -497,7 +501,8 @@ struct CudaPlan final : AggregatePlan::Impl {
 // K balanced ranges (12 at K = 4). Each range is a stable select of its edge ids (CUB, in edge
 // order), a gather of their (dst - lo, src, id), the same stable sort, and its rows' offsets;
 // ranges are consecutive, so the plan is the one-sort plan, bit for bit. The cost: K passes over
-// dst and the gathers, written before any GPU measurement (docs/perf-notes.md).
+// dst and the gathers. Measured (products-like one-shot, H200): 10.34 ms at K = 4 against 7.95
+// for the one sort (v10); its ranges step alone 4.73 ms (v11 trace).
 constexpr int kRangeBins = 4096;  // destination histogram bins that range boundaries are drawn on
 
 // bins[b] += edges with dst in bin b (rows [ceil(b N / B), ceil((b+1) N / B))); also the index
@@ -1486,7 +1491,7 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
                       bool acc, const StagedSegments& sg, cudaStream_t s) {
   // Shared-memory attributes are per device: set once per device and transform. The opt-in above
   // 48 KiB is not needed at 1-2 warps per block (12.5 KB) but keeps larger stage configurations
-  // working; 1-warp blocks ask for the largest carveout, so that 32 of them fit an SM.
+  // working.
   static std::atomic<std::uint64_t> opted{0};
   int dev = 0;
   PIPELINK_CUDA_CHECK(cudaGetDevice(&dev));
@@ -1668,10 +1673,42 @@ AggregateOptions options_of(const OpContext& ctx) {
 // the run reads no w of its own: the random 4-byte w[edge id] gather is gone, at no extra build
 // work (the init writes w's bits where it wrote the id). The planned run with weights in plan
 // order, which reads the same bytes, took 4.41 ms against 5.08 on products-like (46f2e9e55df9).
+//
+// PIPELINK_AGG_ONESHOT_CHUNKS=K (opt-in; compiled, not yet run on a GPU): the edge list in K
+// ranges, each built and run on its own, ranges after the first accumulating into out, each
+// range's plan freed (stream-ordered) before the next is built. So the build's transient memory
+// is that of E / K edges (~24 / K bytes per edge) and each edge is sorted once, where the ranges
+// build (PIPELINK_AGG_BUILD_CHUNKS) selects over all E for every destination range: products-like
+// one-shot 10.34 ms at K = 4 there (v10). Count for this one at K = 3: the same sort bytes, the
+// run's x rows once, and the output read and written twice more (2 x 1.25 GB, ~0.6 ms): ~7.7 ms
+// against 7.1. Deterministic (a fixed range order), but not planned's bits: each row is added
+// range by range.
 void aggregate_one_shot(OpContext& ctx) {
   const TensorView* w = ctx.has("w") ? &ctx.port("w") : nullptr;
-  const auto plan = build_plan_for(ctx.port("src"), ctx.port("dst"), ctx.dim("N"), ctx.stream, w);
-  plan->run(ctx.port("x"), w, ctx.port("out"), options_of(ctx), false);
+  const TensorView &src = ctx.port("src"), &dst = ctx.port("dst");
+  const std::int64_t E = src.numel(), N = ctx.dim("N");
+  const std::int64_t K = std::min(plan_knobs().oneshot_chunks, std::max<std::int64_t>(E, 1));  // bad knob: before any work
+  if (K <= 1) {
+    const auto plan = build_plan_for(src, dst, N, ctx.stream, w);
+    plan->run(ctx.port("x"), w, ctx.port("out"), options_of(ctx), false);
+    return;
+  }
+  // Every range's indices before any output is written (each range's build checks its own again).
+  validate_indices("aggregate", &src, &dst, N, as_stream(ctx.stream));
+  auto range = [](const TensorView& v, std::int64_t e0, std::int64_t n) {
+    const std::int64_t shape[1] = {n};
+    return TensorView(static_cast<std::byte*>(v.data()) + e0 * std::int64_t(v.itemsize()), v.dtype(), v.device(), shape);
+  };
+  AggregateOptions opts = options_of(ctx);
+  for (std::int64_t k = 0; k < K; ++k) {
+    const std::int64_t e0 = E * k / K, n = E * (k + 1) / K - e0;
+    const TensorView sk = range(src, e0, n), dk = range(dst, e0, n);
+    std::optional<TensorView> wk;
+    if (w) wk = range(*w, e0, n);
+    const auto plan = build_plan_for(sk, dk, N, ctx.stream, wk ? &*wk : nullptr);
+    plan->run(ctx.port("x"), wk ? &*wk : nullptr, ctx.port("out"), opts, false);
+    opts.accumulate = true;
+  }
 }
 
 // ---- lean: atomic accumulation, zero scratch -------------------------------------------------

@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   bagg->add_option("--edge-scale", bopt.edge_scale, "Scale the workload's edge count (1 = as registered)");
   bagg->add_flag("!--no-null-test", bopt.null_test, "Skip the 4x-edges null test");
   bagg->add_option("--ab", bopt.ab,
-                   "CUDA: A/B of plan and kernel variants, 'tag:VAR=1[,VAR2=1]' each (repeatable): a plan built under "
+                   "CUDA: A/B of plan-build knobs, 'tag:VAR=1[,VAR2=1]' each (repeatable): a plan built under "
                    "each (PIPELINK_AGG_SEGMENT, _CHUNK, _ROWS_PER_EDGE, _BUILD_CHUNKS are read at build), "
                    "its planned run, a one-shot call and a lean call (both with their allocator peak) "
                    "verified, then timed interleaved with the default. Settings read once per process "
