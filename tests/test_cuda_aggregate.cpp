@@ -536,7 +536,8 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
     const std::size_t one = peak_of();
     ScopedEnv env({{"PIPELINK_AGG_ONESHOT_CHUNKS", "3"}});
     const std::size_t three = peak_of();
-    EXPECT_LT(double(three), 0.5 * double(one)) << three << " vs " << one;
+    // ~(8 + 24) / 3 against 8 + 24 bytes per edge, plus fixed parts (row offsets, CUB's temp).
+    EXPECT_LT(double(three), 0.6 * double(one)) << three << " vs " << one;
   }
   // A bad index in the last range: the first bad edge of the whole list, the output untouched.
   EdgeList g = uniform_graph(500, 90000, seed + 9, DType::i64);
