@@ -18,7 +18,8 @@
 #          in the same process: `pipelink bench --ab`; for the knobs read at plan build,
 #          PIPELINK_AGG_SEGMENT, PIPELINK_AGG_BUILD_CHUNKS etc.),
 #          TRACE_BUILD=1 (the main benchmarks log each plan build's steps: PIPELINK_LOG_LEVEL=debug),
-#          MICRO="file.cu ..." (standalone micro-benchmarks under bench/micro, built and run first)
+#          MICRO="file.cu ..." (standalone micro-benchmarks under bench/micro, built and run first),
+#          DEADLINE_S (see step() below)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/gpu-check}
@@ -29,11 +30,24 @@ export LD_LIBRARY_PATH=$DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 jobs=$(nproc)
 status=()
 # The device tool returns at most 8 files: steps append to a few shared logs.
+# DEADLINE_S=N: no step starts after N seconds of this script, and a running one is stopped at N
+# (status "TIMED OUT"), so the summary still prints inside the device tool's limit. Set it some
+# 30 s under that limit: session 8 lost a whole 500 s call whose last step, a mutant's rebuild,
+# ran past it and took the summary with it.
 step() {  # name, log, command...: runs, appends to $OUT/log, records pass/fail
   local name=$1 log=$2; shift 2
-  local t0=$(date +%s)
+  local t0=$(date +%s) rc=0
+  if [ -n "${DEADLINE_S:-}" ]; then
+    local left=$(( DEADLINE_S - SECONDS ))
+    if [ "$left" -le 5 ]; then status+=("$name|SKIPPED (DEADLINE_S=$DEADLINE_S)|0s"); return; fi
+    set -- timeout --kill-after=10 "$left" "$@"
+  fi
   echo "=== $name: $*" >>"$OUT/$log"
-  if "$@" >>"$OUT/$log" 2>&1; then status+=("$name|ok|$(( $(date +%s) - t0 ))s"); else status+=("$name|FAILED (see $log)|$(( $(date +%s) - t0 ))s"); fi
+  "$@" >>"$OUT/$log" 2>&1 || rc=$?
+  local took="$(( $(date +%s) - t0 ))s"
+  if [ $rc -eq 0 ]; then status+=("$name|ok|$took")
+  elif [ -n "${DEADLINE_S:-}" ] && { [ $rc -eq 124 ] || [ $rc -eq 137 ]; }; then status+=("$name|TIMED OUT (DEADLINE_S)|$took")
+  else status+=("$name|FAILED (see $log)|$took"); fi
 }
 
 { nvidia-smi; nvcc --version; cmake --version; g++ --version; } >"$OUT/env.txt" 2>&1
