@@ -1085,6 +1085,14 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
 #endif
 }
+// The same copy to a shared-window address computed once per lane (staged kernel, LI).
+__device__ __forceinline__ void cp_async16_s(unsigned smem, const void* gmem) {
+#ifdef PIPELINK_NO_CP_ASYNC
+  __trap();
+#else
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(gmem) : "memory");
+#endif
+}
 __device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
 #ifdef PIPELINK_NO_CP_ASYNC
   __trap();
@@ -1119,7 +1127,15 @@ __device__ __forceinline__ float phi_c(float v) {
 // double sum goes to partial[item], added per row in segment order by combine_segments_kernel),
 // the others one group of rows each. Segments first, so that hub rows start early and run beside
 // the row groups in one launch (power-law: 22.8% of the edges lie in 1758 split rows).
-template <int TR, int W>
+// LI (PIPELINK_AGG_STAGED_ISSUE=1, opt-in; compiled, not yet run on a GPU): a stage's copies from
+// addresses whose per-lane parts are computed once. The default issue (SASS, sm_90, tanh) spends
+// ~150 instructions on a stage's 8 edges, ~19 of the 66-68 per edge that ncu counted (v11, the
+// kernel issue-bound at 90%): per 16-byte copy it reloads x and xs from the constant bank,
+// converts the shared pointer (S2R + LEA), multiplies src by the 64-bit stride in three IMADs and
+// scales it by 4 in two LEAs. LI keeps a shared address and an x address per lane, the stride in
+// bytes as 32 bits, and one IMAD.WIDE per copy: ~30 instructions a stage, so ~15 fewer per edge.
+// Same copies, same bits.
+template <int TR, int W, bool LI = false>
 __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
     const EdgePair<std::int32_t>* __restrict__ pairs, const float* __restrict__ x, std::int64_t xs,
@@ -1194,6 +1210,11 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     }
   };
   settle();
+  // LI: lane copies 16-byte piece (lane & 15) of edge 2c + (lane >> 4) of a stage, c < SE / 2.
+  const unsigned piece_s = static_cast<unsigned>(__cvta_generic_to_shared(rows)) +
+                           unsigned(((lane >> 4) * F + (lane & 15) * 4) * int(sizeof(float)));
+  const char* const xq = reinterpret_cast<const char*>(x + (lane & 15) * 4);
+  const unsigned xsb = unsigned(xs) * unsigned(sizeof(float));  // host: xs < 2^30 (staged_fits)
   while (r < r1) {  // one pass of the ring per run of rows between split rows
     const int kb = rbeg;
     EdgePair<std::int32_t> pnext{0, 0};
@@ -1204,12 +1225,24 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
       const int kn = k0 + SE + lane;
       if (lane < SE && kn < n) pnext = gp[kn];
       if (k0 < n) {
-        float* srow = rows + (j % S) * SE * F;
+        if constexpr (LI) {
+          const unsigned slot_s = piece_s + unsigned((j % S) * SE * F * int(sizeof(float)));
 #pragma unroll
-        for (int c = 0; c < SE / 2; ++c) {  // SE rows of 16 16-byte pieces, 32 pieces per step
-          const int piece = c * 32 + lane, e = piece >> 4, q = piece & 15;
-          const int sr = __shfl_sync(0xffffffffu, p.src, e);
-          if (k0 + e < n) cp_async16(srow + e * F + q * 4, x + std::int64_t(sr) * xs + q * 4);
+          for (int c = 0; c < SE / 2; ++c) {
+            const int e = c * 2 + (lane >> 4);
+            const int sr = __shfl_sync(0xffffffffu, p.src, e);
+            if (k0 + e < n)
+              cp_async16_s(slot_s + unsigned(c * 2 * F * int(sizeof(float))),
+                           xq + std::uint64_t(unsigned(sr)) * xsb);
+          }
+        } else {
+          float* srow = rows + (j % S) * SE * F;
+#pragma unroll
+          for (int c = 0; c < SE / 2; ++c) {  // SE rows of 16 16-byte pieces, 32 pieces per step
+            const int piece = c * 32 + lane, e = piece >> 4, q = piece & 15;
+            const int sr = __shfl_sync(0xffffffffu, p.src, e);
+            if (k0 + e < n) cp_async16(srow + e * F + q * 4, x + std::int64_t(sr) * xs + q * 4);
+          }
         }
         if (w && lane < SE && k0 + lane < n) {
           // kWInPairs: a plain store into the slot; the stage's reader passes the same
@@ -1476,7 +1509,8 @@ bool staged_fits(const TensorView& x, const TensorView& out, std::int64_t F) {
   if constexpr (!std::is_same_v<T, float> || !std::is_same_v<P, std::int32_t>) {
     return false;
   } else {
-    return enabled && staged_supported(x.device().index) && F == kStagedF && x.stride(1) == 1 && x.stride(0) % 4 == 0 && aligned16(x.data()) &&
+    return enabled && staged_supported(x.device().index) && F == kStagedF && x.stride(1) == 1 && x.stride(0) % 4 == 0 &&
+           x.stride(0) < (std::int64_t(1) << 30) && aligned16(x.data()) &&
            out.stride(1) == 1 && out.stride(0) % 2 == 0 && (reinterpret_cast<std::uintptr_t>(out.data()) & 7u) == 0;
   }
 }
@@ -1500,15 +1534,26 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
   int dev = 0;
   PIPELINK_CUDA_CHECK(cudaGetDevice(&dev));
   const std::uint64_t bit = dev < 64 ? std::uint64_t(1) << dev : 0;
-  if (!bit || !(opted.load(std::memory_order_acquire) & bit)) {
-    PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
-    opted.fetch_or(bit, std::memory_order_acq_rel);
-  }
+  // PIPELINK_AGG_STAGED_ISSUE=1: the LI copies (read once per process; see the kernel).
+  static const bool lean_issue = [] {
+    const char* v = std::getenv("PIPELINK_AGG_STAGED_ISSUE");
+    return v && std::string(v) == "1";
+  }();
   constexpr int warps = kStagedWarps;
   const int grid = int((sg.count + groups + warps - 1) / warps);
-  staged_rows_kernel<TR, warps><<<grid, warps * 32, staged_smem_bytes(warps), s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg.seg_len, sg.seg_first,
-                                                      sg.seg_row, sg.count, sg.partial, wmode);
+  auto launch = [&](auto kernel) {
+    if (!bit || !(opted.load(std::memory_order_acquire) & bit)) {
+      PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, false>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
+      PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, true>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
+      opted.fetch_or(bit, std::memory_order_acq_rel);
+    }
+    kernel<<<grid, warps * 32, staged_smem_bytes(warps), s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg.seg_len,
+                                                              sg.seg_first, sg.seg_row, sg.count, sg.partial, wmode);
+  };
+  if (lean_issue) launch(staged_rows_kernel<TR, warps, true>);
+  else launch(staged_rows_kernel<TR, warps, false>);
   check_launch();
 }
 
