@@ -46,6 +46,7 @@ mutations=(
   "one-shot staged stage drops the weights in its pairs@src/cuda/aggregate.cu@if (wmode == kWInPairs) wts[(j % S) * SE + lane] = __int_as_float(p.id);@if (wmode == kWInPairs) wts[(j % S) * SE + lane] = 1.f;@1@CudaAggregate.StagedKernelEveryTransformAndRowPaddedViews"
   "one-shot register walk drops the weights in its pairs@src/cuda/aggregate.cu@if (wmode == kWInPairs) return __int_as_float(e.id);@if (wmode == kWInPairs) return 1.f;@1@CudaAggregate.FeatureWidthsBothIndexTypes"
   "one-shot ranges overwrite each other@src/cuda/aggregate.cu@    opts.accumulate = true;@    (void)0;@1@CudaAggregate.OneShotInEdgeRanges"
+  "li copies give both half-warps the same edge@src/cuda/aggregate.cu@const int e = c * 2 + (lane >> 4);@const int e = c * 2;@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
   "ranges sort one bit short@src/cuda/aggregate.cu@bits_for(hi - lo), s));@bits_for(hi - lo) - 1, s));@1@CudaAggregate.PlanBuiltInDestinationRangesIsTheSamePlan"
 )
 fail=0

@@ -322,6 +322,49 @@ struct ScopedEnv {
   ScopedEnv& operator=(const ScopedEnv&) = delete;
 };
 
+TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
+  // PIPELINK_AGG_STAGED_ISSUE=1 (the LI copies) moves the same rows into the same stage slots, so
+  // every output bit matches the default's: planned (w by edge id), w in plan order, one-shot (w
+  // in the pairs), no weights, accumulate, a padded x row stride, and split hub rows.
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_STAGED_ISSUE");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 3000, F = 64;
+  std::vector<std::int64_t> deg(N);
+  for (std::int64_t r = 0; r < N; ++r) deg[r] = r % 67;
+  deg[7] += 5000;  // split into segments
+  EdgeList g = graph_with_degrees(deg, seed);
+  const std::int64_t E = g.num_edges();
+  Tensor sg = gpu(g.src), dg = gpu(g.dst);
+  AggregatePlan plan = AggregatePlan::build(sg, dg, N);
+  const std::int64_t shape[] = {N, F}, padded[] = {F + 4, 1};
+  Tensor xg = gpu(random_tensor({N, F}, DType::f32, seed + 1, -2, 2));
+  Tensor xpg = gpu(random_tensor({N, F + 4}, DType::f32, seed + 2, -2, 2));
+  const TensorView xpad(xpg.data(), DType::f32, kGpu, shape, padded);
+  Tensor wg = gpu(random_tensor({E}, DType::f32, seed + 3)), wp = gpu(random_tensor({E}, DType::f32, seed + 4));
+  const PlanWeights wplan = plan.permute_weights(wg.view(), wp.view());
+  Tensor init = random_tensor({N, F}, DType::f32, seed + 5);
+  // Each call once under the default copies, once under LI; the outputs compared bitwise.
+  auto both = [&](const char* what, const std::function<void(const TensorView&)>& call, bool accumulate) {
+    SCOPED_TRACE(what);
+    Tensor a = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
+    Tensor b = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
+    call(a);
+    {
+      ScopedEnv env({{"PIPELINK_AGG_STAGED_ISSUE", "1"}});
+      call(b);
+    }
+    EXPECT_TRUE(bitwise_equal(host(a), host(b))) << "LI copies changed the bits";
+  };
+  both("planned", [&](const TensorView& o) { aggregate(plan, xg, wg.view(), o); }, false);
+  both("planned, accumulate", [&](const TensorView& o) { aggregate(plan, xg, wg.view(), o, {Transform::tanh, true}); }, true);
+  both("planned, padded x", [&](const TensorView& o) { aggregate(plan, xpad, wg.view(), o); }, false);
+  both("planned, no weights", [&](const TensorView& o) { aggregate(plan, xg, std::nullopt, o); }, false);
+  both("w in plan order", [&](const TensorView& o) { aggregate(plan, xg, wplan, o); }, false);
+  both("one-shot", [&](const TensorView& o) { aggregate(xg, sg, dg, wg.view(), o, {.path = AggregatePath::one_shot}); }, false);
+  both("relu", [&](const TensorView& o) { aggregate(plan, xg, wg.view(), o, {Transform::relu}); }, false);
+}
+
 TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
   // PIPELINK_AGG_SEGMENT, _CHUNK and _ROWS_PER_EDGE change which warp sums which rows, and the
   // segment length which rows are split: a row split under neither plan keeps its bits, and every

@@ -1534,11 +1534,10 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
   int dev = 0;
   PIPELINK_CUDA_CHECK(cudaGetDevice(&dev));
   const std::uint64_t bit = dev < 64 ? std::uint64_t(1) << dev : 0;
-  // PIPELINK_AGG_STAGED_ISSUE=1: the LI copies (read once per process; see the kernel).
-  static const bool lean_issue = [] {
-    const char* v = std::getenv("PIPELINK_AGG_STAGED_ISSUE");
-    return v && std::string(v) == "1";
-  }();
+  // PIPELINK_AGG_STAGED_ISSUE=1: the LI copies (see the kernel). Read at each launch, so that a
+  // test compares both in one process and `bench --ab` interleaves them.
+  const char* li = std::getenv("PIPELINK_AGG_STAGED_ISSUE");
+  const bool lean_issue = li && li[0] == '1' && li[1] == '\0';
   constexpr int warps = kStagedWarps;
   const int grid = int((sg.count + groups + warps - 1) / warps);
   auto launch = [&](auto kernel) {
