@@ -47,6 +47,8 @@ mutations=(
   "one-shot register walk drops the weights in its pairs@src/cuda/aggregate.cu@if (wmode == kWInPairs) return __int_as_float(e.id);@if (wmode == kWInPairs) return 1.f;@1@CudaAggregate.FeatureWidthsBothIndexTypes"
   "one-shot ranges overwrite each other@src/cuda/aggregate.cu@    opts.accumulate = true;@    (void)0;@1@CudaAggregate.OneShotInEdgeRanges"
   "li copies give both half-warps the same edge@src/cuda/aggregate.cu@const int e = c * 2 + (lane >> 4);@const int e = c * 2;@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
+  "one-shot ranges skip the index check@src/cuda/aggregate.cu@validate_indices(\"aggregate\", &src, &dst, N, as_stream(ctx.stream));@(void)0;@1@CudaAggregate.OneShotInEdgeRanges"
+  "one-shot ranges all take the first weights@src/cuda/aggregate.cu@if (w) wk = range(*w, e0, n);@if (w) wk = range(*w, 0, n);@1@CudaAggregate.OneShotInEdgeRanges"
   "ranges sort one bit short@src/cuda/aggregate.cu@bits_for(hi - lo), s));@bits_for(hi - lo) - 1, s));@1@CudaAggregate.PlanBuiltInDestinationRangesIsTheSamePlan"
 )
 fail=0

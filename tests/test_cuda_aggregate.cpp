@@ -110,7 +110,11 @@ void check_graph(const Case& c, const EdgeList& g, std::uint64_t seed) {
     if (p == Path::one_shot) one_shot = clone(back);
     if (p == Path::planned) {
       planned = clone(back);
-      EXPECT_TRUE(bitwise_equal(planned, one_shot)) << "one-shot and planned differ";
+      // PIPELINK_AGG_ONESHOT_CHUNKS >= 2 adds each row range by range: other bits by design.
+      const char* oc = std::getenv("PIPELINK_AGG_ONESHOT_CHUNKS");
+      if (!oc || !*oc || std::string(oc) == "1") {
+        EXPECT_TRUE(bitwise_equal(planned, one_shot)) << "one-shot and planned differ";
+      }
     }
     if (p == Path::plan_weights) {
       EXPECT_TRUE(bitwise_equal(planned, back)) << "weights in plan order changed the bits";
@@ -326,7 +330,7 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   // PIPELINK_AGG_STAGED_ISSUE=1 (the LI copies) moves the same rows into the same stage slots, so
   // every output bit matches the default's: planned (w by edge id), w in plan order, one-shot (w
   // in the pairs), no weights, accumulate, a padded x row stride, and split hub rows.
-  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_STAGED_ISSUE");
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_STAGED_ISSUE", "PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const std::int64_t N = 3000, F = 64;
@@ -337,10 +341,12 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   const std::int64_t E = g.num_edges();
   Tensor sg = gpu(g.src), dg = gpu(g.dst);
   AggregatePlan plan = AggregatePlan::build(sg, dg, N);
-  const std::int64_t shape[] = {N, F}, padded[] = {F + 4, 1};
+  const std::int64_t shape[] = {N, F}, padded[] = {F + 4, 1}, reversed[] = {-F, 1};
   Tensor xg = gpu(random_tensor({N, F}, DType::f32, seed + 1, -2, 2));
   Tensor xpg = gpu(random_tensor({N, F + 4}, DType::f32, seed + 2, -2, 2));
   const TensorView xpad(xpg.data(), DType::f32, kGpu, shape, padded);
+  // Rows in reverse: row i at the last row minus i (a negative row stride).
+  const TensorView xrev(xg.data(), DType::f32, kGpu, shape, reversed, (N - 1) * F * std::int64_t(sizeof(float)));
   Tensor wg = gpu(random_tensor({E}, DType::f32, seed + 3)), wp = gpu(random_tensor({E}, DType::f32, seed + 4));
   const PlanWeights wplan = plan.permute_weights(wg.view(), wp.view());
   Tensor init = random_tensor({N, F}, DType::f32, seed + 5);
@@ -359,6 +365,7 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   both("planned", [&](const TensorView& o) { aggregate(plan, xg, wg.view(), o); }, false);
   both("planned, accumulate", [&](const TensorView& o) { aggregate(plan, xg, wg.view(), o, {Transform::tanh, true}); }, true);
   both("planned, padded x", [&](const TensorView& o) { aggregate(plan, xpad, wg.view(), o); }, false);
+  both("planned, rows reversed", [&](const TensorView& o) { aggregate(plan, xrev, wg.view(), o); }, false);
   both("planned, no weights", [&](const TensorView& o) { aggregate(plan, xg, std::nullopt, o); }, false);
   both("w in plan order", [&](const TensorView& o) { aggregate(plan, xg, wplan, o); }, false);
   both("one-shot", [&](const TensorView& o) { aggregate(xg, sg, dg, wg.view(), o, {.path = AggregatePath::one_shot}); }, false);
@@ -531,7 +538,7 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
   graphs.push_back(graph_with_degrees(deg, seed));
   graphs.push_back(uniform_graph(20000, 300000, seed + 1, DType::i64));
   graphs.push_back(uniform_graph(1, 3000, seed + 2, DType::i32));
-  graphs.push_back(uniform_graph(50, 5, seed + 3, DType::i32));  // E < K: empty ranges
+  graphs.push_back(uniform_graph(50, 5, seed + 3, DType::i32));  // K past E: clamped to E ranges of one edge
   for (const EdgeList& g : graphs) {
     const std::int64_t N = g.num_nodes, E = g.num_edges();
     for (const auto& [F, value, acc] : {std::tuple{std::int64_t(64), DType::f32, false}, std::tuple{std::int64_t(64), DType::f32, true},
@@ -576,11 +583,15 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
       cuda::synchronize();
       return cuda::memory_stats().peak - before.current;
     };
+    ScopedEnv plain({{"PIPELINK_AGG_ONESHOT_CHUNKS", nullptr}, {"PIPELINK_AGG_BUILD_CHUNKS", nullptr},
+                     {"PIPELINK_AGG_FORCE_WIDE", nullptr}});
     const std::size_t one = peak_of();
     ScopedEnv env({{"PIPELINK_AGG_ONESHOT_CHUNKS", "3"}});
     const std::size_t three = peak_of();
-    // ~(8 + 24) / 3 against 8 + 24 bytes per edge, plus fixed parts (row offsets, CUB's temp).
-    EXPECT_LT(double(three), 0.6 * double(one)) << three << " vs " << one;
+    // The one sort's 24 bytes per edge against a third of it (each range's plan freed before the
+    // next build), plus fixed parts (row offsets, CUB's temp): ~0.34 estimated. Plans kept alive
+    // to the end would give ~0.6.
+    EXPECT_LT(double(three), 0.45 * double(one)) << three << " vs " << one;
   }
   // A bad index in the last range: the first bad edge of the whole list, the output untouched.
   EdgeList g = uniform_graph(500, 90000, seed + 9, DType::i64);

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -1132,9 +1133,10 @@ __device__ __forceinline__ float phi_c(float v) {
 // ~150 instructions on a stage's 8 edges, ~19 of the 66-68 per edge that ncu counted (v11, the
 // kernel issue-bound at 90%): per 16-byte copy it reloads x and xs from the constant bank,
 // converts the shared pointer (S2R + LEA), multiplies src by the 64-bit stride in three IMADs and
-// scales it by 4 in two LEAs. LI keeps a shared address and an x address per lane, the stride in
-// bytes as 32 bits, and one IMAD.WIDE per copy: ~30 instructions a stage, so ~15 fewer per edge.
-// Same copies, same bits.
+// scales it by 4 in two LEAs. LI keeps a shared address and an x address per lane, the row stride
+// in bytes as a signed 32-bit value (negative strides too), and one IMAD.WIDE per copy. SASS: a
+// stage's issue (from one LDGDEPBAR to the next) 108 instructions against 165, ~7 fewer per edge
+// (an unsigned stride took 100, but negative row strides are legal). Same copies, same bits.
 template <int TR, int W, bool LI = false>
 __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
@@ -1214,7 +1216,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
   const unsigned piece_s = static_cast<unsigned>(__cvta_generic_to_shared(rows)) +
                            unsigned(((lane >> 4) * F + (lane & 15) * 4) * int(sizeof(float)));
   const char* const xq = reinterpret_cast<const char*>(x + (lane & 15) * 4);
-  const unsigned xsb = unsigned(xs) * unsigned(sizeof(float));  // host: xs < 2^30 (staged_fits)
+  const int xsb = int(xs) * int(sizeof(float));  // bytes a row, signed (the host: |xs| < 2^29)
   while (r < r1) {  // one pass of the ring per run of rows between split rows
     const int kb = rbeg;
     EdgePair<std::int32_t> pnext{0, 0};
@@ -1232,8 +1234,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
             const int e = c * 2 + (lane >> 4);
             const int sr = __shfl_sync(0xffffffffu, p.src, e);
             if (k0 + e < n)
-              cp_async16_s(slot_s + unsigned(c * 2 * F * int(sizeof(float))),
-                           xq + std::uint64_t(unsigned(sr)) * xsb);
+              cp_async16_s(slot_s + unsigned(c * 2 * F * int(sizeof(float))), xq + std::int64_t(sr) * xsb);
           }
         } else {
           float* srow = rows + (j % S) * SE * F;
@@ -1509,8 +1510,7 @@ bool staged_fits(const TensorView& x, const TensorView& out, std::int64_t F) {
   if constexpr (!std::is_same_v<T, float> || !std::is_same_v<P, std::int32_t>) {
     return false;
   } else {
-    return enabled && staged_supported(x.device().index) && F == kStagedF && x.stride(1) == 1 && x.stride(0) % 4 == 0 &&
-           x.stride(0) < (std::int64_t(1) << 30) && aligned16(x.data()) &&
+    return enabled && staged_supported(x.device().index) && F == kStagedF && x.stride(1) == 1 && x.stride(0) % 4 == 0 && aligned16(x.data()) &&
            out.stride(1) == 1 && out.stride(0) % 2 == 0 && (reinterpret_cast<std::uintptr_t>(out.data()) & 7u) == 0;
   }
 }
@@ -1536,8 +1536,9 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
   const std::uint64_t bit = dev < 64 ? std::uint64_t(1) << dev : 0;
   // PIPELINK_AGG_STAGED_ISSUE=1: the LI copies (see the kernel). Read at each launch, so that a
   // test compares both in one process and `bench --ab` interleaves them.
+  // LI holds the row stride in bytes as a signed 32-bit value: |xs| < 2^29, else the default.
   const char* li = std::getenv("PIPELINK_AGG_STAGED_ISSUE");
-  const bool lean_issue = li && li[0] == '1' && li[1] == '\0';
+  const bool lean_issue = li && li[0] == '1' && li[1] == '\0' && xs > -(std::int64_t(1) << 29) && xs < (std::int64_t(1) << 29);
   constexpr int warps = kStagedWarps;
   const int grid = int((sg.count + groups + warps - 1) / warps);
   auto launch = [&](auto kernel) {
@@ -1742,6 +1743,8 @@ void aggregate_one_shot(OpContext& ctx) {
     return;
   }
   // Every range's indices before any output is written (each range's build checks its own again).
+  // A later range's build can still fail (out of memory); out then holds the earlier ranges' sums.
+  PIPELINK_CUDA_CHECK(cudaSetDevice(src.device().index));
   validate_indices("aggregate", &src, &dst, N, as_stream(ctx.stream));
   auto range = [](const TensorView& v, std::int64_t e0, std::int64_t n) {
     const std::int64_t shape[1] = {n};
