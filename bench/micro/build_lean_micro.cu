@@ -106,7 +106,7 @@ struct alignas(8) Pair {
 
 // ---- data --------------------------------------------------------------------------------------
 using micro::gen_edges;
-using micro::gen_x;
+using micro::lean_rows;
 using micro::mix;
 using micro::unit;
 
@@ -601,11 +601,7 @@ int main(int argc, char** argv) {
 
   // ================= Part B: lean path =================
   {
-    float *x = dalloc<float>(N * F), *out = dalloc<float>(N * F), *ref = dalloc<float>(N * F);
-    gen_x<<<SM * 16, 256>>>(x, N * F, 2);
-    CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
-    const std::size_t out_bytes = std::size_t(N) * F * sizeof(float);
+    const auto [x, out, ref, out_bytes] = lean_rows(N, F, SM * 16);
     char note[160];
     report("B0 memset out alone", timed([&] { CK(cudaMemsetAsync(out, 0, out_bytes)); }), "included in every B line");
 

@@ -155,11 +155,7 @@ int main(int argc, char** argv) {
   CK(cudaDeviceSynchronize());
   CK(cudaFree(s64));
   CK(cudaFree(d64));
-  float *x = dalloc<float>(N * F), *out = dalloc<float>(N * F), *ref = dalloc<float>(N * F);
-  gen_x<<<SM * 16, 256>>>(x, N * F, 2);
-  CK(cudaGetLastError());
-  CK(cudaDeviceSynchronize());
-  const std::size_t out_bytes = std::size_t(N) * F * sizeof(float);
+  const auto [x, out, ref, out_bytes] = lean_rows(N, F, SM * 16);
   auto check = [&](const char* name) {
     const double r = max_rel_diff(out, ref, N * F);
     std::printf("  %s: %s (max|a-b|/max|b| = %.3g vs L0)\n", name, r < 1e-5 ? "OK" : "MISMATCH", r);

@@ -165,4 +165,18 @@ T* dalloc(i64 n) {
   return p;
 }
 
+/// The lean micros' rows: x drawn (seed 2), out and a reference output left for the caller;
+/// out_bytes is one [N, F] float32 buffer.
+struct LeanRows {
+  float *x, *out, *ref;
+  std::size_t out_bytes;
+};
+inline LeanRows lean_rows(i64 N, i64 F, int blocks) {
+  LeanRows r{dalloc<float>(N * F), dalloc<float>(N * F), dalloc<float>(N * F), std::size_t(N) * std::size_t(F) * sizeof(float)};
+  gen_x<<<blocks, 256>>>(r.x, N * F, 2);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  return r;
+}
+
 }  // namespace micro

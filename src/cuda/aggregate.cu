@@ -1078,21 +1078,16 @@ constexpr int staged_smem_bytes(int warps) { return warps * kStages * kStageEdge
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #define PIPELINK_NO_CP_ASYNC 1
 #endif
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-#ifdef PIPELINK_NO_CP_ASYNC
-  __trap();
-#else
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
-#endif
-}
-// The same copy to a shared-window address computed once per lane (staged kernel, LI).
+// To a shared-window address (the staged kernel's LI copies compute it once per lane).
 __device__ __forceinline__ void cp_async16_s(unsigned smem, const void* gmem) {
 #ifdef PIPELINK_NO_CP_ASYNC
   __trap();
 #else
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(gmem) : "memory");
 #endif
+}
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  cp_async16_s(static_cast<unsigned>(__cvta_generic_to_shared(smem)), gmem);
 }
 __device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
 #ifdef PIPELINK_NO_CP_ASYNC
@@ -1129,14 +1124,14 @@ __device__ __forceinline__ float phi_c(float v) {
 // the others one group of rows each. Segments first, so that hub rows start early and run beside
 // the row groups in one launch (power-law: 22.8% of the edges lie in 1758 split rows).
 // LI (PIPELINK_AGG_STAGED_ISSUE=1, opt-in; compiled, not yet run on a GPU): a stage's copies from
-// addresses whose per-lane parts are computed once. The default issue (SASS, sm_90, tanh) spends
-// ~150 instructions on a stage's 8 edges, ~19 of the 66-68 per edge that ncu counted (v11, the
-// kernel issue-bound at 90%): per 16-byte copy it reloads x and xs from the constant bank,
-// converts the shared pointer (S2R + LEA), multiplies src by the 64-bit stride in three IMADs and
-// scales it by 4 in two LEAs. LI keeps a shared address and an x address per lane, the row stride
-// in bytes as a signed 32-bit value (negative strides too), and one IMAD.WIDE per copy. SASS: a
-// stage's issue (from one LDGDEPBAR to the next) 108 instructions against 165, ~7 fewer per edge
-// (an unsigned stride took 100, but negative row strides are legal). Same copies, same bits.
+// addresses whose per-lane parts are computed once. The default issue (SASS, sm_90, tanh, from
+// one LDGDEPBAR to the next) is 165 instructions for a stage's 8 edges, ~20 of the 66-68 per edge
+// that ncu counted (v11, the kernel issue-bound at 90%): per 16-byte copy it reloads x and xs
+// from the constant bank, converts the shared pointer (S2R + LEA), multiplies src by the 64-bit
+// stride in three IMADs and scales it by 4 in two LEAs. LI keeps a shared address and an x
+// address per lane and the row stride in bytes as a signed 32-bit value (negative strides are
+// legal): 108 instructions a stage, ~7 fewer per edge (an unsigned stride took 100). Same copies,
+// same bits.
 template <int TR, int W, bool LI = false>
 __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
