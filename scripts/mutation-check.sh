@@ -50,6 +50,9 @@ mutations=(
   "one-shot ranges skip the index check@src/cuda/aggregate.cu@validate_indices(\"aggregate\", &src, &dst, N, as_stream(ctx.stream));@(void)0;@1@CudaAggregate.OneShotInEdgeRanges"
   "one-shot ranges all take the first weights@src/cuda/aggregate.cu@if (w) wk = range(*w, e0, n);@if (w) wk = range(*w, 0, n);@1@CudaAggregate.OneShotInEdgeRanges"
   "ranges sort one bit short@src/cuda/aggregate.cu@bits_for(hi - lo), s));@bits_for(hi - lo) - 1, s));@1@CudaAggregate.PlanBuiltInDestinationRangesIsTheSamePlan"
+  "build memory cap ignored@src/cuda/aggregate.cu@const bool capped = chunks == 0 && knobs.build_memory > 0 && arena_bytes > knobs.build_memory;@const bool capped = false;@1@CudaAggregate.BuildMemoryCapSortsRangesAndOneShotRunsEdgeRanges"
+  "short one-shot keeps one plan@src/cuda/aggregate.cu@K == 0 ? &edge_ranges : nullptr@nullptr@1@CudaAggregate.BuildMemoryCapSortsRangesAndOneShotRunsEdgeRanges"
+  "wide-address copies take the wrong piece@src/cuda/aggregate.cu@x + std::int64_t(sr) * xs + q * 4);@x + std::int64_t(sr) * xs + (q ^ 1) * 4);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
 )
 fail=0
 selected=()

@@ -110,9 +110,11 @@ void check_graph(const Case& c, const EdgeList& g, std::uint64_t seed) {
     if (p == Path::one_shot) one_shot = clone(back);
     if (p == Path::planned) {
       planned = clone(back);
-      // PIPELINK_AGG_ONESHOT_CHUNKS >= 2 adds each row range by range: other bits by design.
+      // PIPELINK_AGG_ONESHOT_CHUNKS >= 2 adds each row range by range: other bits by design; so
+      // may PIPELINK_AGG_BUILD_MEMORY (edge ranges where the one sort does not fit in it).
       const char* oc = std::getenv("PIPELINK_AGG_ONESHOT_CHUNKS");
-      if (!oc || !*oc || std::string(oc) == "1") {
+      const char* cap = std::getenv("PIPELINK_AGG_BUILD_MEMORY");
+      if ((!oc || !*oc || std::string(oc) == "0" || std::string(oc) == "1") && (!cap || !*cap)) {
         EXPECT_TRUE(bitwise_equal(planned, one_shot)) << "one-shot and planned differ";
       }
     }
@@ -327,9 +329,10 @@ struct ScopedEnv {
 };
 
 TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
-  // PIPELINK_AGG_STAGED_ISSUE=1 (the LI copies) moves the same rows into the same stage slots, so
-  // every output bit matches the default's: planned (w by edge id), w in plan order, one-shot (w
-  // in the pairs), no weights, accumulate, a padded x row stride, and split hub rows.
+  // The LI copies (the default) and the wide-address copies (PIPELINK_AGG_STAGED_ISSUE=0, also
+  // taken for row strides of 2^29 floats or more) move the same rows into the same stage slots, so
+  // every output bit matches: planned (w by edge id), w in plan order, one-shot (w in the pairs),
+  // no weights, accumulate, a padded x row stride, reversed rows, and split hub rows.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_STAGED_ISSUE", "PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
@@ -350,17 +353,17 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   Tensor wg = gpu(random_tensor({E}, DType::f32, seed + 3)), wp = gpu(random_tensor({E}, DType::f32, seed + 4));
   const PlanWeights wplan = plan.permute_weights(wg.view(), wp.view());
   Tensor init = random_tensor({N, F}, DType::f32, seed + 5);
-  // Each call once under the default copies, once under LI; the outputs compared bitwise.
+  // Each call once under the default (LI) copies, once under the wide-address ones; compared bitwise.
   auto both = [&](const char* what, const std::function<void(const TensorView&)>& call, bool accumulate) {
     SCOPED_TRACE(what);
     Tensor a = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
     Tensor b = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
     call(a);
     {
-      ScopedEnv env({{"PIPELINK_AGG_STAGED_ISSUE", "1"}});
+      ScopedEnv env({{"PIPELINK_AGG_STAGED_ISSUE", "0"}});
       call(b);
     }
-    EXPECT_TRUE(bitwise_equal(host(a), host(b))) << "LI copies changed the bits";
+    EXPECT_TRUE(bitwise_equal(host(a), host(b))) << "LI and wide-address copies gave different bits";
   };
   both("planned", [&](const TensorView& o) { aggregate(plan, xg, wg.view(), o); }, false);
   both("planned, accumulate", [&](const TensorView& o) { aggregate(plan, xg, wg.view(), o, {Transform::tanh, true}); }, true);
@@ -584,7 +587,7 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
       return cuda::memory_stats().peak - before.current;
     };
     ScopedEnv plain({{"PIPELINK_AGG_ONESHOT_CHUNKS", nullptr}, {"PIPELINK_AGG_BUILD_CHUNKS", nullptr},
-                     {"PIPELINK_AGG_FORCE_WIDE", nullptr}});
+                     {"PIPELINK_AGG_FORCE_WIDE", nullptr}, {"PIPELINK_AGG_BUILD_MEMORY", nullptr}});
     const std::size_t one = peak_of();
     ScopedEnv env({{"PIPELINK_AGG_ONESHOT_CHUNKS", "3"}});
     const std::size_t three = peak_of();
@@ -612,12 +615,77 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
   EXPECT_TRUE(bitwise_equal(host(out), before)) << "output modified";
 }
 
+TEST_F(CudaAggregate, BuildMemoryCapSortsRangesAndOneShotRunsEdgeRanges) {
+  // PIPELINK_AGG_BUILD_MEMORY=2 (MiB) against a one sort of 16 MB: a plan build sorts destination
+  // ranges (the same plan, so planned's bits) and holds less at its peak; a one-shot call runs edge
+  // ranges (inside the tolerance, deterministic) and never holds the whole list's 8 MB of pairs,
+  // which a destination-range build would. With PIPELINK_AGG_ONESHOT_CHUNKS=1 the one-shot call
+  // keeps one plan (destination ranges): planned's bits again.
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ONESHOT_CHUNKS", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
+                       "PIPELINK_AGG_FORCE_WIDE");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 20000, E = 1000000, F = 64;
+  const EdgeList g = uniform_graph(N, E, seed, DType::i32);
+  Tensor xh = random_tensor({N, F}, DType::f32, seed + 1, -2, 2), wh = random_tensor({E}, DType::f32, seed + 2);
+  Tensor xg = gpu(xh), wg = gpu(wh), sg = gpu(g.src), dg = gpu(g.dst);
+  const AggregateOptions opts{Transform::tanh, false, AggregatePath::one_shot};
+  const AggregateOracle oracle = aggregate_oracle(xh, g.src, g.dst, wh.view(), opts, std::nullopt);
+  auto peak_of = [&](const std::function<void()>& f) {
+    cuda::synchronize();
+    cuda::reset_peak_memory();
+    const auto before = cuda::memory_stats();
+    f();
+    cuda::synchronize();
+    return cuda::memory_stats().peak - before.current;
+  };
+  Tensor ref = poisoned_gpu(N, F, DType::f32);
+  std::size_t one_peak = 0;
+  {
+    std::optional<AggregatePlan> one;
+    one_peak = peak_of([&] { one = AggregatePlan::build(sg, dg, N); });
+    aggregate(*one, xg, wg.view(), ref);
+  }
+  const Tensor ref_host = host(ref);
+  ScopedEnv env({{"PIPELINK_AGG_BUILD_MEMORY", "2"}});
+  {
+    std::optional<AggregatePlan> capped;
+    const std::size_t peak = peak_of([&] { capped = AggregatePlan::build(sg, dg, N); });
+    EXPECT_LT(double(peak), 0.6 * double(one_peak)) << peak << " vs " << one_peak;
+    Tensor out = poisoned_gpu(N, F, DType::f32);
+    aggregate(*capped, xg, wg.view(), out);
+    EXPECT_TRUE(bitwise_equal(ref_host, host(out))) << "the capped build's plan differs";
+  }
+  Tensor first;
+  for (int rep = 0; rep < 2; ++rep) {
+    Tensor out = poisoned_gpu(N, F, DType::f32);
+    const std::size_t peak = peak_of([&] { aggregate(xg, sg, dg, wg.view(), out, opts); });
+    EXPECT_LT(peak, std::size_t(E) * 8) << "the capped one-shot call held the whole list's plan pairs";
+    Tensor back = host(out);
+    if (rep == 0) {
+      const VerifyReport r = verify_aggregate(back, oracle);
+      EXPECT_TRUE(r.within_tolerance) << r.summary();
+      EXPECT_EQ(r.unwritten, 0) << r.summary();
+      first = clone(back);
+    } else {
+      EXPECT_TRUE(bitwise_equal(first, back)) << "two capped one-shot calls gave different bits";
+    }
+  }
+  {
+    ScopedEnv one({{"PIPELINK_AGG_ONESHOT_CHUNKS", "1"}});
+    Tensor out = poisoned_gpu(N, F, DType::f32);
+    aggregate(xg, sg, dg, wg.view(), out, opts);
+    EXPECT_TRUE(bitwise_equal(ref_host, host(out))) << "a one-plan one-shot call under the cap differs from planned";
+  }
+}
+
 TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
   EdgeList g = uniform_graph(100, 1000, fresh_seed(), DType::i32);
   Tensor sg = gpu(g.src), dg = gpu(g.dst);
   for (auto [name, value] : {std::pair{"PIPELINK_AGG_SEGMENT", "16"}, std::pair{"PIPELINK_AGG_CHUNK", "12x"},
                              std::pair{"PIPELINK_AGG_ROWS_PER_EDGE", "-1"}, std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "5000"},
-                             std::pair{"PIPELINK_AGG_ONESHOT_CHUNKS", "0"}}) {
+                             std::pair{"PIPELINK_AGG_ONESHOT_CHUNKS", "-1"}, std::pair{"PIPELINK_AGG_ONESHOT_CHUNKS", "4097"},
+                             std::pair{"PIPELINK_AGG_BUILD_MEMORY", "0"}, std::pair{"PIPELINK_AGG_BUILD_MEMORY", "1G"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);

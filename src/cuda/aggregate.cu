@@ -295,11 +295,16 @@ std::int64_t long_row_threshold() {
 //   PIPELINK_AGG_BUILD_CHUNKS: sort the narrow plan in this many destination ranges [0, 4096]
 //     (0: one sort, and ranges only when its buffers do not fit; see sort_narrow_chunked)
 //   PIPELINK_AGG_ONESHOT_CHUNKS: a one-shot call in this many edge ranges, each built and run
-//     on its own, the later ones accumulating [1, 4096] (1: one plan; see aggregate_one_shot)
+//     on its own, the later ones accumulating [0, 4096] (0: one plan, or edge ranges when its
+//     sort does not fit; 1: one plan; see aggregate_one_shot)
+//   PIPELINK_AGG_BUILD_MEMORY: the transient device memory, in MiB, a build's sort may take
+//     beside the plan it keeps [1, 2^30] (unset: what the device has free). Past it a build
+//     sorts destination ranges and a one-shot call runs edge ranges, as when the device is full.
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
-  std::int64_t oneshot_chunks = 1;
+  std::int64_t oneshot_chunks = 0;  // 0: one plan, or edge ranges when its sort does not fit
+  std::size_t build_memory = 0;     // bytes; 0: no cap
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -317,7 +322,8 @@ PlanKnobs plan_knobs() {
   k.chunk = read("PIPELINK_AGG_CHUNK", 32, 1 << 20, 0);
   k.rows_per_edge = read("PIPELINK_AGG_ROWS_PER_EDGE", 0, 1 << 20, kRowsPerEdge);
   k.build_chunks = read("PIPELINK_AGG_BUILD_CHUNKS", 0, 4096, 0);
-  k.oneshot_chunks = read("PIPELINK_AGG_ONESHOT_CHUNKS", 1, 4096, 1);
+  k.oneshot_chunks = read("PIPELINK_AGG_ONESHOT_CHUNKS", 0, 4096, 0);
+  k.build_memory = std::size_t(read("PIPELINK_AGG_BUILD_MEMORY", 1, std::int64_t(1) << 30, 0)) << 20;
   return k;
 }
 
@@ -671,9 +677,15 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
 // first kernel in 11 of 12 builds (PIPELINK_LOG_LEVEL=debug trace at d170973, products-like:
 // "init" 0.65-2.04 ms against 0.42 in most one-shot calls, where no plan outlives the call), so
 // the plan-build median was 2.98 ms against ~2.45 ms of device work. After: 2.59 ms.
+//
+// edge_ranges_if_short (one-shot calls with the knob unset): where the one sort does not fit, set
+// it to the number of edge ranges whose builds would, and return with no plan built (see
+// aggregate_one_shot), instead of sorting destination ranges.
 template <class I>
-void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, std::int64_t chunks,
-                 cudaStream_t s, unsigned long long* flag, BuildTrace& trace, const float* fw) {
+void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, const PlanKnobs& knobs,
+                 cudaStream_t s, unsigned long long* flag, BuildTrace& trace, const float* fw,
+                 std::int64_t* edge_ranges_if_short) {
+  const std::int64_t chunks = knobs.build_chunks;
   using K = std::uint32_t;
   using Pair = EdgePair<std::int32_t>;
   const std::int64_t E = plan.num_edges;
@@ -692,16 +704,30 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, k0, p0, n32, 0, end_bit, s));
   }
   auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
-  const std::size_t kb = up(E * sizeof(K)), pb = up(E * sizeof(Pair));
-  DeviceBuffer arena = DeviceBuffer::try_make(2 * kb + pb + up(temp_bytes), s);
+  const std::size_t kb = up(E * sizeof(K)), pb = up(E * sizeof(Pair)), arena_bytes = 2 * kb + pb + up(temp_bytes);
+  const bool capped = chunks == 0 && knobs.build_memory > 0 && arena_bytes > knobs.build_memory;
+  DeviceBuffer arena = capped ? DeviceBuffer{} : DeviceBuffer::try_make(arena_bytes, s);
   if (!arena.get() && chunks == 0) {
     // The one sort's transient 16 bytes per edge do not fit: sort destination ranges, as many as
     // fit their 16 / K bytes per edge in 90% of what the device has free beside `kept` (kept
     // here and handed on: freed, the pool would keep its block and cudaMemGetInfo would not
-    // count it).
+    // count it), and in PIPELINK_AGG_BUILD_MEMORY.
     std::size_t free_b = 0, total_b = 0;
     PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    const double room = 0.9 * double(free_b) - double(up(temp_bytes));
+    const double cap = knobs.build_memory > 0 ? double(knobs.build_memory) : 1e300;
+    const double room = std::min(0.9 * double(free_b), cap) - double(up(temp_bytes));
+    if (edge_ranges_if_short) {
+      // A one-shot range holds its plan (8 bytes per edge) and its sort (16) at once; the whole
+      // list's `kept` is freed on return, so it counts as free here. Its sort stays in the cap.
+      const double dev_room = 0.9 * double(free_b + kept.bytes()) - double(up(temp_bytes));
+      const double k24 = dev_room > 0 ? 24.0 * double(E) / dev_room : 4096.0, k16 = room > 0 ? 16.0 * double(E) / room : 4096.0;
+      *edge_ranges_if_short = std::min<std::int64_t>(std::int64_t(std::max(k24, k16)) + 2, 4096);
+      if (log_level() <= LogLevel::info)
+        ::pipelink::detail::log_message(LogLevel::info, "aggregate: the one-shot build's one sort does not fit; running " +
+                                                            std::to_string(*edge_ranges_if_short) + " edge ranges (" +
+                                                            std::to_string(free_b >> 20) + " MB free)");
+      return;
+    }
     const std::int64_t k = room > 0 ? std::int64_t(16.0 * double(E) / room) + 2 : 4096;
     if (log_level() <= LogLevel::info)
       ::pipelink::detail::log_message(LogLevel::info, "aggregate: the plan build's one sort does not fit; sorting " +
@@ -711,7 +737,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     return sort_narrow_chunked<I>(plan, src, dst, N, std::min<std::int64_t>(k, 4096), s, flag, trace, fw,
                                   std::move(kept));
   }
-  if (!arena.get()) arena = DeviceBuffer(2 * kb + pb + up(temp_bytes), s);  // chunks == 1: one sort, or the error
+  if (!arena.get()) arena = DeviceBuffer(arena_bytes, s);  // chunks == 1: one sort, or the error
   char* base = arena.as<char>();
   K* keys_a = reinterpret_cast<K*>(base);
   K* keys_b = reinterpret_cast<K*>(base + kb);
@@ -830,8 +856,9 @@ void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
 
 // fold_w (one-shot calls only): float32 weights put into the narrow plan's pairs in place of the
 // edge ids (kWInPairs). Such a plan serves that one call's w and no other, so it is never handed out.
+// edge_ranges_if_short: see sort_narrow; nullptr is then returned where the one sort does not fit.
 std::shared_ptr<CudaPlan> build_plan_for(const TensorView& src, const TensorView& dst, std::int64_t N, void* stream,
-                                         const TensorView* fold_w) {
+                                         const TensorView* fold_w, std::int64_t* edge_ranges_if_short = nullptr) {
   const cudaStream_t s = as_stream(stream);
   PIPELINK_CUDA_CHECK(cudaSetDevice(src.device().index));
   auto plan = std::make_shared<CudaPlan>();
@@ -862,8 +889,9 @@ std::shared_ptr<CudaPlan> build_plan_for(const TensorView& src, const TensorView
     } else {
       const float* fw = fold_w && fold_w->dtype() == DType::f32 ? fold_w->data_as<const float>() : nullptr;
       plan->w_in_pairs = fw != nullptr;
-      if (i32) sort_narrow<std::int32_t>(*plan, src, dst, N, knobs.build_chunks, s, f, trace, fw);
-      else sort_narrow<std::int64_t>(*plan, src, dst, N, knobs.build_chunks, s, f, trace, fw);
+      if (i32) sort_narrow<std::int32_t>(*plan, src, dst, N, knobs, s, f, trace, fw, edge_ranges_if_short);
+      else sort_narrow<std::int64_t>(*plan, src, dst, N, knobs, s, f, trace, fw, edge_ranges_if_short);
+      if (edge_ranges_if_short && *edge_ranges_if_short > 0) return nullptr;
       finish_plan<std::int32_t>(*plan, src, dst, N, s, f, trace);
     }
   } else {
@@ -1123,15 +1151,18 @@ __device__ __forceinline__ float phi_c(float v) {
 // double sum goes to partial[item], added per row in segment order by combine_segments_kernel),
 // the others one group of rows each. Segments first, so that hub rows start early and run beside
 // the row groups in one launch (power-law: 22.8% of the edges lie in 1758 split rows).
-// LI (PIPELINK_AGG_STAGED_ISSUE=1, opt-in; compiled, not yet run on a GPU): a stage's copies from
-// addresses whose per-lane parts are computed once. The default issue (SASS, sm_90, tanh, from
+// LI (the default since v12; PIPELINK_AGG_STAGED_ISSUE=0 selects the wide-address copies, which
+// also serve row strides of 2^29 floats or more): a stage's copies from addresses whose per-lane
+// parts are computed once. The wide-address issue (SASS, sm_90, tanh, from
 // one LDGDEPBAR to the next) is 165 instructions for a stage's 8 edges, ~20 of the 66-68 per edge
 // that ncu counted (v11, the kernel issue-bound at 90%): per 16-byte copy it reloads x and xs
 // from the constant bank, converts the shared pointer (S2R + LEA), multiplies src by the 64-bit
 // stride in three IMADs and scales it by 4 in two LEAs. LI keeps a shared address and an x
 // address per lane and the row stride in bytes as a signed 32-bit value (negative strides are
 // legal): 108 instructions a stage, ~7 fewer per edge (an unsigned stride took 100). Same copies,
-// same bits.
+// same bits. Measured (H200, v12, `bench --ab` in one process, 11a105f): one-shot 6.47 against
+// 7.24 ms on products-like and 7.07 against 7.97 on power-law; planned 4.70 against 5.13 on
+// power-law, 5.13 against 5.16 on products-like (there the w[edge id] gather bounds it); lean untouched.
 template <int TR, int W, bool LI = false>
 __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
@@ -1529,11 +1560,13 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
   int dev = 0;
   PIPELINK_CUDA_CHECK(cudaGetDevice(&dev));
   const std::uint64_t bit = dev < 64 ? std::uint64_t(1) << dev : 0;
-  // PIPELINK_AGG_STAGED_ISSUE=1: the LI copies (see the kernel). Read at each launch, so that a
-  // test compares both in one process and `bench --ab` interleaves them.
-  // LI holds the row stride in bytes as a signed 32-bit value: |xs| < 2^29, else the default.
+  // The LI copies (see the kernel) unless PIPELINK_AGG_STAGED_ISSUE=0. Read at each launch (one
+  // getenv, well under a microsecond against a 4-8 ms run), so that a test compares both in one
+  // process and `bench --ab` interleaves them. LI holds the row stride in bytes as a signed
+  // 32-bit value: |xs| < 2^29, else the wide-address copies.
   const char* li = std::getenv("PIPELINK_AGG_STAGED_ISSUE");
-  const bool lean_issue = li && li[0] == '1' && li[1] == '\0' && xs > -(std::int64_t(1) << 29) && xs < (std::int64_t(1) << 29);
+  const bool wide_forced = li && li[0] == '0' && li[1] == '\0';
+  const bool lean_issue = !wide_forced && xs > -(std::int64_t(1) << 29) && xs < (std::int64_t(1) << 29);
   constexpr int warps = kStagedWarps;
   const int grid = int((sg.count + groups + warps - 1) / warps);
   auto launch = [&](auto kernel) {
@@ -1718,24 +1751,32 @@ AggregateOptions options_of(const OpContext& ctx) {
 // work (the init writes w's bits where it wrote the id). The planned run with weights in plan
 // order, which reads the same bytes, took 4.41 ms against 5.08 on products-like (46f2e9e55df9).
 //
-// PIPELINK_AGG_ONESHOT_CHUNKS=K (opt-in; compiled, not yet run on a GPU): the edge list in K
-// ranges, each built and run on its own, ranges after the first accumulating into out, each
-// range's plan freed (stream-ordered) before the next is built. So the build's transient memory
-// is that of E / K edges (~24 / K bytes per edge) and each edge is sorted once, where the ranges
-// build (PIPELINK_AGG_BUILD_CHUNKS) selects over all E for every destination range: products-like
-// one-shot 10.34 ms at K = 4 there (v10). Count for this one at K = 3: the same sort bytes, the
-// run's x rows once, and the output read and written twice more (2 x 1.25 GB, ~0.6 ms): ~7.7 ms
-// against 7.1. Deterministic (a fixed range order), but not planned's bits: each row is added
-// range by range.
+// Edge ranges (PIPELINK_AGG_ONESHOT_CHUNKS=K, and on their own where the one sort does not fit
+// the device or PIPELINK_AGG_BUILD_MEMORY): the edge list in K ranges, each built and run on its
+// own, ranges after the first accumulating into out, each range's plan freed (stream-ordered)
+// before the next is built. So the build's transient memory is that of E / K edges (~24 / K bytes
+// per edge) and each edge is sorted once, where the destination-range build
+// (PIPELINK_AGG_BUILD_CHUNKS) selects over all E for every range. Counted before the run at K = 3:
+// the same sort bytes, the run's x rows once, and the output read and written twice more (2 x 1.25
+// GB, ~0.6 ms), ~7.7 ms against 7.1; measured 9.07 against 7.24 (products-like, v12). Deterministic
+// (a fixed range order), but not planned's bits: each row is added range by range.
 void aggregate_one_shot(OpContext& ctx) {
   const TensorView* w = ctx.has("w") ? &ctx.port("w") : nullptr;
   const TensorView &src = ctx.port("src"), &dst = ctx.port("dst");
   const std::int64_t E = src.numel(), N = ctx.dim("N");
-  const std::int64_t K = std::min(plan_knobs().oneshot_chunks, std::max<std::int64_t>(E, 1));  // bad knob: before any work
+  std::int64_t K = std::min(plan_knobs().oneshot_chunks, std::max<std::int64_t>(E, 1));  // bad knob: before any work
   if (K <= 1) {
-    const auto plan = build_plan_for(src, dst, N, ctx.stream, w);
-    plan->run(ctx.port("x"), w, ctx.port("out"), options_of(ctx), false);
-    return;
+    // Knob unset (K = 0): where the one sort does not fit, edge ranges, not the build's own
+    // destination ranges. Measured (H200, v12, 11a105f, one-shot, `bench --ab`): 3 edge ranges
+    // 9.07 / 9.68 ms and 508 / 516 MB on products-like / power-law, against destination ranges
+    // (K = 4) 9.73 / 10.37 ms and 755 / 771 MB.
+    std::int64_t edge_ranges = 0;
+    const auto plan = build_plan_for(src, dst, N, ctx.stream, w, K == 0 ? &edge_ranges : nullptr);
+    if (plan) {
+      plan->run(ctx.port("x"), w, ctx.port("out"), options_of(ctx), false);
+      return;
+    }
+    K = std::min(edge_ranges, std::max<std::int64_t>(E, 1));
   }
   // Every range's indices before any output is written (each range's build checks its own again).
   // A later range's build can still fail (out of memory); out then holds the earlier ranges' sums.
