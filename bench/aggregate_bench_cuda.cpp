@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <mutex>
+#include <numeric>
+#include <random>
 #include <thread>
 
 #include "aggregate_bench.hpp"
@@ -233,7 +235,7 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
 
   if (!o.ab.empty() && plan.defined()) {
     // Verify each variant first (protocol step 3), then interleave: one sample of the default and
-    // of each variant per round.
+    // of each variant per round, in a fresh order each round.
     std::vector<AbVariant> abs;
     for (const std::string& spec : o.ab) abs.push_back(parse_ab(spec));
     // Each variant gets its own plan, built under its environment, so that settings read at plan
@@ -274,9 +276,17 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
         say(fmt::format("{}: {}", res[i].name, rep.summary()));
         if (!rep.within_tolerance) res[i].note = "failed verification: not timed";
       }
+      // A fresh order each round (seeded by --seed): a run right after a destination- or
+      // edge-range one-shot call was slower in a fixed order (its build allocates from a pool the
+      // ranges just reshaped): one-shot 7.15-7.24 ms for whichever variant came next, against
+      // 6.47-6.92 for the others (H200, v12, products-like), so a fixed order would bias the ratios.
       std::vector<std::vector<double>> samples(abs.size() + 1);
-      for (int round = 0; round < o.warmup + o.repeats; ++round)
-        for (std::size_t i = 0; i <= abs.size(); ++i) {
+      std::vector<std::size_t> order(abs.size() + 1);
+      std::iota(order.begin(), order.end(), std::size_t(0));
+      std::mt19937_64 rng(o.seed + 31);
+      for (int round = 0; round < o.warmup + o.repeats; ++round) {
+        std::shuffle(order.begin(), order.end(), rng);
+        for (std::size_t i : order) {
           if (!res[i].within_tolerance) continue;
           EnvScope env(env_of(i));
           start.record();
@@ -285,6 +295,7 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
           stop.synchronize();
           if (round >= o.warmup) samples[i].push_back(stop.elapsed_ms(start));
         }
+      }
       for (std::size_t i = 0; i <= abs.size(); ++i) {
         if (res[i].within_tolerance) {
           res[i].time = stats_of(samples[i]);

@@ -691,7 +691,6 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   const std::int64_t E = plan.num_edges;
   const int end_bit = bits_for(N);
   if (chunks >= 2) return sort_narrow_chunked<I>(plan, src, dst, N, chunks, s, flag, trace, fw);
-  DeviceBuffer kept(E * sizeof(Pair), s);
   // A narrow plan has E < 2^31, so CUB's item count is 32-bit: its onesweep then takes 32-bit
   // offsets (build micro A2 against A1, products-like, H200: 2.151 against 2.206 ms with the init,
   // the same keys and pairs bitwise). The temp query and the sort must use the same count type.
@@ -706,6 +705,10 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
   const std::size_t kb = up(E * sizeof(K)), pb = up(E * sizeof(Pair)), arena_bytes = 2 * kb + pb + up(temp_bytes);
   const bool capped = chunks == 0 && knobs.build_memory > 0 && arena_bytes > knobs.build_memory;
+  // The kept pairs first (see above), except where a capped one-shot build is about to hand over
+  // to edge ranges: those never hold the whole list's pairs.
+  DeviceBuffer kept;
+  if (!(capped && edge_ranges_if_short)) kept = DeviceBuffer(E * sizeof(Pair), s);
   DeviceBuffer arena = capped ? DeviceBuffer{} : DeviceBuffer::try_make(arena_bytes, s);
   if (!arena.get() && chunks == 0) {
     // The one sort's transient 16 bytes per edge do not fit: sort destination ranges, as many as
@@ -718,7 +721,8 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     const double room = std::min(0.9 * double(free_b), cap) - double(up(temp_bytes));
     if (edge_ranges_if_short) {
       // A one-shot range holds its plan (8 bytes per edge) and its sort (16) at once; the whole
-      // list's `kept` is freed on return, so it counts as free here. Its sort stays in the cap.
+      // list's `kept` (if made) is freed on return, so it counts as free here. Its sort stays in
+      // the cap.
       const double dev_room = 0.9 * double(free_b + kept.bytes()) - double(up(temp_bytes));
       const double k24 = dev_room > 0 ? 24.0 * double(E) / dev_room : 4096.0, k16 = room > 0 ? 16.0 * double(E) / room : 4096.0;
       *edge_ranges_if_short = std::min<std::int64_t>(std::int64_t(std::max(k24, k16)) + 2, 4096);
