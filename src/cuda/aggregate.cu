@@ -1164,9 +1164,11 @@ __device__ __forceinline__ float phi_c(float v) {
 // stride in three IMADs and scales it by 4 in two LEAs. LI keeps a shared address and an x
 // address per lane and the row stride in bytes as a signed 32-bit value (negative strides are
 // legal): 108 instructions a stage, ~7 fewer per edge (an unsigned stride took 100). Same copies,
-// same bits. Measured (H200, v12, `bench --ab` in one process, 11a105f): one-shot 6.47 against
-// 7.24 ms on products-like and 7.07 against 7.97 on power-law; planned 4.70 against 5.13 on
-// power-law, 5.13 against 5.16 on products-like (there the w[edge id] gather bounds it); lean untouched.
+// same bits. Measured (H200, v12): planned on power-law 4.70 against 5.13 ms and 4.74 against
+// 5.16 (`bench --ab`, one process, two calls), on products-like 5.08-5.13 under both (the
+// w[edge id] gather bounds it there); w in plan order on products-like 4.13-4.15 against 4.50-4.55
+// and one-shot 6.51-6.58 against 6.87-6.95 (separate calls); one-shot A/B with shuffled rounds
+// 6.82 against 6.88 (no measured difference). Lean does not use this kernel.
 template <int TR, int W, bool LI = false>
 __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
