@@ -233,6 +233,36 @@ const char* knob_set(std::initializer_list<const char*> knobs) {
   GTEST_SKIP() << knob_ << "=" << std::getenv(knob_) << " changes which kernel sums which rows; this " \
                << "test needs the defaults"
 
+// Device memory `f` took at its peak, over what was held before it.
+std::size_t peak_extra_bytes(const std::function<void()>& f) {
+  cuda::synchronize();
+  cuda::reset_peak_memory();
+  const auto before = cuda::memory_stats();
+  f();
+  cuda::synchronize();
+  return cuda::memory_stats().peak - before.current;
+}
+
+// `call` twice, each into a fresh output from `fresh_out`: the first inside the tolerance with
+// every element written, the second bitwise equal to it.
+void expect_accurate_then_repeatable(const std::function<Tensor()>& fresh_out,
+                                     const std::function<void(const TensorView&)>& call, const AggregateOracle& oracle) {
+  Tensor first;
+  for (int rep = 0; rep < 2; ++rep) {
+    Tensor out = fresh_out();
+    call(out.view());
+    Tensor back = host(out);
+    if (rep == 0) {
+      const VerifyReport r = verify_aggregate(back, oracle);
+      EXPECT_TRUE(r.within_tolerance) << r.summary();
+      EXPECT_EQ(r.unwritten, 0) << r.summary();
+      first = clone(back);
+    } else {
+      EXPECT_TRUE(bitwise_equal(first, back)) << "two calls gave different bits";
+    }
+  }
+}
+
 // A graph whose row r has deg[r] edges (int32 indices, random sources), in shuffled edge order.
 EdgeList graph_with_degrees(const std::vector<std::int64_t>& deg, std::uint64_t seed) {
   std::vector<std::int32_t> d;
@@ -473,13 +503,9 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
     Tensor ref = poisoned_gpu(N, F, DType::f32);
     // A plan and the device memory its build took at its peak, over what was held before.
     auto build_measured = [&](std::size_t& peak) {
-      cuda::synchronize();
-      cuda::reset_peak_memory();
-      const auto before = cuda::memory_stats();
-      AggregatePlan p = AggregatePlan::build(sg, dg, N);
-      cuda::synchronize();
-      peak = cuda::memory_stats().peak - before.current;
-      return p;
+      std::optional<AggregatePlan> p;
+      peak = peak_extra_bytes([&] { p = AggregatePlan::build(sg, dg, N); });
+      return std::move(*p);
     };
     std::size_t one_peak = 0;
     AggregatePlan one = build_measured(one_peak);
@@ -557,20 +583,8 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
       for (const char* k : {"2", "3", "7"}) {
         SCOPED_TRACE(std::string("ranges=") + k);
         ScopedEnv env({{"PIPELINK_AGG_ONESHOT_CHUNKS", k}});
-        Tensor first;
-        for (int rep = 0; rep < 2; ++rep) {
-          Tensor out = acc ? gpu(init) : poisoned_gpu(N, F, value);
-          aggregate(xg, sg, dg, wg.view(), out, opts);
-          Tensor back = host(out);
-          if (rep == 0) {
-            const VerifyReport r = verify_aggregate(back, oracle);
-            EXPECT_TRUE(r.within_tolerance) << r.summary();
-            EXPECT_EQ(r.unwritten, 0) << r.summary();
-            first = clone(back);
-          } else {
-            EXPECT_TRUE(bitwise_equal(first, back)) << "two calls gave different bits";
-          }
-        }
+        expect_accurate_then_repeatable([&] { return acc ? gpu(init) : poisoned_gpu(N, F, value); },
+                                        [&](const TensorView& out) { aggregate(xg, sg, dg, wg.view(), out, opts); }, oracle);
       }
     }
   }
@@ -579,12 +593,7 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
     Tensor xg = gpu(random_tensor({g.num_nodes, 64}, DType::f32, seed + 7)), wg = gpu(random_tensor({g.num_edges()}, DType::f32, seed + 8));
     Tensor sg = gpu(g.src), dg = gpu(g.dst), out = poisoned_gpu(g.num_nodes, 64, DType::f32);
     auto peak_of = [&] {
-      cuda::synchronize();
-      cuda::reset_peak_memory();
-      const auto before = cuda::memory_stats();
-      aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::one_shot});
-      cuda::synchronize();
-      return cuda::memory_stats().peak - before.current;
+      return peak_extra_bytes([&] { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::one_shot}); });
     };
     ScopedEnv plain({{"PIPELINK_AGG_ONESHOT_CHUNKS", nullptr}, {"PIPELINK_AGG_BUILD_CHUNKS", nullptr},
                      {"PIPELINK_AGG_FORCE_WIDE", nullptr}, {"PIPELINK_AGG_BUILD_MEMORY", nullptr}});
@@ -631,46 +640,30 @@ TEST_F(CudaAggregate, BuildMemoryCapSortsRangesAndOneShotRunsEdgeRanges) {
   Tensor xg = gpu(xh), wg = gpu(wh), sg = gpu(g.src), dg = gpu(g.dst);
   const AggregateOptions opts{Transform::tanh, false, AggregatePath::one_shot};
   const AggregateOracle oracle = aggregate_oracle(xh, g.src, g.dst, wh.view(), opts, std::nullopt);
-  auto peak_of = [&](const std::function<void()>& f) {
-    cuda::synchronize();
-    cuda::reset_peak_memory();
-    const auto before = cuda::memory_stats();
-    f();
-    cuda::synchronize();
-    return cuda::memory_stats().peak - before.current;
-  };
   Tensor ref = poisoned_gpu(N, F, DType::f32);
   std::size_t one_peak = 0;
   {
     std::optional<AggregatePlan> one;
-    one_peak = peak_of([&] { one = AggregatePlan::build(sg, dg, N); });
+    one_peak = peak_extra_bytes([&] { one = AggregatePlan::build(sg, dg, N); });
     aggregate(*one, xg, wg.view(), ref);
   }
   const Tensor ref_host = host(ref);
   ScopedEnv env({{"PIPELINK_AGG_BUILD_MEMORY", "2"}});
   {
     std::optional<AggregatePlan> capped;
-    const std::size_t peak = peak_of([&] { capped = AggregatePlan::build(sg, dg, N); });
+    const std::size_t peak = peak_extra_bytes([&] { capped = AggregatePlan::build(sg, dg, N); });
     EXPECT_LT(double(peak), 0.6 * double(one_peak)) << peak << " vs " << one_peak;
     Tensor out = poisoned_gpu(N, F, DType::f32);
     aggregate(*capped, xg, wg.view(), out);
     EXPECT_TRUE(bitwise_equal(ref_host, host(out))) << "the capped build's plan differs";
   }
-  Tensor first;
-  for (int rep = 0; rep < 2; ++rep) {
-    Tensor out = poisoned_gpu(N, F, DType::f32);
-    const std::size_t peak = peak_of([&] { aggregate(xg, sg, dg, wg.view(), out, opts); });
-    EXPECT_LT(peak, std::size_t(E) * 8) << "the capped one-shot call held the whole list's plan pairs";
-    Tensor back = host(out);
-    if (rep == 0) {
-      const VerifyReport r = verify_aggregate(back, oracle);
-      EXPECT_TRUE(r.within_tolerance) << r.summary();
-      EXPECT_EQ(r.unwritten, 0) << r.summary();
-      first = clone(back);
-    } else {
-      EXPECT_TRUE(bitwise_equal(first, back)) << "two capped one-shot calls gave different bits";
-    }
-  }
+  expect_accurate_then_repeatable(
+      [&] { return poisoned_gpu(N, F, DType::f32); },
+      [&](const TensorView& out) {
+        const std::size_t peak = peak_extra_bytes([&] { aggregate(xg, sg, dg, wg.view(), out, opts); });
+        EXPECT_LT(peak, std::size_t(E) * 8) << "the capped one-shot call held the whole list's plan pairs";
+      },
+      oracle);
   {
     ScopedEnv one({{"PIPELINK_AGG_ONESHOT_CHUNKS", "1"}});
     Tensor out = poisoned_gpu(N, F, DType::f32);
