@@ -166,6 +166,10 @@ def call_overhead_us(plan, x, w, out, device: torch.device, clock: Clock, calls:
             "note": "host time to issue the calls (no synchronization inside the loop), median of trials"}
 
 
+VARIANTS = ("eager", "chunked", "compile-static", "compile-dynamic", "pipelink-plan-build", "pipelink-planned",
+            "pipelink-planned-w-plan-order", "pipelink-one-shot", "pipelink-lean")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workload", default="products-like", choices=sorted(WORKLOADS))
@@ -175,8 +179,20 @@ def main() -> int:
     ap.add_argument("--chunk-edges", type=int, default=4_000_000, help="edge chunk of the chunked reference")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--no-compile", action="store_true", help="skip the torch.compile variants")
+    ap.add_argument("--variants", help="comma-separated variant names to run, in this order (default: all, "
+                    "references first). A planned variant needs pipelink-plan-build before it. Why: Python's "
+                    "PipeLink rows ran 0.2-0.4 ms above C++'s after the torch rows (H200, v12), and running "
+                    "them first tells a process-history effect from a binding one")
     ap.add_argument("--json"), ap.add_argument("--markdown"), ap.add_argument("--png")
     a = ap.parse_args()
+    wanted = [v.strip() for v in a.variants.split(",") if v.strip()] if a.variants else []
+    unknown = [v for v in wanted if v not in VARIANTS]
+    if unknown:
+        ap.error(f"--variants: unknown {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
+    planned = [v for v in wanted if v.startswith("pipelink-planned")]
+    if planned and ("pipelink-plan-build" not in wanted or
+                    wanted.index("pipelink-plan-build") > min(wanted.index(v) for v in planned)):
+        ap.error("--variants: pipelink-plan-build must come before " + ", ".join(planned))
 
     device = torch.device(a.device)
     if device.type == "cuda" and device.index is None:
@@ -238,6 +254,11 @@ def main() -> int:
         ("pipelink-lean", lambda: pipelink.aggregate(x, src, dst, w, out=out, mode="lean"),
          "no scratch, float atomics (CUDA): not deterministic"),
     ]
+
+    assert {name for name, _, _ in variants} <= set(VARIANTS), "VARIANTS lists every variant"
+    if wanted:
+        known = {name: (name, fn, doc) for name, fn, doc in variants}
+        variants = [known[v] for v in wanted if v in known]  # the compile rows are absent under --no-compile
 
     results = []
     for name, fn, doc in variants:

@@ -9,7 +9,8 @@
 #   PIPELINK_GIT_REVISION=<git rev-parse --short=12 HEAD, run here>. A `$(git rev-parse ...)` in
 #   the command runs there and names the stale commit (session 7's calls 4 and 9 were labelled
 #   a2cd4a9d2b03 that way).
-#   knobs: WORKLOADS, ORDER, COMPARE, SWEEP, NCU (workloads to profile), SKIP_TESTS, SKIP_PYTEST,
+#   knobs: WORKLOADS, ORDER, COMPARE (COMPARE_ARGS: more options for bench/compare_torch.py, e.g.
+#          "--variants pipelink-plan-build,pipelink-planned,eager"), SWEEP, NCU (workloads to profile), SKIP_TESTS, SKIP_PYTEST,
 #          MUTANTS (scripts/mutation-check.sh), SKIP_BENCH, SKIP_SANITIZER, VARIANTS and INSTR (A/B of opt-in
 #          kernel variants: see below),
 #          RACECHECK_FILTER (a gtest filter for the slow racecheck pass),
@@ -133,7 +134,7 @@ cat "$OUT"/bench-*.md >>"$OUT/bench.md" 2>/dev/null && rm -f "$OUT"/bench-*.md
 if [ -n "${COMPARE:-}" ] && [ ${#pyopt[@]} -gt 0 ]; then  # COMPARE="arxiv-like products-like": bench/compare_torch.py
   for w in $COMPARE; do
     step "compare_torch $w" bench.log env PIPELINK_PYTHON_PATH="$PWD/build/gpu/python" python3 bench/compare_torch.py \
-      --workload "$w" --json "$OUT/compare-$w.json" --markdown "$OUT/compare-$w.md" --png "$OUT/compare-$w.png"
+      --workload "$w" ${COMPARE_ARGS:-} --json "$OUT/compare-$w.json" --markdown "$OUT/compare-$w.md" --png "$OUT/compare-$w.png"
   done
 fi
 if [ -n "${NCU:-}" ]; then  # NCU="power-law products-like": Nsight Compute on one planned run of each

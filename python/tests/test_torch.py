@@ -166,6 +166,33 @@ def test_compare_torch_script_smoke(tmp_path):
     assert "pipelink-planned vs eager" in m["ratios"]
 
 
+def test_compare_torch_variants_option(tmp_path):
+    """--variants runs the named variants in its order, and refuses unknown names and a planned
+    variant before its plan build, before any work."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import pipelink as pl
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PIPELINK_PYTHON_PATH=os.path.dirname(os.path.dirname(pl.__file__)))
+    script = os.path.join(root, "bench", "compare_torch.py")
+    base = [sys.executable, script, "--workload", "tiny", "--device", "cpu", "--repeats", "2", "--warmup", "1",
+            "--no-compile"]
+    out = tmp_path / "v.json"
+    subprocess.run(base + ["--variants", "pipelink-plan-build,pipelink-planned,eager", "--json", str(out)],
+                   check=True, env=env, capture_output=True, text=True, timeout=600)
+    m = json.loads(out.read_text())
+    assert [v["name"] for v in m["variants"]] == ["pipelink-plan-build", "pipelink-planned", "eager"]
+    assert all(v.get("within_tolerance", True) for v in m["variants"])
+    for bad, says in (("eager,nonesuch", "unknown nonesuch"),
+                      ("pipelink-planned,pipelink-plan-build", "must come before")):
+        r = subprocess.run(base + ["--variants", bad], env=env, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 2 and says in r.stderr, r.stderr
+
+
 def test_readme_example_runs():
     """The README's PyTorch example, executed as written (keeps the README honest)."""
     import os
