@@ -185,10 +185,16 @@ def main() -> int:
                     "them first tells a process-history effect from a binding one")
     ap.add_argument("--json"), ap.add_argument("--markdown"), ap.add_argument("--png")
     a = ap.parse_args()
-    wanted = [v.strip() for v in a.variants.split(",") if v.strip()] if a.variants else []
+    wanted = [v.strip() for v in a.variants.split(",") if v.strip()] if a.variants is not None else []
+    if a.variants is not None and not wanted:
+        ap.error("--variants: no variant named")
     unknown = [v for v in wanted if v not in VARIANTS]
     if unknown:
         ap.error(f"--variants: unknown {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
+    if len(set(wanted)) != len(wanted):
+        ap.error("--variants: a variant named twice")
+    if a.no_compile and any(v.startswith("compile-") for v in wanted):
+        ap.error("--variants: a torch.compile variant under --no-compile")
     planned = [v for v in wanted if v.startswith("pipelink-planned")]
     if planned and ("pipelink-plan-build" not in wanted or
                     wanted.index("pipelink-plan-build") > min(wanted.index(v) for v in planned)):
@@ -258,7 +264,10 @@ def main() -> int:
     assert {name for name, _, _ in variants} <= set(VARIANTS), "VARIANTS lists every variant"
     if wanted:
         known = {name: (name, fn, doc) for name, fn, doc in variants}
-        variants = [known[v] for v in wanted if v in known]  # the compile rows are absent under --no-compile
+        missing = [v for v in wanted if v not in known]  # torch.compile absent from this torch
+        if missing:
+            log(f"--variants: {', '.join(missing)} not available here; skipped")
+        variants = [known[v] for v in wanted if v in known]
 
     results = []
     for name, fn, doc in variants:
@@ -325,6 +334,7 @@ def main() -> int:
         "oracle": "float64 on the same device, edge-chunked",
         "tolerance": "|y - oracle| <= 2 (d_i + 4) 2^-24 S_i per element (PROTOCOL.md §2)",
         "knobs": {"repeats": a.repeats, "warmup": a.warmup, "chunk_edges": a.chunk_edges,
+                  "variants": [name for name, _, _ in variants],
                   "PIPELINK_AGG_LONG_ROW": os.environ.get("PIPELINK_AGG_LONG_ROW", "default (64)")},
         "device": {"name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
                    "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),

@@ -244,9 +244,9 @@ std::size_t peak_extra_bytes(const std::function<void()>& f) {
 }
 
 // `call` twice, each into a fresh output from `fresh_out`: the first inside the tolerance with
-// every element written, the second bitwise equal to it.
-void expect_accurate_then_repeatable(const std::function<Tensor()>& fresh_out,
-                                     const std::function<void(const TensorView&)>& call, const AggregateOracle& oracle) {
+// every element written, the second bitwise equal to it. Returns the first output (on the host).
+Tensor expect_accurate_then_repeatable(const std::function<Tensor()>& fresh_out,
+                                       const std::function<void(const TensorView&)>& call, const AggregateOracle& oracle) {
   Tensor first;
   for (int rep = 0; rep < 2; ++rep) {
     Tensor out = fresh_out();
@@ -261,6 +261,7 @@ void expect_accurate_then_repeatable(const std::function<Tensor()>& fresh_out,
       EXPECT_TRUE(bitwise_equal(first, back)) << "two calls gave different bits";
     }
   }
+  return first;
 }
 
 // A graph whose row r has deg[r] edges (int32 indices, random sources), in shuffled edge order.
@@ -669,6 +670,46 @@ TEST_F(CudaAggregate, BuildMemoryCapSortsRangesAndOneShotRunsEdgeRanges) {
     Tensor out = poisoned_gpu(N, F, DType::f32);
     aggregate(xg, sg, dg, wg.view(), out, opts);
     EXPECT_TRUE(bitwise_equal(ref_host, host(out))) << "a one-plan one-shot call under the cap differs from planned";
+  }
+}
+
+TEST_F(CudaAggregate, OneShotOnAFullDeviceRunsEdgeRanges) {
+  // The device filled (a placeholder tensor over all but `leave` bytes) around a one-shot call
+  // whose one sort needs ~96 MB beside its 32 MB of pairs: at 64 MB left the pairs fit and the sort
+  // does not, at 24 MB not even the pairs. Either way the call runs edge ranges (other bits than
+  // the one plan's), inside the tolerance and deterministic; at 24 MB a destination-range build
+  // would have failed on the pairs alone.
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ONESHOT_CHUNKS", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
+                       "PIPELINK_AGG_FORCE_WIDE");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 100000, E = 4000000, F = 64;
+  const EdgeList g = uniform_graph(N, E, seed, DType::i32);
+  Tensor xh = random_tensor({N, F}, DType::f32, seed + 1, -2, 2), wh = random_tensor({E}, DType::f32, seed + 2);
+  Tensor xg = gpu(xh), wg = gpu(wh), sg = gpu(g.src), dg = gpu(g.dst);
+  const AggregateOptions opts{Transform::tanh, false, AggregatePath::one_shot};
+  const AggregateOracle oracle = aggregate_oracle(xh, g.src, g.dst, wh.view(), opts, std::nullopt);
+  Tensor one_plan = poisoned_gpu(N, F, DType::f32);
+  aggregate(xg, sg, dg, wg.view(), one_plan, opts);
+  const Tensor one_plan_host = host(one_plan);
+  std::vector<Tensor> outs;  // allocated before the device is filled
+  for (int i = 0; i < 4; ++i) outs.push_back(poisoned_gpu(N, F, DType::f32));
+  int next = 0;
+  for (const std::size_t leave : {std::size_t(64) << 20, std::size_t(24) << 20}) {
+    SCOPED_TRACE("left free: " + std::to_string(leave >> 20) + " MB");
+    cuda::release_cached_memory();
+    const std::size_t free_b = cuda::device_memory_info().first;
+    if (free_b < leave + (std::size_t(256) << 20)) GTEST_SKIP() << "only " << (free_b >> 20) << " MB free on the device";
+    Tensor hog;
+    try {
+      hog = TensorBuilder().shape({std::int64_t((free_b - leave) / 4)}).dtype(DType::f32).device(kGpu).build();
+    } catch (const Error& e) {
+      GTEST_SKIP() << "could not fill the device to " << (leave >> 20) << " MB free: " << e.what();
+    }
+    const Tensor got = expect_accurate_then_repeatable(
+        [&] { return std::move(outs[std::size_t(next++)]); },
+        [&](const TensorView& out) { aggregate(xg, sg, dg, wg.view(), out, opts); }, oracle);
+    EXPECT_FALSE(bitwise_equal(one_plan_host, got)) << "the one plan's bits: no edge ranges ran";
   }
 }
 

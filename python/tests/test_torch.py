@@ -186,9 +186,13 @@ def test_compare_torch_variants_option(tmp_path):
                    check=True, env=env, capture_output=True, text=True, timeout=600)
     m = json.loads(out.read_text())
     assert [v["name"] for v in m["variants"]] == ["pipelink-plan-build", "pipelink-planned", "eager"]
-    assert all(v.get("within_tolerance", True) for v in m["variants"])
+    for v in m["variants"]:
+        assert "error" not in v and v["median_ms"] > 0 and v.get("within_tolerance", True), v
+    assert m["knobs"]["variants"] == ["pipelink-plan-build", "pipelink-planned", "eager"]
     for bad, says in (("eager,nonesuch", "unknown nonesuch"),
-                      ("pipelink-planned,pipelink-plan-build", "must come before")):
+                      ("pipelink-planned,pipelink-plan-build", "must come before"),
+                      ("eager,eager", "named twice"), (",", "no variant named"),
+                      ("compile-static", "under --no-compile")):
         r = subprocess.run(base + ["--variants", bad], env=env, capture_output=True, text=True, timeout=600)
         assert r.returncode == 2 and says in r.stderr, r.stderr
 

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -300,6 +301,9 @@ std::int64_t long_row_threshold() {
 //   PIPELINK_AGG_BUILD_MEMORY: the transient device memory, in MiB, a build's sort may take
 //     beside the plan it keeps [1, 2^30] (unset: what the device has free). Past it a build
 //     sorts destination ranges and a one-shot call runs edge ranges, as when the device is full.
+//     Narrow plans only (E < 2^31 - 4096, N < 2^31 - 1); PIPELINK_AGG_BUILD_CHUNKS >= 1 overrides
+//     it; a destination range is whole rows, so a hub row can take more; with
+//     PIPELINK_AGG_ONESHOT_CHUNKS=1 a one-shot call sorts destination ranges instead.
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
@@ -705,41 +709,54 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
   const std::size_t kb = up(E * sizeof(K)), pb = up(E * sizeof(Pair)), arena_bytes = 2 * kb + pb + up(temp_bytes);
   const bool capped = chunks == 0 && knobs.build_memory > 0 && arena_bytes > knobs.build_memory;
-  // The kept pairs first (see above), except where a capped one-shot build is about to hand over
-  // to edge ranges: those never hold the whole list's pairs.
+  // The kept pairs first (see above). A one-shot build that may hand over to edge ranges makes
+  // them only where the one sort is not capped, and only if they fit: edge ranges never hold the
+  // whole list's pairs, and need no room for them.
   DeviceBuffer kept;
-  if (!(capped && edge_ranges_if_short)) kept = DeviceBuffer(E * sizeof(Pair), s);
-  DeviceBuffer arena = capped ? DeviceBuffer{} : DeviceBuffer::try_make(arena_bytes, s);
+  if (!edge_ranges_if_short) kept = DeviceBuffer(E * sizeof(Pair), s);
+  else if (!capped) kept = DeviceBuffer::try_make(E * sizeof(Pair), s);
+  const bool kept_short = edge_ranges_if_short && !kept.get();
+  DeviceBuffer arena = capped || kept_short ? DeviceBuffer{} : DeviceBuffer::try_make(arena_bytes, s);
   if (!arena.get() && chunks == 0) {
-    // The one sort's transient 16 bytes per edge do not fit: sort destination ranges, as many as
-    // fit their 16 / K bytes per edge in 90% of what the device has free beside `kept` (kept
-    // here and handed on: freed, the pool would keep its block and cudaMemGetInfo would not
-    // count it), and in PIPELINK_AGG_BUILD_MEMORY.
+    // The one sort's transient 16 bytes per edge do not fit (the device, or the
+    // PIPELINK_AGG_BUILD_MEMORY cap). ranges_for: how many ranges of `per_edge` bytes an edge fit
+    // in `room`, as a double clamped to [1, 4096] before it becomes an integer.
     std::size_t free_b = 0, total_b = 0;
     PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    const double cap = knobs.build_memory > 0 ? double(knobs.build_memory) : 1e300;
-    const double room = std::min(0.9 * double(free_b), cap) - double(up(temp_bytes));
+    const double temp = double(up(temp_bytes));
+    auto ranges_for = [&](double per_edge, double room) {
+      return std::int64_t(std::clamp(std::ceil(per_edge * double(E) / room), 1.0, 4096.0));
+    };
+    const std::string why = capped ? "PIPELINK_AGG_BUILD_MEMORY=" + std::to_string(knobs.build_memory >> 20)
+                                   : std::to_string(free_b >> 20) + " MB free";
     if (edge_ranges_if_short) {
-      // A one-shot range holds its plan (8 bytes per edge) and its sort (16) at once; the whole
-      // list's `kept` (if made) is freed on return, so it counts as free here. Its sort stays in
-      // the cap.
-      const double dev_room = 0.9 * double(free_b + kept.bytes()) - double(up(temp_bytes));
-      const double k24 = dev_room > 0 ? 24.0 * double(E) / dev_room : 4096.0, k16 = room > 0 ? 16.0 * double(E) / room : 4096.0;
-      *edge_ranges_if_short = std::min<std::int64_t>(std::int64_t(std::max(k24, k16)) + 2, 4096);
+      // A one-shot range holds its plan (8 bytes per edge) and its sort (16) at once, in 90% of
+      // what is free; the whole list's `kept` (if made) is freed on return and its pool block
+      // reused, so it counts as free here. A range's sort also stays in the cap, if one is set.
+      const double dev_room = 0.9 * double(free_b + kept.bytes()) - temp;
+      const double cap_room = capped ? double(knobs.build_memory) - temp : 0.0;
+      if (dev_room <= 0 || (capped && cap_room <= 0))
+        throw Error("aggregate: a one-shot call's plan build needs more transient memory than " + why +
+                    " leaves, even in edge ranges (CUB's temp storage alone: " + std::to_string(up(temp_bytes) >> 20) +
+                    " MB); free device memory, raise the cap, or use the lean path (AggregatePath::lean), "
+                    "which needs none");
+      const std::int64_t k = std::min<std::int64_t>(
+          std::max(ranges_for(24.0, dev_room), capped ? ranges_for(16.0, cap_room) : 1) + 1, 4096);
+      *edge_ranges_if_short = k;
       if (log_level() <= LogLevel::info)
-        ::pipelink::detail::log_message(LogLevel::info, "aggregate: the one-shot build's one sort does not fit; running " +
-                                                            std::to_string(*edge_ranges_if_short) + " edge ranges (" +
-                                                            std::to_string(free_b >> 20) + " MB free)");
+        ::pipelink::detail::log_message(LogLevel::info, "aggregate: the one-shot build's one sort does not fit (" + why +
+                                                            "); running " + std::to_string(k) + " edge ranges");
       return;
     }
-    const std::int64_t k = room > 0 ? std::int64_t(16.0 * double(E) / room) + 2 : 4096;
+    // Destination ranges: each range's 16 / K bytes per edge in 90% of what the device has free
+    // beside `kept` (kept here and handed on: freed, the pool would keep its block and
+    // cudaMemGetInfo would not count it), and in the cap.
+    const double room = std::min(0.9 * double(free_b), capped ? double(knobs.build_memory) : 1e300) - temp;
+    const std::int64_t k = room > 0 ? std::min<std::int64_t>(ranges_for(16.0, room) + 1, 4096) : 4096;
     if (log_level() <= LogLevel::info)
-      ::pipelink::detail::log_message(LogLevel::info, "aggregate: the plan build's one sort does not fit; sorting " +
-                                                          std::to_string(std::min<std::int64_t>(k, 4096)) +
-                                                          " destination ranges (" + std::to_string(free_b >> 20) +
-                                                          " MB free)");
-    return sort_narrow_chunked<I>(plan, src, dst, N, std::min<std::int64_t>(k, 4096), s, flag, trace, fw,
-                                  std::move(kept));
+      ::pipelink::detail::log_message(LogLevel::info, "aggregate: the plan build's one sort does not fit (" + why +
+                                                          "); sorting " + std::to_string(k) + " destination ranges");
+    return sort_narrow_chunked<I>(plan, src, dst, N, k, s, flag, trace, fw, std::move(kept));
   }
   if (!arena.get()) arena = DeviceBuffer(arena_bytes, s);  // chunks == 1: one sort, or the error
   char* base = arena.as<char>();
@@ -1775,7 +1792,9 @@ void aggregate_one_shot(OpContext& ctx) {
     // Knob unset (K = 0): where the one sort does not fit, edge ranges, not the build's own
     // destination ranges. Measured (H200, v12, 11a105f, one-shot, `bench --ab`): 3 edge ranges
     // 9.07 / 9.68 ms and 508 / 516 MB on products-like / power-law, against destination ranges
-    // (K = 4) 9.73 / 10.37 ms and 755 / 771 MB.
+    // (K = 4) 9.73 / 10.37 ms and 755 / 771 MB. Those rounds ran in a fixed order with K = 4 right
+    // after the edge ranges (a pool effect: docs/perf-notes.md, v12), so the time gap is not
+    // settled; the memory gap is.
     std::int64_t edge_ranges = 0;
     const auto plan = build_plan_for(src, dst, N, ctx.stream, w, K == 0 ? &edge_ranges : nullptr);
     if (plan) {
