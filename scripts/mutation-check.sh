@@ -53,6 +53,7 @@ mutations=(
   "build memory cap ignored@src/cuda/aggregate.cu@const bool capped = chunks == 0 && knobs.build_memory > 0 && arena_bytes > knobs.build_memory;@const bool capped = false;@1@CudaAggregate.BuildMemoryCapSortsRangesAndOneShotRunsEdgeRanges"
   "short one-shot keeps one plan@src/cuda/aggregate.cu@K == 0 ? &edge_ranges : nullptr@nullptr@1@CudaAggregate.BuildMemoryCapSortsRangesAndOneShotRunsEdgeRanges"
   "full-device one-shot allocates the pairs it cannot hold@src/cuda/aggregate.cu@else if (!capped) kept = DeviceBuffer::try_make(E * sizeof(Pair), s);@else if (!capped) kept = DeviceBuffer(E * sizeof(Pair), s);@1@CudaAggregate.OneShotOnAFullDeviceRunsEdgeRanges"
+  "li copies for any row stride@src/cuda/aggregate.cu@const bool lean_issue = !wide_forced && xs > -(std::int64_t(1) << 29) && xs < (std::int64_t(1) << 29);@const bool lean_issue = !wide_forced;@1@CudaAggregate.RowStridesPastFourGigabytes"
   "wide-address copies take the wrong piece@src/cuda/aggregate.cu@x + std::int64_t(sr) * xs + q * 4);@x + std::int64_t(sr) * xs + (q ^ 1) * 4);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
 )
 fail=0

@@ -406,6 +406,50 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   both("relu", [&](const TensorView& o) { aggregate(plan, xg, wg.view(), o, {Transform::relu}); }, false);
 }
 
+TEST_F(CudaAggregate, RowStridesPastFourGigabytes) {
+  // x as a view whose rows lie 2^24 floats apart (a 5 GB span: the LI copies' offsets pass 32
+  // bits) and 2^29 + 64 floats apart (past LI's signed 32-bit byte stride: the wide-address copies
+  // serve it). Planned and one-shot, against the oracle and bitwise against
+  // PIPELINK_AGG_STAGED_ISSUE=0. Only the rows themselves are written; the rest of the span is
+  // never read.
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_STAGED_ISSUE", "PIPELINK_AGG_FORCE_WIDE");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t F = 64;
+  for (const auto& [N, xs] : {std::pair{std::int64_t(80), std::int64_t(1) << 24},
+                              std::pair{std::int64_t(3), (std::int64_t(1) << 29) + 64}}) {
+    SCOPED_TRACE("N=" + std::to_string(N) + " row stride " + std::to_string(xs) + " floats");
+    const EdgeList g = uniform_graph(N, 1000 * N, seed + std::uint64_t(N), DType::i32);
+    const std::int64_t E = g.num_edges();
+    Tensor xh = random_tensor({N, F}, DType::f32, seed + 1, -2, 2), wh = random_tensor({E}, DType::f32, seed + 2);
+    Tensor span = TensorBuilder().shape({(N - 1) * xs + F}).dtype(DType::f32).device(kGpu).build();
+    const std::int64_t row_shape[] = {1, F};
+    for (std::int64_t i = 0; i < N; ++i) {
+      const TensorView row(span.data(), DType::f32, kGpu, row_shape, {}, i * xs * std::int64_t(sizeof(float)));
+      copy_into(row, TensorView(xh.data_as<float>() + i * F, DType::f32, Device::cpu(), row_shape));
+    }
+    const std::int64_t shape[] = {N, F}, strides[] = {xs, 1};
+    const TensorView xv(span.data(), DType::f32, kGpu, shape, strides);
+    Tensor wg = gpu(wh), sg = gpu(g.src), dg = gpu(g.dst);
+    const AggregateOracle oracle = aggregate_oracle(xh, g.src, g.dst, wh.view(), {Transform::tanh}, std::nullopt);
+    AggregatePlan plan = AggregatePlan::build(sg, dg, N);
+    for (const bool one_shot : {false, true}) {
+      SCOPED_TRACE(one_shot ? "one-shot" : "planned");
+      auto call = [&](const TensorView& out) {
+        if (one_shot) aggregate(xv, sg, dg, wg.view(), out, {.path = AggregatePath::one_shot});
+        else aggregate(plan, xv, wg.view(), out);
+      };
+      const Tensor got = expect_accurate_then_repeatable([&] { return poisoned_gpu(N, F, DType::f32); }, call, oracle);
+      Tensor wide = poisoned_gpu(N, F, DType::f32);
+      {
+        ScopedEnv env({{"PIPELINK_AGG_STAGED_ISSUE", "0"}});
+        call(wide);
+      }
+      EXPECT_TRUE(bitwise_equal(got, host(wide))) << "LI and wide-address copies gave different bits";
+    }
+  }
+}
+
 TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
   // PIPELINK_AGG_SEGMENT, _CHUNK and _ROWS_PER_EDGE change which warp sums which rows, and the
   // segment length which rows are split: a row split under neither plan keeps its bits, and every
