@@ -264,6 +264,21 @@ Tensor expect_accurate_then_repeatable(const std::function<Tensor()>& fresh_out,
   return first;
 }
 
+// A uniform int32 graph with x (in [-2, 2)) and w on the GPU, and the float64 oracle of its
+// one-shot tanh call.
+struct UniformOneShot {
+  std::int64_t N, E, F = 64;
+  EdgeList g;
+  Tensor xh, wh, xg, wg, sg, dg;
+  AggregateOptions opts{Transform::tanh, false, AggregatePath::one_shot};
+  AggregateOracle oracle;
+  UniformOneShot(std::int64_t n, std::int64_t e, std::uint64_t seed)
+      : N(n), E(e), g(uniform_graph(n, e, seed, DType::i32)), xh(random_tensor({n, F}, DType::f32, seed + 1, -2, 2)),
+        wh(random_tensor({e}, DType::f32, seed + 2)), xg(gpu(xh)), wg(gpu(wh)), sg(gpu(g.src)), dg(gpu(g.dst)),
+        oracle(aggregate_oracle(xh, g.src, g.dst, wh.view(), opts, std::nullopt)) {}
+  void run(const TensorView& out) const { aggregate(xg, sg, dg, wg.view(), out, opts); }
+};
+
 // A graph whose row r has deg[r] edges (int32 indices, random sources), in shuffled edge order.
 EdgeList graph_with_degrees(const std::vector<std::int64_t>& deg, std::uint64_t seed) {
   std::vector<std::int32_t> d;
@@ -679,40 +694,36 @@ TEST_F(CudaAggregate, BuildMemoryCapSortsRangesAndOneShotRunsEdgeRanges) {
                        "PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
-  const std::int64_t N = 20000, E = 1000000, F = 64;
-  const EdgeList g = uniform_graph(N, E, seed, DType::i32);
-  Tensor xh = random_tensor({N, F}, DType::f32, seed + 1, -2, 2), wh = random_tensor({E}, DType::f32, seed + 2);
-  Tensor xg = gpu(xh), wg = gpu(wh), sg = gpu(g.src), dg = gpu(g.dst);
-  const AggregateOptions opts{Transform::tanh, false, AggregatePath::one_shot};
-  const AggregateOracle oracle = aggregate_oracle(xh, g.src, g.dst, wh.view(), opts, std::nullopt);
+  const UniformOneShot c(20000, 1000000, seed);
+  const std::int64_t N = c.N, F = c.F;
   Tensor ref = poisoned_gpu(N, F, DType::f32);
   std::size_t one_peak = 0;
   {
     std::optional<AggregatePlan> one;
-    one_peak = peak_extra_bytes([&] { one = AggregatePlan::build(sg, dg, N); });
-    aggregate(*one, xg, wg.view(), ref);
+    one_peak = peak_extra_bytes([&] { one = AggregatePlan::build(c.sg, c.dg, N); });
+    aggregate(*one, c.xg, c.wg.view(), ref);
   }
   const Tensor ref_host = host(ref);
   ScopedEnv env({{"PIPELINK_AGG_BUILD_MEMORY", "2"}});
   {
     std::optional<AggregatePlan> capped;
-    const std::size_t peak = peak_extra_bytes([&] { capped = AggregatePlan::build(sg, dg, N); });
+    const std::size_t peak = peak_extra_bytes([&] { capped = AggregatePlan::build(c.sg, c.dg, N); });
     EXPECT_LT(double(peak), 0.6 * double(one_peak)) << peak << " vs " << one_peak;
     Tensor out = poisoned_gpu(N, F, DType::f32);
-    aggregate(*capped, xg, wg.view(), out);
+    aggregate(*capped, c.xg, c.wg.view(), out);
     EXPECT_TRUE(bitwise_equal(ref_host, host(out))) << "the capped build's plan differs";
   }
   expect_accurate_then_repeatable(
       [&] { return poisoned_gpu(N, F, DType::f32); },
       [&](const TensorView& out) {
-        const std::size_t peak = peak_extra_bytes([&] { aggregate(xg, sg, dg, wg.view(), out, opts); });
-        EXPECT_LT(peak, std::size_t(E) * 8) << "the capped one-shot call held the whole list's plan pairs";
+        const std::size_t peak = peak_extra_bytes([&] { c.run(out); });
+        EXPECT_LT(peak, std::size_t(c.E) * 8) << "the capped one-shot call held the whole list's plan pairs";
       },
-      oracle);
+      c.oracle);
   {
     ScopedEnv one({{"PIPELINK_AGG_ONESHOT_CHUNKS", "1"}});
     Tensor out = poisoned_gpu(N, F, DType::f32);
-    aggregate(xg, sg, dg, wg.view(), out, opts);
+    c.run(out);
     EXPECT_TRUE(bitwise_equal(ref_host, host(out))) << "a one-plan one-shot call under the cap differs from planned";
   }
 }
@@ -727,14 +738,10 @@ TEST_F(CudaAggregate, OneShotOnAFullDeviceRunsEdgeRanges) {
                        "PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
-  const std::int64_t N = 100000, E = 4000000, F = 64;
-  const EdgeList g = uniform_graph(N, E, seed, DType::i32);
-  Tensor xh = random_tensor({N, F}, DType::f32, seed + 1, -2, 2), wh = random_tensor({E}, DType::f32, seed + 2);
-  Tensor xg = gpu(xh), wg = gpu(wh), sg = gpu(g.src), dg = gpu(g.dst);
-  const AggregateOptions opts{Transform::tanh, false, AggregatePath::one_shot};
-  const AggregateOracle oracle = aggregate_oracle(xh, g.src, g.dst, wh.view(), opts, std::nullopt);
+  const UniformOneShot c(100000, 4000000, seed);
+  const std::int64_t N = c.N, F = c.F;
   Tensor one_plan = poisoned_gpu(N, F, DType::f32);
-  aggregate(xg, sg, dg, wg.view(), one_plan, opts);
+  c.run(one_plan);
   const Tensor one_plan_host = host(one_plan);
   std::vector<Tensor> outs;  // allocated before the device is filled
   for (int i = 0; i < 4; ++i) outs.push_back(poisoned_gpu(N, F, DType::f32));
@@ -752,7 +759,7 @@ TEST_F(CudaAggregate, OneShotOnAFullDeviceRunsEdgeRanges) {
     }
     const Tensor got = expect_accurate_then_repeatable(
         [&] { return std::move(outs[std::size_t(next++)]); },
-        [&](const TensorView& out) { aggregate(xg, sg, dg, wg.view(), out, opts); }, oracle);
+        [&](const TensorView& out) { c.run(out); }, c.oracle);
     EXPECT_FALSE(bitwise_equal(one_plan_host, got)) << "the one plan's bits: no edge ranges ran";
   }
 }
