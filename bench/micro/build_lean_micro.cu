@@ -44,6 +44,16 @@
 //       stable digit counting straight from global memory) that also writes row_ptr; pairs
 //       checked against A1, row_ptr against A6. A9b: that kernel alone.
 //       All added in session 7, compiled, not yet run.
+//   A12 (session 9, compiled, not yet run): A9's second level with the bucket in shared memory.
+//       CUB sorts bits [7, 22) (two passes, as A7a), and a block per bucket of 128 rows loads it
+//       (at most 4096 edges: 12 bytes each, coalesced), ranks it stably on the low 7 bits from
+//       shared memory, and writes the sorted pairs coalesced plus the bucket's row_ptr. Why:
+//       A9's kernel took ~2.5 ms (A9 4.20 against A7a 1.63) where its bytes need ~0.3. Its
+//       per-chunk loop waited on global loads, and its 8-byte stores scattered over a 51 KB
+//       bucket, with ~40 MB of buckets live at once against a 60 MB L2. Expected: ~0.35-0.45 ms
+//       for the kernel, so A12 ~2.0-2.1 ms against A2 + A6 = 2.27. Larger buckets (hub rows)
+//       take A9's global-memory path, which products-like's uniform rows (3200 +- 60 edges a
+//       bucket) never do.
 //
 // Part B: the lean path (zero scratch, float atomics). Production atomic_edges_kernel ran
 // 13.77 ms on products-like against a ~10.3 ms traffic floor. out is zeroed inside every rep
@@ -229,6 +239,78 @@ __global__ void __launch_bounds__(256) bucket_sort_rows(const u32* __restrict__ 
     }
     __syncwarp();
   }
+}
+
+// A12: see the header. kTileCap edges a bucket in shared memory: pairs (8 B), their digit (1 B)
+// and the inverse permutation (2 B), 45 KB of dynamic shared memory, 4 blocks an SM.
+constexpr int kTileLo = 7, kTileCap = 4096;
+constexpr std::size_t kTileSmem = std::size_t(kTileCap) * (sizeof(Pair) + 2 + 1);
+__global__ void __launch_bounds__(256) tile_sort_rows(const u32* __restrict__ keys, const Pair* __restrict__ pairs,
+                                                      const int* __restrict__ bucket_ptr, i64 N, Pair* __restrict__ out,
+                                                      int* __restrict__ row_ptr) {
+  constexpr int W = 8, D = 1 << kTileLo;
+  __shared__ int cnt[W][D];
+  using Scan = cub::BlockScan<int, 256>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  extern __shared__ __align__(16) unsigned char smem[];
+  Pair* tile = reinterpret_cast<Pair*>(smem);
+  unsigned short* inv = reinterpret_cast<unsigned short*>(smem + kTileCap * sizeof(Pair));
+  unsigned char* dig = smem + kTileCap * (sizeof(Pair) + 2);
+  const i64 b = blockIdx.x;
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  const int bs = bucket_ptr[b], n = bucket_ptr[b + 1] - bs;
+  const bool fits = n <= kTileCap;
+  for (int d = t; d < W * D; d += 256) (&cnt[0][0])[d] = 0;
+  __syncthreads();
+  // Pass 1: warp w counts the digits of the w-th eighth of the bucket (and loads it if it fits).
+  const int per = (n + W - 1) / W, ws = min(n, w * per), we = min(n, (w + 1) * per);
+  for (int i = ws + lane; i < we; i += 32) {
+    const int d = int(keys[bs + i] & u32(D - 1));
+    atomicAdd(&cnt[w][d], 1);
+    if (fits) {
+      dig[i] = (unsigned char)d;
+      tile[i] = pairs[bs + i];
+    }
+  }
+  __syncthreads();
+  int total = 0;
+  if (t < D)
+    for (int v = 0; v < W; ++v) total += cnt[v][t];  // thread t: digit t
+  int digit_base = 0;
+  Scan(scan_tmp).ExclusiveSum(total, digit_base);
+  if (t < D) {
+    int run = digit_base;
+    for (int v = 0; v < W; ++v) {
+      const int c = cnt[v][t];
+      cnt[v][t] = run;  // warp v's next position for digit t, relative to bs
+      run += c;
+    }
+    const i64 row = b * D + t;
+    if (row < N) row_ptr[row] = bs + digit_base;
+  }
+  if (b == 0 && t == 0) row_ptr[N] = bucket_ptr[gridDim.x];
+  __syncthreads();
+  // Pass 2: each warp ranks its eighth 32 edges at a time, in order (stable), from shared memory
+  // when the bucket fits (positions into `inv`), else from global memory (scattered stores, as A9).
+  const unsigned below = (1u << lane) - 1u;
+  for (int i0 = ws; i0 < we; i0 += 32) {
+    const int i = i0 + lane;
+    const bool valid = i < we;
+    const int d = valid ? (fits ? int(dig[i]) : int(keys[bs + i] & u32(D - 1))) : D + lane;
+    const unsigned peers = __match_any_sync(0xffffffffu, d);
+    const int rank = __popc(peers & below);
+    const int base = valid ? cnt[w][d] : 0;
+    __syncwarp();
+    if (valid) {
+      if (fits) inv[base + rank] = (unsigned short)i;
+      else out[bs + base + rank] = pairs[bs + i];
+      if (rank == 0) cnt[w][d] = base + __popc(peers);
+    }
+    __syncwarp();
+  }
+  if (!fits) return;
+  __syncthreads();
+  for (int j = t; j < n; j += 256) out[bs + j] = tile[inv[j]];  // coalesced
 }
 
 // ---- Part B: lean path kernels -------------------------------------------------------------------
@@ -577,6 +659,54 @@ int main(int argc, char** argv) {
                }),
                "on whatever ka/pa hold: time only");
         CK(cudaFree(rp9));
+      }
+      {  // A12: top bits [7, 22) by CUB, then tile_sort_rows (shared-memory buckets of 128 rows)
+        const i64 B12 = (N + (i64(1) << kTileLo) - 1) >> kTileLo;
+        int* bp12 = dalloc<int>(B12 + 1);
+        int* rp12 = dalloc<int>(N + 1);
+        CK(cudaFuncSetAttribute(tile_sort_rows, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kTileSmem)));
+        std::size_t tb12 = 0;
+        {
+          cub::DoubleBuffer<u32> k(ka, kb);
+          cub::DoubleBuffer<Pair> v(pa, pb);
+          CK(cub::DeviceRadixSort::SortPairs(nullptr, tb12, k, v, u32(E), kTileLo, bits));
+        }
+        void* temp12 = nullptr;
+        CK(cudaMalloc(&temp12, tb12 ? tb12 : 1));
+        Pair* pout = nullptr;
+        i64 big = 0;
+        auto t = timed([&] {
+          init();
+          cub::DoubleBuffer<u32> kk(ka, kb);
+          cub::DoubleBuffer<Pair> vv(pa, pb);
+          std::size_t b1 = tb12;
+          CK(cub::DeviceRadixSort::SortPairs(temp12, b1, kk, vv, u32(E), kTileLo, bits));
+          bucket_search<<<grid_for(B12 + 1, 256), 256>>>(kk.Current(), E, B12, kTileLo, bp12);
+          tile_sort_rows<<<unsigned(B12), 256, kTileSmem>>>(kk.Current(), vv.Current(), bp12, N, vv.Alternate(), rp12);
+          CK(cudaGetLastError());
+          pout = vv.Alternate();
+        });
+        {
+          std::vector<int> bp(std::size_t(B12 + 1));
+          CK(cudaMemcpy(bp.data(), bp12, bp.size() * sizeof(int), cudaMemcpyDeviceToHost));
+          for (i64 q = 0; q < B12; ++q) big += bp[std::size_t(q + 1)] - bp[std::size_t(q)] > kTileCap;
+        }
+        std::snprintf(note, sizeof note, "incl. init, bucket search and row_ptr (A2 + A6: 2 passes + 1 instead of 3 + 1); %lld buckets, %lld over %d edges; temp %zu B",
+                      (long long)B12, (long long)big, kTileCap, tb12);
+        report("A12 top bits sort + shared-memory bucket sort", t, note);
+        CK(cudaMemset(ndiff, 0, sizeof(unsigned long long)));
+        count_diff<<<SM * 8, 256>>>(ref_k, ref_k, pout, ref_p, E, ndiff);
+        CK(cudaGetLastError());
+        unsigned long long nd = 0;
+        CK(cudaMemcpy(&nd, ndiff, sizeof nd, cudaMemcpyDeviceToHost));
+        std::vector<int> a(std::size_t(N + 1)), b12(std::size_t(N + 1));
+        CK(cudaMemcpy(a.data(), row_ptr, (N + 1) * sizeof(int), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(b12.data(), rp12, (N + 1) * sizeof(int), cudaMemcpyDeviceToHost));
+        std::printf("  A12: pairs %s (%llu differ vs A1), row_ptr %s vs A6\n", nd == 0 ? "OK" : "MISMATCH", nd,
+                    a == b12 ? "OK" : "MISMATCH");
+        CK(cudaFree(temp12));
+        CK(cudaFree(bp12));
+        CK(cudaFree(rp12));
       }
       report("A7a top bits sort alone (incl. init)", timed([&] {
                cub::DoubleBuffer<u32> kk(ka, kb);
