@@ -607,6 +607,20 @@ int main(int argc, char** argv) {
         if (search) bucket_search<<<grid_for(B + 1, 256), 256>>>(kk.Current(), E, B, lo_bits, bucket_ptr);
         CK(cudaGetLastError());
       };
+      // A second level that writes pairs and row_ptr itself: pairs against A1's, row_ptr against
+      // A6's (row_ptr holds A6's result).
+      auto check_pairs_rows = [&](const char* name, const Pair* pout, const int* rp) {
+        CK(cudaMemset(ndiff, 0, sizeof(unsigned long long)));
+        count_diff<<<SM * 8, 256>>>(ref_k, ref_k, pout, ref_p, E, ndiff);
+        CK(cudaGetLastError());
+        unsigned long long nd = 0;
+        CK(cudaMemcpy(&nd, ndiff, sizeof nd, cudaMemcpyDeviceToHost));
+        std::vector<int> a(std::size_t(N + 1)), b(std::size_t(N + 1));
+        CK(cudaMemcpy(a.data(), row_ptr, (N + 1) * sizeof(int), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(b.data(), rp, (N + 1) * sizeof(int), cudaMemcpyDeviceToHost));
+        std::printf("  %s: pairs %s (%llu differ vs A1), row_ptr %s vs A6\n", name, nd == 0 ? "OK" : "MISMATCH", nd,
+                    a == b ? "OK" : "MISMATCH");
+      };
       for (int variant = 0; variant < 2; ++variant) {
         const u32* kout = nullptr;
         const Pair* pout = nullptr;
@@ -642,17 +656,7 @@ int main(int argc, char** argv) {
         });
         std::snprintf(note, sizeof note, "incl. init, bucket search and row_ptr (A1 + A6 do the same work)");
         report("A9 top bits sort + own bucket sort writing row_ptr", t, note);
-        // pairs against A1's; row_ptr against A6's (row_ptr holds A6's result)
-        CK(cudaMemset(ndiff, 0, sizeof(unsigned long long)));
-        count_diff<<<SM * 8, 256>>>(ref_k, ref_k, pout, ref_p, E, ndiff);
-        CK(cudaGetLastError());
-        unsigned long long nd = 0;
-        CK(cudaMemcpy(&nd, ndiff, sizeof nd, cudaMemcpyDeviceToHost));
-        std::vector<int> a(std::size_t(N + 1)), b9(std::size_t(N + 1));
-        CK(cudaMemcpy(a.data(), row_ptr, (N + 1) * sizeof(int), cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(b9.data(), rp9, (N + 1) * sizeof(int), cudaMemcpyDeviceToHost));
-        std::printf("  A9: pairs %s (%llu differ vs A1), row_ptr %s vs A6\n", nd == 0 ? "OK" : "MISMATCH", nd,
-                    a == b9 ? "OK" : "MISMATCH");
+        check_pairs_rows("A9", pout, rp9);
         report("A9b own bucket sort alone", timed([&] {
                  bucket_sort_rows<<<unsigned(B), 256>>>(ka, pa, bucket_ptr, N, pb, rp9);  // timing only
                  CK(cudaGetLastError());
@@ -694,16 +698,7 @@ int main(int argc, char** argv) {
         std::snprintf(note, sizeof note, "incl. init, bucket search and row_ptr (A2 + A6: 2 passes + 1 instead of 3 + 1); %lld buckets, %lld over %d edges; temp %zu B",
                       (long long)B12, (long long)big, kTileCap, tb12);
         report("A12 top bits sort + shared-memory bucket sort", t, note);
-        CK(cudaMemset(ndiff, 0, sizeof(unsigned long long)));
-        count_diff<<<SM * 8, 256>>>(ref_k, ref_k, pout, ref_p, E, ndiff);
-        CK(cudaGetLastError());
-        unsigned long long nd = 0;
-        CK(cudaMemcpy(&nd, ndiff, sizeof nd, cudaMemcpyDeviceToHost));
-        std::vector<int> a(std::size_t(N + 1)), b12(std::size_t(N + 1));
-        CK(cudaMemcpy(a.data(), row_ptr, (N + 1) * sizeof(int), cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(b12.data(), rp12, (N + 1) * sizeof(int), cudaMemcpyDeviceToHost));
-        std::printf("  A12: pairs %s (%llu differ vs A1), row_ptr %s vs A6\n", nd == 0 ? "OK" : "MISMATCH", nd,
-                    a == b12 ? "OK" : "MISMATCH");
+        check_pairs_rows("A12", pout, rp12);
         CK(cudaFree(temp12));
         CK(cudaFree(bp12));
         CK(cudaFree(rp12));

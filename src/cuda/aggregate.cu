@@ -1781,7 +1781,8 @@ AggregateOptions options_of(const OpContext& ctx) {
 // per edge) and each edge is sorted once, where the destination-range build
 // (PIPELINK_AGG_BUILD_CHUNKS) selects over all E for every range. Counted before the run at K = 3:
 // the same sort bytes, the run's x rows once, and the output read and written twice more (2 x 1.25
-// GB, ~0.6 ms), ~7.7 ms against 7.1; measured 9.07 against 7.24 (products-like, v12). Deterministic
+// GB, ~0.6 ms), ~7.7 ms against 7.1; measured 9.07 ms in `bench --ab` rounds against 6.95 for the
+// one plan alone at the same commit (products-like, v12, 11a105f). Deterministic
 // (a fixed range order), but not planned's bits: each row is added range by range.
 void aggregate_one_shot(OpContext& ctx) {
   const TensorView* w = ctx.has("w") ? &ctx.port("w") : nullptr;
@@ -1807,16 +1808,12 @@ void aggregate_one_shot(OpContext& ctx) {
   // A later range's build can still fail (out of memory); out then holds the earlier ranges' sums.
   PIPELINK_CUDA_CHECK(cudaSetDevice(src.device().index));
   validate_indices("aggregate", &src, &dst, N, as_stream(ctx.stream));
-  auto range = [](const TensorView& v, std::int64_t e0, std::int64_t n) {
-    const std::int64_t shape[1] = {n};
-    return TensorView(static_cast<std::byte*>(v.data()) + e0 * std::int64_t(v.itemsize()), v.dtype(), v.device(), shape);
-  };
   AggregateOptions opts = options_of(ctx);
   for (std::int64_t k = 0; k < K; ++k) {
-    const std::int64_t e0 = E * k / K, n = E * (k + 1) / K - e0;
-    const TensorView sk = range(src, e0, n), dk = range(dst, e0, n);
+    const std::int64_t e0 = E * k / K, e1 = E * (k + 1) / K;
+    const TensorView sk = src.slice_rows(e0, e1), dk = dst.slice_rows(e0, e1);
     std::optional<TensorView> wk;
-    if (w) wk = range(*w, e0, n);
+    if (w) wk = w->slice_rows(e0, e1);
     const auto plan = build_plan_for(sk, dk, N, ctx.stream, wk ? &*wk : nullptr);
     plan->run(ctx.port("x"), wk ? &*wk : nullptr, ctx.port("out"), opts, false);
     opts.accumulate = true;
