@@ -41,6 +41,7 @@ namespace pipelink::cuda {
 namespace {
 
 using detail::DeviceBuffer;
+using detail::free_device_bytes;
 
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
@@ -625,8 +626,7 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
   const std::size_t arena_bytes = 2 * kb + pb + tb + up(sizeof(std::int64_t));
   DeviceBuffer arena = DeviceBuffer::try_make(arena_bytes, s);
   if (!arena.get()) {
-    std::size_t free_b = 0, total_b = 0;
-    PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const std::size_t free_b = free_device_bytes();
     throw Error("aggregate: the plan build sorts one destination range at a time, and its largest range (" +
                 std::to_string(M) + " edges; a range holds whole rows) needs " + std::to_string(arena_bytes >> 20) +
                 " MB of transient memory where " + std::to_string(free_b >> 20) +
@@ -721,8 +721,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     // The one sort's transient 16 bytes per edge do not fit (the device, or the
     // PIPELINK_AGG_BUILD_MEMORY cap). ranges_for: how many ranges of `per_edge` bytes an edge fit
     // in `room`, as a double clamped to [1, 4096] before it becomes an integer.
-    std::size_t free_b = 0, total_b = 0;
-    PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    const std::size_t free_b = free_device_bytes();
     const double temp = double(up(temp_bytes));
     auto ranges_for = [&](double per_edge, double room) {
       return std::int64_t(std::clamp(std::ceil(per_edge * double(E) / room), 1.0, 4096.0));
@@ -749,8 +748,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
       return;
     }
     // Destination ranges: each range's 16 / K bytes per edge in 90% of what the device has free
-    // beside `kept` (kept here and handed on: freed, the pool would keep its block and
-    // cudaMemGetInfo would not count it), and in the cap.
+    // beside `kept` (kept here and handed on to the ranges build), and in the cap.
     const double room = std::min(0.9 * double(free_b), capped ? double(knobs.build_memory) : 1e300) - temp;
     const std::int64_t k = room > 0 ? std::min<std::int64_t>(ranges_for(16.0, room) + 1, 4096) : 4096;
     if (log_level() <= LogLevel::info)

@@ -12,6 +12,11 @@ void* alloc_async(std::size_t bytes, cudaStream_t stream);
 /// As alloc_async, but nullptr where the device is full (after the pool retry); other errors throw.
 void* try_alloc_async(std::size_t bytes, cudaStream_t stream);
 void free_async(void* p, std::size_t bytes, cudaStream_t stream) noexcept;
+/// Bytes a new allocation could take: what cudaMemGetInfo reports free plus what the current
+/// device's default pool holds unused (it keeps freed blocks, which cudaMemGetInfo counts as used).
+/// Sizing from cudaMemGetInfo alone made a one-shot call on a full device pick more edge ranges,
+/// and so other bits, on its second call than on its first (H200, 828e4e5).
+std::size_t free_device_bytes();
 
 /// Owning, stream-ordered device buffer.
 class DeviceBuffer {
