@@ -41,7 +41,7 @@ namespace pipelink::cuda {
 namespace {
 
 using detail::DeviceBuffer;
-using detail::free_device_bytes;
+using detail::settled_free_bytes;
 
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
@@ -626,7 +626,8 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
   const std::size_t arena_bytes = 2 * kb + pb + tb + up(sizeof(std::int64_t));
   DeviceBuffer arena = DeviceBuffer::try_make(arena_bytes, s);
   if (!arena.get()) {
-    const std::size_t free_b = free_device_bytes();
+    std::size_t free_b = 0, total_b = 0;
+    PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     throw Error("aggregate: the plan build sorts one destination range at a time, and its largest range (" +
                 std::to_string(M) + " edges; a range holds whole rows) needs " + std::to_string(arena_bytes >> 20) +
                 " MB of transient memory where " + std::to_string(free_b >> 20) +
@@ -721,7 +722,12 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     // The one sort's transient 16 bytes per edge do not fit (the device, or the
     // PIPELINK_AGG_BUILD_MEMORY cap). ranges_for: how many ranges of `per_edge` bytes an edge fit
     // in `room`, as a double clamped to [1, 4096] before it becomes an integer.
-    const std::size_t free_b = free_device_bytes();
+    // A one-shot call hands over to edge ranges, which never use the whole list's pairs: free
+    // them first, and size the ranges from the settled free memory (see settled_free_bytes).
+    if (edge_ranges_if_short) kept.reset();
+    std::size_t free_b = 0, total_b = 0;
+    if (edge_ranges_if_short) free_b = settled_free_bytes(s);
+    else PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     const double temp = double(up(temp_bytes));
     auto ranges_for = [&](double per_edge, double room) {
       return std::int64_t(std::clamp(std::ceil(per_edge * double(E) / room), 1.0, 4096.0));
@@ -730,9 +736,8 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
                                    : std::to_string(free_b >> 20) + " MB free";
     if (edge_ranges_if_short) {
       // A one-shot range holds its plan (8 bytes per edge) and its sort (16) at once, in 90% of
-      // what is free; the whole list's `kept` (if made) is freed on return and its pool block
-      // reused, so it counts as free here. A range's sort also stays in the cap, if one is set.
-      const double dev_room = 0.9 * double(free_b + kept.bytes()) - temp;
+      // what is free. A range's sort also stays in the cap, if one is set.
+      const double dev_room = 0.9 * double(free_b) - temp;
       const double cap_room = capped ? double(knobs.build_memory) - temp : 0.0;
       if (dev_room <= 0 || (capped && cap_room <= 0))
         throw Error("aggregate: a one-shot call's plan build needs more transient memory than " + why +

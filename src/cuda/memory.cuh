@@ -12,11 +12,13 @@ void* alloc_async(std::size_t bytes, cudaStream_t stream);
 /// As alloc_async, but nullptr where the device is full (after the pool retry); other errors throw.
 void* try_alloc_async(std::size_t bytes, cudaStream_t stream);
 void free_async(void* p, std::size_t bytes, cudaStream_t stream) noexcept;
-/// Bytes a new allocation could take: what cudaMemGetInfo reports free plus what the current
-/// device's default pool holds unused (it keeps freed blocks, which cudaMemGetInfo counts as used).
-/// Sizing from cudaMemGetInfo alone made a one-shot call on a full device pick more edge ranges,
-/// and so other bits, on its second call than on its first (H200, 828e4e5).
-std::size_t free_device_bytes();
+/// Free device bytes in a state that repeats from call to call: synchronizes `stream`, gives the
+/// default pool's idle blocks back to the driver, then asks cudaMemGetInfo. The pool keeps freed
+/// blocks, which cudaMemGetInfo counts as used: sized from it alone, a one-shot call on a full
+/// device picked more edge ranges, and so other bits, on its second call than on its first (H200,
+/// 828e4e5). Counting the idle blocks as free instead picked too few, and a range's allocation ran
+/// out of memory (6324880): idle fragments of the pool need not hold a range's sort.
+std::size_t settled_free_bytes(cudaStream_t stream);
 
 /// Owning, stream-ordered device buffer.
 class DeviceBuffer {

@@ -105,17 +105,16 @@ void free_async(void* p, std::size_t bytes, cudaStream_t stream) noexcept {
   PIPELINK_CUDA_CHECK_NOEXCEPT(cudaFreeAsync(p, stream));
   note_free(bytes);
 }
-std::size_t free_device_bytes() {
-  std::size_t free_b = 0, total_b = 0;
-  PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+std::size_t settled_free_bytes(cudaStream_t stream) {
+  PIPELINK_CUDA_CHECK(cudaStreamSynchronize(stream));
   int dev = 0;
   cudaMemPool_t pool = nullptr;
   PIPELINK_CUDA_CHECK(cudaGetDevice(&dev));
   PIPELINK_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev));
-  std::uint64_t reserved = 0, used = 0;
-  PIPELINK_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
-  PIPELINK_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used));
-  return free_b + std::size_t(reserved > used ? reserved - used : 0);
+  PIPELINK_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+  std::size_t free_b = 0, total_b = 0;
+  PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+  return free_b;
 }
 }  // namespace detail
 
