@@ -749,7 +749,9 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
       *edge_ranges_if_short = k;
       if (log_level() <= LogLevel::info)
         ::pipelink::detail::log_message(LogLevel::info, "aggregate: the one-shot build's one sort does not fit (" + why +
-                                                            "); running " + std::to_string(k) + " edge ranges");
+                                                            ": " + std::to_string(free_b) + " B, E " + std::to_string(E) + ", CUB temp " +
+                                                            std::to_string(up(temp_bytes)) + " B); running " +
+                                                            std::to_string(k) + " edge ranges");
       return;
     }
     // Destination ranges: each range's 16 / K bytes per edge in 90% of what the device has free
