@@ -726,8 +726,15 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     // them first, and size the ranges from the settled free memory (see settled_free_bytes).
     if (edge_ranges_if_short) kept.reset();
     std::size_t free_b = 0, total_b = 0;
-    if (edge_ranges_if_short) free_b = settled_free_bytes(s);
-    else PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    if (edge_ranges_if_short) {
+      const std::size_t before = free_b;
+      free_b = settled_free_bytes(s);
+      if (log_level() <= LogLevel::debug)
+        ::pipelink::detail::log_message(LogLevel::debug, "aggregate: one-shot build short of memory: " +
+                                                             std::to_string(before) + " B free, " + std::to_string(free_b) +
+                                                             " B once settled; pairs " + (kept_short ? "did not fit" : "fit"));
+    }
     const double temp = double(up(temp_bytes));
     auto ranges_for = [&](double per_edge, double room) {
       return std::int64_t(std::clamp(std::ceil(per_edge * double(E) / room), 1.0, 4096.0));
@@ -1819,6 +1826,10 @@ void aggregate_one_shot(OpContext& ctx) {
     const TensorView sk = src.slice_rows(e0, e1), dk = dst.slice_rows(e0, e1);
     std::optional<TensorView> wk;
     if (w) wk = w->slice_rows(e0, e1);
+    if (log_level() <= LogLevel::debug)
+      ::pipelink::detail::log_message(LogLevel::debug, "aggregate: one-shot edge range " + std::to_string(k + 1) + "/" +
+                                                           std::to_string(K) + ": edges [" + std::to_string(e0) + ", " +
+                                                           std::to_string(e1) + ")");
     const auto plan = build_plan_for(sk, dk, N, ctx.stream, wk ? &*wk : nullptr);
     plan->run(ctx.port("x"), wk ? &*wk : nullptr, ctx.port("out"), opts, false);
     opts.accumulate = true;

@@ -86,7 +86,19 @@ void* alloc_async(std::size_t bytes, cudaStream_t stream) {
     (void)cudaGetLastError();
   });
   void* p = nullptr;
-  PIPELINK_CUDA_CHECK(with_pool_retry(stream, [&] { return cudaMallocAsync(&p, bytes, stream); }));
+  const cudaError_t e = with_pool_retry(stream, [&] { return cudaMallocAsync(&p, bytes, stream); });
+  if (e == cudaErrorMemoryAllocation) {
+    // Say what was asked for and what was there: "out of memory" alone does not tell a user
+    // whether a smaller input, another path or a fuller device was the cause.
+    (void)cudaGetLastError();
+    std::size_t free_b = 0, total_b = 0;
+    (void)cudaMemGetInfo(&free_b, &total_b);
+    (void)cudaGetLastError();
+    throw Error("CUDA out of memory: a stream-ordered allocation of " + std::to_string(bytes) + " bytes failed with " +
+                std::to_string(free_b) + " of " + std::to_string(total_b) + " bytes free on the device (" +
+                std::to_string(g_current.load()) + " bytes held by PipeLink)");
+  }
+  PIPELINK_CUDA_CHECK(e);
   note_alloc(bytes);
   return p;
 }
