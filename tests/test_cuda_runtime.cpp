@@ -32,6 +32,22 @@ TEST_F(CudaRuntime, MissingDeviceIndexIsAClearError) {
   EXPECT_THROW(describe(Device::cuda(cuda_device_count() + 3)), BackendUnavailableError);
 }
 
+TEST_F(CudaRuntime, OutOfMemoryNamesTheBytes) {
+  // More than any device holds: the error is an OutOfMemoryError with the bytes asked for and
+  // free, and the device stays usable.
+  const std::int64_t n = std::int64_t(1) << 50;  // 4 PiB of float32
+  try {
+    (void)TensorBuilder().shape({n}).dtype(DType::f32).device(Device::cuda(0)).build();
+    ADD_FAILURE() << "a 4 PiB tensor was allocated";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_EQ(e.requested(), std::uint64_t(n) * 4);
+    EXPECT_GT(e.free_bytes(), 0u);
+    EXPECT_NE(std::string(e.what()).find(std::to_string(std::uint64_t(n) * 4) + " bytes"), std::string::npos) << e.what();
+  }
+  Tensor z = TensorBuilder().shape({16}).dtype(DType::f32).device(Device::cuda(0)).zeros();
+  EXPECT_EQ(to_device(z, Device::cpu()).data_as<float>()[15], 0.0f);
+}
+
 TEST(CudaBackend, ReportsWhetherItIsBuilt) {
   // Visible in the log either way; the assertion is that the query does not crash without a GPU.
   std::printf("CUDA backend built: %s, devices: %d\n", cuda_backend_built() ? "yes" : "no", cuda_device_count());

@@ -77,6 +77,18 @@ class ParseError : public Error {
   std::int64_t line_;
 };
 
+/// A device allocation failed. Says how many bytes were asked for and how many the device had free.
+class OutOfMemoryError : public Error {
+ public:
+  OutOfMemoryError(std::uint64_t requested, std::uint64_t free_bytes, const std::string& what)
+      : Error(what), requested_(requested), free_(free_bytes) {}
+  std::uint64_t requested() const noexcept { return requested_; }
+  std::uint64_t free_bytes() const noexcept { return free_; }
+
+ private:
+  std::uint64_t requested_, free_;
+};
+
 /// The requested backend is not built in or no device of that kind is present.
 class BackendUnavailableError : public Error {
  public:

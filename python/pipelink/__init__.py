@@ -169,6 +169,8 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
         ContractViolationError: a tensor breaks the op's contract (a ``ValueError``).
         IndexOutOfRangeError: an index is outside ``[0, N)`` (an ``IndexError``); ``out`` is untouched.
         BackendUnavailableError: CUDA tensors on a build or machine without CUDA.
+        MemoryError: a device allocation failed; the message gives the bytes asked for and free
+            (``mode="lean"`` needs no scratch memory).
         RuntimeError: a torch tensor that requires grad while autograd is on (no gradients here).
     """
     _check_mode(mode)

@@ -193,6 +193,8 @@ void translate(const std::exception_ptr& p, void*) {
              [&](nb::object& cls) { return cls(e.what(), e.op(), e.port(), e.position(), e.value(), e.bound()); });
   } catch (const BackendUnavailableError& e) {
     raise_as("BackendUnavailableError", PyExc_RuntimeError, e.what(), [&](nb::object& cls) { return cls(e.what()); });
+  } catch (const OutOfMemoryError& e) {
+    PyErr_SetString(PyExc_MemoryError, e.what());
   } catch (const LookupError& e) {
     PyErr_SetString(PyExc_LookupError, e.what());
   } catch (const ParseError& e) {

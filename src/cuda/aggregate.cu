@@ -1800,7 +1800,8 @@ void aggregate_one_shot(OpContext& ctx) {
   const TensorView* w = ctx.has("w") ? &ctx.port("w") : nullptr;
   const TensorView &src = ctx.port("src"), &dst = ctx.port("dst");
   const std::int64_t E = src.numel(), N = ctx.dim("N");
-  std::int64_t K = std::min(plan_knobs().oneshot_chunks, std::max<std::int64_t>(E, 1));  // bad knob: before any work
+  const std::int64_t knob = plan_knobs().oneshot_chunks;  // a bad knob: before any work
+  std::int64_t K = std::min(knob, std::max<std::int64_t>(E, 1));
   if (K <= 1) {
     // Knob unset (K = 0): where the one sort does not fit, edge ranges, not the build's own
     // destination ranges. Measured (H200, v12, 11a105f, one-shot, `bench --ab`): 3 edge ranges
@@ -1821,16 +1822,40 @@ void aggregate_one_shot(OpContext& ctx) {
   PIPELINK_CUDA_CHECK(cudaSetDevice(src.device().index));
   validate_indices("aggregate", &src, &dst, N, as_stream(ctx.stream));
   AggregateOptions opts = options_of(ctx);
-  for (std::int64_t k = 0; k < K; ++k) {
-    const std::int64_t e0 = E * k / K, e1 = E * (k + 1) / K;
+  // Unforced ranges come from a 24 bytes/edge estimate of what fits, and the pool's allocation
+  // granularity makes it approximate on a nearly full device: a range whose build runs out of
+  // memory is split in two and retried (its build wrote nothing to out). A forced K is kept as
+  // asked, for its bits, and its out-of-memory error is raised.
+  const bool adaptive = knob == 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> todo;  // ranges left, the next one last
+  for (std::int64_t k = K; k-- > 0;) todo.emplace_back(E * k / K, E * (k + 1) / K);
+  std::int64_t ranges = K, done = 0;
+  while (!todo.empty()) {
+    const auto [e0, e1] = todo.back();
+    todo.pop_back();
+    if (log_level() <= LogLevel::debug)
+      ::pipelink::detail::log_message(LogLevel::debug, "aggregate: one-shot edge range " + std::to_string(++done) + "/" +
+                                                           std::to_string(ranges) + ": edges [" + std::to_string(e0) +
+                                                           ", " + std::to_string(e1) + ")");
     const TensorView sk = src.slice_rows(e0, e1), dk = dst.slice_rows(e0, e1);
     std::optional<TensorView> wk;
     if (w) wk = w->slice_rows(e0, e1);
-    if (log_level() <= LogLevel::debug)
-      ::pipelink::detail::log_message(LogLevel::debug, "aggregate: one-shot edge range " + std::to_string(k + 1) + "/" +
-                                                           std::to_string(K) + ": edges [" + std::to_string(e0) + ", " +
-                                                           std::to_string(e1) + ")");
-    const auto plan = build_plan_for(sk, dk, N, ctx.stream, wk ? &*wk : nullptr);
+    std::shared_ptr<CudaPlan> plan;
+    try {
+      plan = build_plan_for(sk, dk, N, ctx.stream, wk ? &*wk : nullptr);
+    } catch (const OutOfMemoryError& e) {
+      if (!adaptive || e1 - e0 < 2 || ranges >= 4096) throw;
+      const std::int64_t mid = e0 + (e1 - e0) / 2;
+      todo.emplace_back(mid, e1);
+      todo.emplace_back(e0, mid);
+      ++ranges;
+      --done;
+      if (log_level() <= LogLevel::info)
+        ::pipelink::detail::log_message(LogLevel::info, "aggregate: a one-shot edge range's build ran out of memory (" +
+                                                            std::string(e.what()) + "); split in two, " +
+                                                            std::to_string(ranges) + " ranges now");
+      continue;
+    }
     plan->run(ctx.port("x"), wk ? &*wk : nullptr, ctx.port("out"), opts, false);
     opts.accumulate = true;
   }

@@ -72,6 +72,22 @@ cudaError_t with_pool_retry(cudaStream_t stream, F&& attempt) {
   return attempt();
 }
 
+// An allocation's error: out of memory says what was asked for and what was there ("out of
+// memory" alone does not tell a user whether a smaller input, another path or a fuller device
+// would help); anything else as PIPELINK_CUDA_CHECK reports it.
+void check_allocation(cudaError_t e, std::size_t bytes, const char* what) {
+  if (e == cudaSuccess) return;
+  if (e != cudaErrorMemoryAllocation) PIPELINK_CUDA_CHECK(e);
+  (void)cudaGetLastError();
+  std::size_t free_b = 0, total_b = 0;
+  (void)cudaMemGetInfo(&free_b, &total_b);
+  (void)cudaGetLastError();
+  throw OutOfMemoryError(bytes, free_b,
+                         std::string("CUDA out of memory: ") + what + " of " + std::to_string(bytes) + " bytes failed with " +
+                             std::to_string(free_b) + " of " + std::to_string(total_b) +
+                             " bytes free on the device (" + std::to_string(g_current.load()) + " bytes held by PipeLink)");
+}
+
 void* alloc_async(std::size_t bytes, cudaStream_t stream) {
   // The default pool gives memory back to the driver at every synchronization (release
   // threshold 0), so each one-shot call re-mapped its ~1 GB plan; keep it instead.
@@ -86,19 +102,8 @@ void* alloc_async(std::size_t bytes, cudaStream_t stream) {
     (void)cudaGetLastError();
   });
   void* p = nullptr;
-  const cudaError_t e = with_pool_retry(stream, [&] { return cudaMallocAsync(&p, bytes, stream); });
-  if (e == cudaErrorMemoryAllocation) {
-    // Say what was asked for and what was there: "out of memory" alone does not tell a user
-    // whether a smaller input, another path or a fuller device was the cause.
-    (void)cudaGetLastError();
-    std::size_t free_b = 0, total_b = 0;
-    (void)cudaMemGetInfo(&free_b, &total_b);
-    (void)cudaGetLastError();
-    throw Error("CUDA out of memory: a stream-ordered allocation of " + std::to_string(bytes) + " bytes failed with " +
-                std::to_string(free_b) + " of " + std::to_string(total_b) + " bytes free on the device (" +
-                std::to_string(g_current.load()) + " bytes held by PipeLink)");
-  }
-  PIPELINK_CUDA_CHECK(e);
+  check_allocation(with_pool_retry(stream, [&] { return cudaMallocAsync(&p, bytes, stream); }), bytes,
+                   "a stream-ordered allocation");
   note_alloc(bytes);
   return p;
 }
@@ -250,7 +255,8 @@ int device_count() noexcept {
 void* allocate(std::size_t bytes, int device) {
   PIPELINK_CUDA_CHECK(cudaSetDevice(device));
   void* p = nullptr;
-  PIPELINK_CUDA_CHECK(detail::with_pool_retry(nullptr, [&] { return cudaMalloc(&p, bytes); }));
+  detail::check_allocation(detail::with_pool_retry(nullptr, [&] { return cudaMalloc(&p, bytes); }), bytes,
+                           "a tensor's allocation");
   note_alloc(bytes);
   std::lock_guard lock(g_sizes_mu);
   g_sizes[p] = bytes;
