@@ -44,6 +44,7 @@ step() {  # name, log, command...: runs, appends to $OUT/log, records pass/fail
     set -- timeout --kill-after=10 "$left" "$@"
   fi
   echo "=== $name: $*" >>"$OUT/$log"
+  echo "# $name" >>"$OUT/clocks.csv"
   "$@" >>"$OUT/$log" 2>&1 || rc=$?
   local took="$(( $(date +%s) - t0 ))s"
   if [ $rc -eq 0 ]; then status+=("$name|ok|$took")
@@ -52,6 +53,13 @@ step() {  # name, log, command...: runs, appends to $OUT/log, records pass/fail
 }
 
 { nvidia-smi; nvcc --version; cmake --version; g++ --version; } >"$OUT/env.txt" 2>&1
+# The GPU's clocks, power and temperature every 500 ms, with a "# step" line where each step
+# starts: the staged run is ~90% issue-bound, so an SM clock that differs between two processes
+# (the C++ bench, compare_torch) would show in their times. Summarized per step at the end.
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu --format=csv,noheader,nounits \
+  -lms 500 >>"$OUT/clocks.csv" 2>/dev/null &
+clock_pid=$!
+trap 'kill $clock_pid 2>/dev/null' EXIT
 rev=${PIPELINK_GIT_REVISION:-$(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)}
 export PIPELINK_GIT_REVISION=$rev  # the benchmark JSON records it (the copy's .git may be stale)
 # The Python module too, when this machine's python3 has nanobind (the H200 machine does).
@@ -170,6 +178,13 @@ cat "$OUT"/compare-*.md 2>/dev/null || true
 grep -E "^#|^\| (planned|one-shot|plan-build|lean) " "$OUT/variants.md" 2>/dev/null || true
 cat "$OUT/instr.txt" 2>/dev/null || true
 grep -h "ERROR SUMMARY" "$OUT/sanitizer.log" 2>/dev/null | sort | uniq -c || true
+kill $clock_pid 2>/dev/null
+# Per step: samples, mean SM clock (MHz), mean power (W), max temperature (C), from clocks.csv.
+awk -F', *' '/^# /{name=substr($0,3); next} NF>=5 && name!="" {n[name]++; sm[name]+=$2; pw[name]+=$4;
+  if ($5>tmax[name]) tmax[name]=$5; if (!(name in seen)) {seen[name]=1; order[++k]=name}}
+  END {if (k) printf "%-40s %8s %8s %8s %6s\n", "clocks per step", "samples", "SM MHz", "W", "max C";
+       for (i=1;i<=k;i++) {s=order[i]; printf "%-40s %8d %8.0f %8.0f %6d\n", s, n[s], sm[s]/n[s], pw[s]/n[s], tmax[s]}}' \
+  "$OUT/clocks.csv" 2>/dev/null || true
 printf '%-40s %-28s %s\n' step result time
 for s in "${status[@]}"; do IFS='|' read -r a b c <<<"$s"; printf '%-40s %-28s %s\n' "$a" "$b" "$c"; done
 # The device tool brings back at most 8 files: past that, everything also goes into one tarball.
