@@ -298,7 +298,9 @@ std::int64_t long_row_threshold() {
 //     (0: one sort, and ranges only when its buffers do not fit; see sort_narrow_chunked)
 //   PIPELINK_AGG_ONESHOT_CHUNKS: a one-shot call in this many edge ranges, each built and run
 //     on its own, the later ones accumulating [0, 4096] (0: one plan, or edge ranges when its
-//     sort does not fit; 1: one plan; see aggregate_one_shot)
+//     sort does not fit, as many as the free memory suggests and split further where a range's
+//     build runs out of it, so their bits follow the device's state; 1: one plan; K >= 2: K
+//     ranges, the same bits every call; see aggregate_one_shot)
 //   PIPELINK_AGG_BUILD_MEMORY: the transient device memory, in MiB, a build's sort may take
 //     beside the plan it keeps [1, 2^30] (unset: what the device has free). Past it a build
 //     sorts destination ranges and a one-shot call runs edge ranges, as when the device is full.
@@ -628,7 +630,7 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
   if (!arena.get()) {
     std::size_t free_b = 0, total_b = 0;
     PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    throw Error("aggregate: the plan build sorts one destination range at a time, and its largest range (" +
+    throw OutOfMemoryError(arena_bytes, free_b, "aggregate: the plan build sorts one destination range at a time, and its largest range (" +
                 std::to_string(M) + " edges; a range holds whole rows) needs " + std::to_string(arena_bytes >> 20) +
                 " MB of transient memory where " + std::to_string(free_b >> 20) +
                 " MB are free beside the plan; free device memory, or use the lean path (AggregatePath::lean), "
@@ -747,7 +749,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
       const double dev_room = 0.9 * double(free_b) - temp;
       const double cap_room = capped ? double(knobs.build_memory) - temp : 0.0;
       if (dev_room <= 0 || (capped && cap_room <= 0))
-        throw Error("aggregate: a one-shot call's plan build needs more transient memory than " + why +
+        throw OutOfMemoryError(up(temp_bytes), free_b, "aggregate: a one-shot call's plan build needs more transient memory than " + why +
                     " leaves, even in edge ranges (CUB's temp storage alone: " + std::to_string(up(temp_bytes) >> 20) +
                     " MB); free device memory, raise the cap, or use the lean path (AggregatePath::lean), "
                     "which needs none");
@@ -1794,8 +1796,11 @@ AggregateOptions options_of(const OpContext& ctx) {
 // (PIPELINK_AGG_BUILD_CHUNKS) selects over all E for every range. Counted before the run at K = 3:
 // the same sort bytes, the run's x rows once, and the output read and written twice more (2 x 1.25
 // GB, ~0.6 ms), ~7.7 ms against 7.1; measured 9.07 ms in `bench --ab` rounds against 6.95 for the
-// one plan alone at the same commit (products-like, v12, 11a105f). Deterministic
-// (a fixed range order), but not planned's bits: each row is added range by range.
+// one plan alone at the same commit (products-like, v12, 11a105f); in shuffled rounds 8.54 ms
+// against 6.71, and 9.25 for destination ranges (v13, 828e4e5). Each range's build costs ~1.0 ms
+// there: its row offsets and segment scans run over all N rows. Repeatable at a forced K (a
+// fixed range order), but not planned's bits: each row is added range by range. Unforced, K
+// and any splits follow the device's free memory, so the bits can differ from call to call.
 void aggregate_one_shot(OpContext& ctx) {
   const TensorView* w = ctx.has("w") ? &ctx.port("w") : nullptr;
   const TensorView &src = ctx.port("src"), &dst = ctx.port("dst");
@@ -1810,7 +1815,18 @@ void aggregate_one_shot(OpContext& ctx) {
     // after the edge ranges (a pool effect: docs/perf-notes.md, v12), so the time gap is not
     // settled; the memory gap is.
     std::int64_t edge_ranges = 0;
-    const auto plan = build_plan_for(src, dst, N, ctx.stream, w, K == 0 ? &edge_ranges : nullptr);
+    std::shared_ptr<CudaPlan> plan;
+    try {
+      plan = build_plan_for(src, dst, N, ctx.stream, w, K == 0 ? &edge_ranges : nullptr);
+    } catch (const OutOfMemoryError& e) {
+      // The sort fitted but a later buffer (row offsets, the work split) did not: two edge
+      // ranges, split further below if need be. Nothing was written to out.
+      if (K != 0 || E < 2) throw;
+      if (log_level() <= LogLevel::info)
+        ::pipelink::detail::log_message(LogLevel::info, "aggregate: the one-shot build ran out of memory (" +
+                                                            std::string(e.what()) + "); running 2 edge ranges");
+      edge_ranges = 2;
+    }
     if (plan) {
       plan->run(ctx.port("x"), w, ctx.port("out"), options_of(ctx), false);
       return;
@@ -1827,14 +1843,23 @@ void aggregate_one_shot(OpContext& ctx) {
   // memory is split in two and retried (its build wrote nothing to out). A forced K is kept as
   // asked, for its bits, and its out-of-memory error is raised.
   const bool adaptive = knob == 0;
-  std::vector<std::pair<std::int64_t, std::int64_t>> todo;  // ranges left, the next one last
-  for (std::int64_t k = K; k-- > 0;) todo.emplace_back(E * k / K, E * (k + 1) / K);
+  // Ranges left, the next one last: edges [e0, e1), and the bytes of the failed allocation that
+  // made the range (0: none). A split that does not shrink the failing allocation (a buffer sized
+  // by N, not by the edges) cannot help, and the error is raised.
+  struct Range {
+    std::int64_t e0, e1;
+    std::uint64_t failed_bytes;
+  };
+  std::vector<Range> todo;
+  for (std::int64_t k = K; k-- > 0;) todo.push_back({E * k / K, E * (k + 1) / K, 0});
   std::int64_t ranges = K, done = 0;
   while (!todo.empty()) {
-    const auto [e0, e1] = todo.back();
+    const Range r = todo.back();
+    const std::int64_t e0 = r.e0, e1 = r.e1;
     todo.pop_back();
+    ++done;
     if (log_level() <= LogLevel::debug)
-      ::pipelink::detail::log_message(LogLevel::debug, "aggregate: one-shot edge range " + std::to_string(++done) + "/" +
+      ::pipelink::detail::log_message(LogLevel::debug, "aggregate: one-shot edge range " + std::to_string(done) + "/" +
                                                            std::to_string(ranges) + ": edges [" + std::to_string(e0) +
                                                            ", " + std::to_string(e1) + ")");
     const TensorView sk = src.slice_rows(e0, e1), dk = dst.slice_rows(e0, e1);
@@ -1844,10 +1869,10 @@ void aggregate_one_shot(OpContext& ctx) {
     try {
       plan = build_plan_for(sk, dk, N, ctx.stream, wk ? &*wk : nullptr);
     } catch (const OutOfMemoryError& e) {
-      if (!adaptive || e1 - e0 < 2 || ranges >= 4096) throw;
+      if (!adaptive || e1 - e0 < 2 || ranges >= 4096 || (r.failed_bytes && e.requested() >= r.failed_bytes)) throw;
       const std::int64_t mid = e0 + (e1 - e0) / 2;
-      todo.emplace_back(mid, e1);
-      todo.emplace_back(e0, mid);
+      todo.push_back({mid, e1, e.requested()});
+      todo.push_back({e0, mid, e.requested()});
       ++ranges;
       --done;
       if (log_level() <= LogLevel::info)
