@@ -179,11 +179,16 @@ grep -E "^#|^\| (planned|one-shot|plan-build|lean) " "$OUT/variants.md" 2>/dev/n
 cat "$OUT/instr.txt" 2>/dev/null || true
 grep -h "ERROR SUMMARY" "$OUT/sanitizer.log" 2>/dev/null | sort | uniq -c || true
 kill $clock_pid 2>/dev/null
-# Per step: samples, mean SM clock (MHz), mean power (W), max temperature (C), from clocks.csv.
-awk -F', *' '/^# /{name=substr($0,3); next} NF>=5 && name!="" {n[name]++; sm[name]+=$2; pw[name]+=$4;
-  if ($5>tmax[name]) tmax[name]=$5; if (!(name in seen)) {seen[name]=1; order[++k]=name}}
-  END {if (k) printf "%-40s %8s %8s %8s %6s\n", "clocks per step", "samples", "SM MHz", "W", "max C";
-       for (i=1;i<=k;i++) {s=order[i]; printf "%-40s %8d %8.0f %8.0f %6d\n", s, n[s], sm[s]/n[s], pw[s]/n[s], tmax[s]}}' \
+# Per step, from clocks.csv: samples; those with the SM clock at 1000 MHz or more ("busy": an idle
+# H200 sits at 345 MHz, and a bench step idles while the host draws its inputs); their mean and
+# lowest SM clock; the highest power and temperature. At 3d5bc29 the C++ bench's busy samples read
+# 1980 MHz but for two (1965, 1875).
+awk -F', *' '/^# /{name=substr($0,3); next}
+  NF>=5 && name!="" {n[name]++; if (!(name in seen)) {seen[name]=1; order[++k]=name; lo[name]=1e9}
+    if ($2>=1000) {b[name]++; sm[name]+=$2; if ($2<lo[name]) lo[name]=$2}
+    if ($4>pw[name]) pw[name]=$4; if ($5>tmax[name]) tmax[name]=$5}
+  END {if (k) printf "%-40s %7s %5s %11s %10s %6s %5s\n", "clocks per step", "samples", "busy", "busy SM MHz", "lowest MHz", "max W", "max C";
+       for (i=1;i<=k;i++) {s=order[i]; printf "%-40s %7d %5d %11.0f %10.0f %6.0f %5d\n", s, n[s], b[s], b[s]?sm[s]/b[s]:0, b[s]?lo[s]:0, pw[s], tmax[s]}}' \
   "$OUT/clocks.csv" 2>/dev/null || true
 printf '%-40s %-28s %s\n' step result time
 for s in "${status[@]}"; do IFS='|' read -r a b c <<<"$s"; printf '%-40s %-28s %s\n' "$a" "$b" "$c"; done
