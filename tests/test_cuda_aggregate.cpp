@@ -728,6 +728,39 @@ TEST_F(CudaAggregate, BuildMemoryCapSortsRangesAndOneShotRunsEdgeRanges) {
   }
 }
 
+TEST_F(CudaAggregate, OneShotEdgeRangesSplitWhereABuildRunsOutOfMemory) {
+  // 4.8M edges under a 64 MiB build cap: 3 edge ranges of 1.6M. With every range of more than
+  // 500k edges failing as if out of memory (the test hook), each splits twice, in order: 12
+  // ranges of 400k, the same boundaries as 12 forced ranges, so the same bits. A forced count is
+  // kept as asked: there the failure is raised, before anything is written.
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ONESHOT_CHUNKS", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
+                       "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_TEST_RANGE_OOM_ABOVE");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const UniformOneShot c(50000, 4800000, seed);
+  const std::int64_t N = c.N, F = c.F;
+  Tensor twelve = poisoned_gpu(N, F, DType::f32);
+  {
+    ScopedEnv forced({{"PIPELINK_AGG_ONESHOT_CHUNKS", "12"}});
+    c.run(twelve);
+  }
+  const Tensor twelve_host = host(twelve);
+  const VerifyReport r = verify_aggregate(twelve_host, c.oracle);
+  EXPECT_TRUE(r.within_tolerance) << r.summary();
+  EXPECT_EQ(r.unwritten, 0) << r.summary();
+  ScopedEnv capped({{"PIPELINK_AGG_BUILD_MEMORY", "64"}, {"PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", "500000"}});
+  Tensor split = poisoned_gpu(N, F, DType::f32);
+  c.run(split);
+  EXPECT_TRUE(bitwise_equal(twelve_host, host(split))) << "the split ranges are not 12 ranges of 400k in order";
+  {
+    ScopedEnv forced({{"PIPELINK_AGG_ONESHOT_CHUNKS", "3"}});
+    Tensor out = poisoned_gpu(N, F, DType::f32);
+    const Tensor before = host(out);
+    EXPECT_THROW(c.run(out), OutOfMemoryError);
+    EXPECT_TRUE(bitwise_equal(before, host(out))) << "a forced range count that failed wrote to out";
+  }
+}
+
 TEST_F(CudaAggregate, OneShotOnAFullDeviceRunsEdgeRanges) {
   // The device filled (a placeholder tensor over all but `leave` bytes) around a one-shot call of
   // 8M edges, whose one sort needs ~128 MB beside its 64 MB of pairs: at 160 MB left the pairs fit

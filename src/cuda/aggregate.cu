@@ -307,6 +307,8 @@ std::int64_t long_row_threshold() {
 //     Narrow plans only (E < 2^31 - 4096, N < 2^31 - 1); PIPELINK_AGG_BUILD_CHUNKS >= 1 overrides
 //     it; a destination range is whole rows, so a hub row can take more; with
 //     PIPELINK_AGG_ONESHOT_CHUNKS=1 a one-shot call sorts destination ranges instead.
+//   PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (tests only; read in aggregate_one_shot): edge ranges of
+//     more edges than this fail as if out of memory, to make the unforced splits happen.
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
@@ -1853,6 +1855,11 @@ void aggregate_one_shot(OpContext& ctx) {
   std::vector<Range> todo;
   for (std::int64_t k = K; k-- > 0;) todo.push_back({E * k / K, E * (k + 1) / K, 0});
   std::int64_t ranges = K, done = 0;
+  // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE=M (tests only): a range of more than M edges fails as if
+  // its build ran out of memory (asking 24 bytes an edge), so a test can make the splits happen
+  // where it wants them, on any device.
+  const char* oom_knob = std::getenv("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE");
+  const std::int64_t oom_above = oom_knob && *oom_knob ? std::max<std::int64_t>(std::atoll(oom_knob), 1) : 0;
   while (!todo.empty()) {
     const Range r = todo.back();
     const std::int64_t e0 = r.e0, e1 = r.e1;
@@ -1867,6 +1874,10 @@ void aggregate_one_shot(OpContext& ctx) {
     if (w) wk = w->slice_rows(e0, e1);
     std::shared_ptr<CudaPlan> plan;
     try {
+      if (oom_above && e1 - e0 > oom_above)
+        throw OutOfMemoryError(std::uint64_t(e1 - e0) * 24, 0,
+                               "PIPELINK_AGG_TEST_RANGE_OOM_ABOVE=" + std::to_string(oom_above) + ": a range of " +
+                                   std::to_string(e1 - e0) + " edges");
       plan = build_plan_for(sk, dk, N, ctx.stream, wk ? &*wk : nullptr);
     } catch (const OutOfMemoryError& e) {
       if (!adaptive || e1 - e0 < 2 || ranges >= 4096 || (r.failed_bytes && e.requested() >= r.failed_bytes)) throw;
