@@ -189,6 +189,11 @@ def test_compare_torch_variants_option(tmp_path):
     for v in m["variants"]:
         assert "error" not in v and v["median_ms"] > 0 and v.get("within_tolerance", True), v
     assert m["knobs"]["variants"] == ["pipelink-plan-build", "pipelink-planned", "eager"]
+    # Planned rows alone: the plan is built untimed (session 10 lost a GPU call to the old refusal).
+    subprocess.run(base + ["--variants", "pipelink-planned", "--json", str(out)],
+                   check=True, env=env, capture_output=True, text=True, timeout=600)
+    m = json.loads(out.read_text())
+    assert [v["name"] for v in m["variants"]] == ["pipelink-planned"] and m["variants"][0]["median_ms"] > 0
     for bad, says in (("eager,nonesuch", "unknown nonesuch"),
                       ("pipelink-planned,pipelink-plan-build", "must come before"),
                       ("eager,eager", "named twice"), (",", "no variant named"),
