@@ -1854,7 +1854,7 @@ void aggregate_one_shot(OpContext& ctx) {
   };
   std::vector<Range> todo;
   for (std::int64_t k = K; k-- > 0;) todo.push_back({E * k / K, E * (k + 1) / K, 0});
-  std::int64_t ranges = K, done = 0;
+  std::int64_t ranges = K;  // so far, splits included
   // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE=M (tests only): a range of more than M edges fails as if
   // its build ran out of memory (asking 24 bytes an edge), so a test can make the splits happen
   // where it wants them, on any device.
@@ -1864,9 +1864,9 @@ void aggregate_one_shot(OpContext& ctx) {
     const Range r = todo.back();
     const std::int64_t e0 = r.e0, e1 = r.e1;
     todo.pop_back();
-    ++done;
     if (log_level() <= LogLevel::debug)
-      ::pipelink::detail::log_message(LogLevel::debug, "aggregate: one-shot edge range " + std::to_string(done) + "/" +
+      ::pipelink::detail::log_message(LogLevel::debug, "aggregate: one-shot edge range " +
+                                                           std::to_string(ranges - std::int64_t(todo.size())) + "/" +
                                                            std::to_string(ranges) + ": edges [" + std::to_string(e0) +
                                                            ", " + std::to_string(e1) + ")");
     const TensorView sk = src.slice_rows(e0, e1), dk = dst.slice_rows(e0, e1);
@@ -1885,7 +1885,6 @@ void aggregate_one_shot(OpContext& ctx) {
       todo.push_back({mid, e1, e.requested()});
       todo.push_back({e0, mid, e.requested()});
       ++ranges;
-      --done;
       if (log_level() <= LogLevel::info)
         ::pipelink::detail::log_message(LogLevel::info, "aggregate: a one-shot edge range's build ran out of memory (" +
                                                             std::string(e.what()) + "); split in two, " +

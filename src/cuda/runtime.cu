@@ -48,6 +48,14 @@ std::unordered_map<void*, std::size_t> g_sizes;
 }  // namespace
 
 namespace detail {
+// Gives the device's default pool's idle blocks back to the driver (freed blocks whose stream
+// work is done).
+void trim_default_pool(int device) {
+  cudaMemPool_t pool = nullptr;
+  PIPELINK_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+  PIPELINK_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+}
+
 // The pool keeps freed scratch (see alloc_async); an allocation that finds the device full gives
 // that memory back to the driver and tries once more, so plans built earlier never starve a
 // later tensor (the reach sweep: a 2^32-edge plan's 69 GB, then 103 GB of 2^33-edge inputs).
@@ -128,10 +136,8 @@ void free_async(void* p, std::size_t bytes, cudaStream_t stream) noexcept {
 std::size_t settled_free_bytes(cudaStream_t stream) {
   PIPELINK_CUDA_CHECK(cudaStreamSynchronize(stream));
   int dev = 0;
-  cudaMemPool_t pool = nullptr;
   PIPELINK_CUDA_CHECK(cudaGetDevice(&dev));
-  PIPELINK_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev));
-  PIPELINK_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+  trim_default_pool(dev);
   std::size_t free_b = 0, total_b = 0;
   PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   return free_b;
@@ -210,9 +216,7 @@ void fill_random_indices(const TensorView& t, std::int64_t n, std::uint64_t seed
 void release_cached_memory(int device) {
   PIPELINK_CUDA_CHECK(cudaSetDevice(device));
   PIPELINK_CUDA_CHECK(cudaDeviceSynchronize());
-  cudaMemPool_t pool = nullptr;
-  PIPELINK_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
-  PIPELINK_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+  detail::trim_default_pool(device);
 }
 
 Stream::Stream(int device) : device_(device) {
