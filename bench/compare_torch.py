@@ -343,6 +343,7 @@ def main() -> int:
                   "PIPELINK_AGG_LONG_ROW": os.environ.get("PIPELINK_AGG_LONG_ROW", "default (64)")},
         "device": {"name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
                    "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
+                   "torch_allocator": torch.cuda.get_allocator_backend() if device.type == "cuda" else "cpu",
                    "copy_bandwidth_gbs": bw / 1e9},
         "timing": "CUDA events around the user-visible call after warm-up (CPU: wall time); cold = first call, synchronized wall time",
         "memory": "extra over the inputs: torch allocator peak, PipeLink allocator peak, process-level (cudaMemGetInfo) growth after emptying both caches",
@@ -411,7 +412,8 @@ def gib(b: Optional[int]) -> str:
 def markdown(m: dict) -> str:
     wl, dev = m["workload"], m["device"]
     lines = [f"`{wl['name']}`: N={wl['nodes']}, E={wl['edges']}, F={wl['features']}, float32, tanh, int64 indices. "
-             f"Device: {dev['name']} (torch {dev['torch']}, CUDA {dev['cuda']}), copy bandwidth "
+             f"Device: {dev['name']} (torch {dev['torch']}, CUDA {dev['cuda']}, "
+             f"allocator {dev.get('torch_allocator', '?')}), copy bandwidth "
              f"{dev['copy_bandwidth_gbs']:.0f} GB/s. Git {m['git']}, {m['date']}.", "",
              "| variant | median ms | min | max | cold ms | torch alloc extra | PipeLink alloc extra | process extra | eff. GB/s | rel L2 err | within tol |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|"]

@@ -20,6 +20,7 @@
 #          PIPELINK_AGG_SEGMENT, PIPELINK_AGG_BUILD_CHUNKS etc.),
 #          TRACE_BUILD=1 (the main benchmarks log each plan build's steps: PIPELINK_LOG_LEVEL=debug),
 #          MICRO="file.cu ..." (standalone micro-benchmarks under bench/micro, built and run first),
+#          COMPARE_ALLOC (torch allocator backends for COMPARE, default "native"),
 #          DEADLINE_S (see step() below)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -150,9 +151,16 @@ if [ -n "${INSTR:-}" ]; then
 fi
 cat "$OUT"/bench-*.md >>"$OUT/bench.md" 2>/dev/null && rm -f "$OUT"/bench-*.md
 if [ -n "${COMPARE:-}" ] && [ ${#pyopt[@]} -gt 0 ]; then  # COMPARE="arxiv-like products-like": bench/compare_torch.py
+  # COMPARE_ALLOC="native cudaMallocAsync": one run per torch allocator backend
+  # (PYTORCH_CUDA_ALLOC_CONF=backend:...), to see whether where torch places x and out (its own
+  # cudaMalloc'd segments against a stream-ordered pool, as the C++ bench's) moves PipeLink's rows.
   for w in $COMPARE; do
-    step "compare_torch $w" bench.log env PIPELINK_PYTHON_PATH="$PWD/build/gpu/python" python3 bench/compare_torch.py \
-      --workload "$w" ${COMPARE_ARGS:-} --json "$OUT/compare-$w.json" --markdown "$OUT/compare-$w.md" --png "$OUT/compare-$w.png"
+    for a in ${COMPARE_ALLOC:-native}; do
+      sfx=$w; [ "$a" = native ] || sfx=$w-$a
+      step "compare_torch $w [$a]" bench.log env PIPELINK_PYTHON_PATH="$PWD/build/gpu/python" PYTORCH_CUDA_ALLOC_CONF=backend:$a \
+        python3 bench/compare_torch.py --workload "$w" ${COMPARE_ARGS:-} --json "$OUT/compare-$sfx.json" \
+        --markdown "$OUT/compare-$sfx.md" --png "$OUT/compare-$sfx.png"
+    done
   done
 fi
 if [ -n "${NCU:-}" ]; then  # NCU="power-law products-like": Nsight Compute on one planned run of each
