@@ -1646,34 +1646,6 @@ void with_vec_tiles(bool vec_ok, bool two_chunks, Fn&& f) {
   else f(integral_constant<int, 1>{}, integral_constant<int, 1>{});
 }
 
-// Experiment (session 11; opt-in): PIPELINK_AGG_L2_FETCH=B sets the context's L2 fetch
-// granularity hint (cudaLimitMaxL2FetchGranularity, 0-128 bytes) before a planned run and leaves
-// it set. Why: ncu (v11) counted ~63 DRAM bytes per 4-byte w[edge id] gather on products-like, two
-// 32-byte sectors (3.9 GB of the planned run's 19.6), and the H200's default granularity reads 64
-// (session 11). At one sector per weight the run would read ~2 GB less (~0.45 ms at 4.27 TB/s).
-// Setting it around each run and restoring it after cost ~0.46-0.55 ms a call (`bench --ab`,
-// b532016: planned 5.54-5.63 against 5.08 for 32, 0 and 128 alike), so it is set once, when it
-// differs, and not restored: measure it in a process of its own (gpu-check VARIANTS=).
-void apply_l2_fetch_knob() {
-  const char* v = std::getenv("PIPELINK_AGG_L2_FETCH");
-  if (!v || !*v) return;
-  char* end = nullptr;
-  const long long b = std::strtoll(v, &end, 10);
-  if (*end != '\0' || b < 0 || b > 128)
-    throw Error(std::string("aggregate: PIPELINK_AGG_L2_FETCH='") + v + "' is not an integer in [0, 128]");
-  static std::atomic<long long> applied{-1};
-  if (applied.load(std::memory_order_acquire) == b) return;
-  std::size_t before = 0;
-  PIPELINK_CUDA_CHECK(cudaDeviceGetLimit(&before, cudaLimitMaxL2FetchGranularity));
-  PIPELINK_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitMaxL2FetchGranularity, std::size_t(b)));
-  std::size_t now = 0;
-  PIPELINK_CUDA_CHECK(cudaDeviceGetLimit(&now, cudaLimitMaxL2FetchGranularity));
-  applied.store(b, std::memory_order_release);
-  ::pipelink::detail::log_message(LogLevel::info, "aggregate: L2 fetch granularity " + std::to_string(before) + " -> " +
-                                                      std::to_string(b) + " bytes asked, " + std::to_string(now) +
-                                                      " read back (left set)");
-}
-
 template <class T, class P>
 void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w, bool wplan, const TensorView& out,
                  const AggregateOptions& opts, cudaStream_t s) {
@@ -1704,7 +1676,6 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   const bool acc = opts.accumulate;
   const bool staged = staged_fits<T, P>(x, out, F);
   DeviceBuffer partial(std::size_t(plan.num_segments * F) * sizeof(double), s);
-  apply_l2_fetch_knob();
   if (staged) {
     const StagedSegments sg{plan.seg_first.as<const std::int32_t>(), plan.seg_row.as<const std::int32_t>(),
                             plan.num_segments, partial.as<double>(), plan.seg_len};
