@@ -47,8 +47,14 @@
 //   2.41-2.42, bitwise the same pairs and row offsets: -0.14 ms. T64a 0.526-0.528 ms for ~1.25
 //   GB (~0.29 at 4.27 TB/s); T64c (3 barriers a bucket, warp ranges) 0.68-0.70, T64d 0.60, T64e
 //   0.78: fewer threads a bucket do better, the chunked rank with 8 x 3 barriers is not the cost.
+//   Later lines (same session): T64f/g 128 / 64 threads 0.544 / 0.577; T64h, the digit taken from
+//   the pair instead of a key read, 0.504; T64i, cub::BlockRadixSort for the rank, 0.779 (512
+//   threads: 0.899); C64, the same blocks copying their pairs without any rank, 0.253, and a
+//   cudaMemcpyAsync of the pairs 0.238. So the block structure reaches copy speed and the rank
+//   costs ~0.25 ms: with T64h the build would be ~1.74 + 0.50 = ~2.24 against 2.40 (-0.16).
 //   What production would still need: a path for buckets over 2048 edges (power-law's 1758 rows
 //   of > 2048 edges hold 22.8% of its edges), e.g. a multi-block counting pass per big bucket.
+#include <cub/block/block_radix_sort.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
 #include <type_traits>
@@ -231,7 +237,10 @@ __global__ void __launch_bounds__(W * 32) bucket_run(const int* __restrict__ bpt
 // match, then the warps in order), places the pairs in a shared-memory tile and writes them out
 // coalesced, with the bucket's 64 row offsets. Buckets over CAP edges: the caller's problem here
 // (products-like: 1617 +- ~40 edges a bucket, none over 2048).
-template <int CAP, int T = 256>
+// NK: the digit from the pair (src's bits 26-31, as init_pairs puts dst & 63 there), no key reads;
+// the written pairs keep those bits (a production form would clear them). COPY: no rank at all,
+// each pair to its own position: the block structure's floor.
+template <int CAP, int T = 256, bool NK = false, bool COPY = false>
 __global__ void __launch_bounds__(T) tile_rank_rows(const unsigned* __restrict__ keys, const Pair* __restrict__ pairs,
                                                       const int* __restrict__ bptr, i64 N, i64 buckets,
                                                       Pair* __restrict__ out, int* __restrict__ row_ptr,
@@ -253,10 +262,16 @@ __global__ void __launch_bounds__(T) tile_rank_rows(const unsigned* __restrict__
     const int i = j * T + t;
     if (i < n) {
       pr[j] = pairs[bs + i];
-      dg[j] = int(keys[bs + i] & unsigned(kRows - 1));
+      dg[j] = NK ? int(unsigned(pr[j].src) >> 26) : int(keys[bs + i] & unsigned(kRows - 1));
     } else {
       dg[j] = -1;
     }
+  }
+  if constexpr (COPY) {
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+      if (j * T + t < n) out[bs + j * T + t] = pr[j];
+    return;
   }
   if (t < kRows) run[t] = 0;
   __syncthreads();
@@ -308,6 +323,66 @@ __global__ void __launch_bounds__(T) tile_rank_rows(const unsigned* __restrict__
     __syncthreads();  // wcnt is rewritten by the next chunk
   }
   for (int i = t; i < n; i += T) out[bs + i] = tile[i];
+}
+
+// T64i: the rank by cub::BlockRadixSort (one 7-bit pass in shared memory; padding keys 64 sort
+// last) over the bucket in a blocked arrangement (thread t holds edges t*J .. t*J + J - 1, so the
+// sort's stability keeps edge order), written striped and coalesced. The digit comes from the
+// pair (as T64h). Row offsets from a shared-memory histogram. C64 (the same blocks copying only)
+// took 0.254 ms, T64h 0.505: the rank itself costs ~0.25.
+template <int CAP, int T = 256>
+__global__ void __launch_bounds__(T) tile_cub_rows(const Pair* __restrict__ pairs, const int* __restrict__ bptr, i64 N,
+                                                   i64 buckets, Pair* __restrict__ out, int* __restrict__ row_ptr,
+                                                   int* __restrict__ too_big) {
+  constexpr int J = CAP / T;
+  using Sort = cub::BlockRadixSort<unsigned char, T, J, Pair>;
+  __shared__ typename Sort::TempStorage sort_tmp;
+  __shared__ int cnt[kRows];
+  const i64 b = blockIdx.x;
+  const int t = threadIdx.x, lane = t & 31;
+  const int bs = bptr[b], n = bptr[b + 1] - bs;
+  if (n > CAP) {
+    if (t == 0) atomicAdd(too_big, 1);
+    return;
+  }
+  unsigned char key[J];
+  Pair val[J];
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int i = t * J + j;
+    if (i < n) {
+      val[j] = pairs[bs + i];
+      key[j] = (unsigned char)(unsigned(val[j].src) >> 26);
+    } else {
+      key[j] = (unsigned char)kRows;
+    }
+  }
+  if (t < kRows) cnt[t] = 0;
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+    if (key[j] < kRows) atomicAdd(&cnt[key[j]], 1);
+  __syncthreads();
+  if (t < 32) {
+    const int c0 = cnt[2 * t], c1 = cnt[2 * t + 1];
+    int incl = c0 + c1;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += v;
+    }
+    const int ex = incl - c0 - c1;
+    const i64 r = b * kRows + 2 * t;
+    if (r < N) row_ptr[r] = bs + ex;
+    if (r + 1 < N) row_ptr[r + 1] = bs + ex + c0;
+    if (b == buckets - 1 && t == 0) row_ptr[N] = bptr[buckets];
+  }
+  Sort(sort_tmp).SortBlockedToStriped(key, val, 0, 7);
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int i = j * T + t;
+    if (i < n) out[bs + i] = val[j];
+  }
 }
 
 // T64b: the same result with 3 block barriers a bucket instead of 3 a chunk: warp w owns a
@@ -528,6 +603,59 @@ int main(int argc, char** argv) {
     }
     report("T64d the rank kernel alone, 512 threads a bucket", timed([&] {
              tile_rank_rows<2048, 512><<<unsigned(B), 512>>>(k.Current(), p.Current(), bptr, N, B, tout, rp_b, too_big);
+           }));
+    report("T64f the rank kernel alone, 128 threads a bucket", timed([&] {
+             tile_rank_rows<2048, 128><<<unsigned(B), 128>>>(k.Current(), p.Current(), bptr, N, B, tout, rp_b, too_big);
+           }));
+    report("T64g the rank kernel alone, 64 threads a bucket", timed([&] {
+             tile_rank_rows<2048, 64><<<unsigned(B), 64>>>(k.Current(), p.Current(), bptr, N, B, tout, rp_b, too_big);
+           }));
+    {
+      CK(cudaMemset(tout, 0, E * 8));
+      CK(cudaMemset(rp_b, 0, (N + 1) * 4));
+      tile_rank_rows<2048, 128><<<unsigned(B), 128>>>(k.Current(), p.Current(), bptr, N, B, tout, rp_b, too_big);
+      CK(cudaMemcpy(got.data(), tout, E * 8, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(got_rp.data(), rp_b, (N + 1) * 4, cudaMemcpyDeviceToHost));
+      i64 bad4 = 0, bad_rp4 = 0;
+      for (i64 e = 0; e < E; ++e) bad4 += got[e].src != ref_pairs[e].src || got[e].w != ref_pairs[e].w;
+      for (i64 r = 0; r <= N; ++r) bad_rp4 += got_rp[r] != ref_rp[r];
+      std::printf("T64f pairs differing from B22: %lld, row offsets: %lld%s\n", (long long)bad4, (long long)bad_rp4,
+                  bad4 || bad_rp4 ? "  ** MISMATCH **" : "");
+    }
+    report("T64h the rank kernel alone, digit from the pair (no key reads)", timed([&] {
+             tile_rank_rows<2048, 256, true><<<unsigned(B), 256>>>(k.Current(), p.Current(), bptr, N, B, tout, rp_b, too_big);
+           }));
+    {
+      CK(cudaMemset(tout, 0, E * 8));
+      tile_rank_rows<2048, 256, true><<<unsigned(B), 256>>>(k.Current(), p.Current(), bptr, N, B, tout, rp_b, too_big);
+      CK(cudaMemcpy(got.data(), tout, E * 8, cudaMemcpyDeviceToHost));
+      i64 bad5 = 0;
+      for (i64 e = 0; e < E; ++e) bad5 += got[e].src != ref_pairs[e].src || got[e].w != ref_pairs[e].w;
+      std::printf("T64h pairs differing from B22: %lld%s\n", (long long)bad5, bad5 ? "  ** MISMATCH **" : "");
+    }
+    report("T64i the rank by cub::BlockRadixSort (7-bit pass, digit from the pair)", timed([&] {
+             tile_cub_rows<2048><<<unsigned(B), 256>>>(p.Current(), bptr, N, B, tout, rp_b, too_big);
+           }));
+    report("T64j the same, 512 threads x 4", timed([&] {
+             tile_cub_rows<2048, 512><<<unsigned(B), 512>>>(p.Current(), bptr, N, B, tout, rp_b, too_big);
+           }));
+    {
+      CK(cudaMemset(tout, 0, E * 8));
+      CK(cudaMemset(rp_b, 0, (N + 1) * 4));
+      tile_cub_rows<2048><<<unsigned(B), 256>>>(p.Current(), bptr, N, B, tout, rp_b, too_big);
+      CK(cudaMemcpy(got.data(), tout, E * 8, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(got_rp.data(), rp_b, (N + 1) * 4, cudaMemcpyDeviceToHost));
+      i64 bad6 = 0, bad_rp6 = 0;
+      for (i64 e = 0; e < E; ++e) bad6 += got[e].src != ref_pairs[e].src || got[e].w != ref_pairs[e].w;
+      for (i64 r = 0; r <= N; ++r) bad_rp6 += got_rp[r] != ref_rp[r];
+      std::printf("T64i pairs differing from B22: %lld, row offsets: %lld%s\n", (long long)bad6, (long long)bad_rp6,
+                  bad6 || bad_rp6 ? "  ** MISMATCH **" : "");
+    }
+    report("C64  copy only, the same blocks and loads (floor of the structure)", timed([&] {
+             tile_rank_rows<2048, 256, true, true><<<unsigned(B), 256>>>(k.Current(), p.Current(), bptr, N, B, tout, rp_b, too_big);
+           }));
+    report("CPY  cudaMemcpyAsync of the pairs (8 B an edge, read + write)", timed([&] {
+             CK(cudaMemcpyAsync(tout, p.Current(), E * 8, cudaMemcpyDeviceToDevice));
            }));
     report("T64e the rank kernel alone, 1024 threads a bucket", timed([&] {
              tile_rank_rows<2048, 1024><<<unsigned(B), 1024>>>(k.Current(), p.Current(), bptr, N, B, tout, rp_b, too_big);
