@@ -45,7 +45,21 @@ U = 2.0**-24
 
 
 def log(msg: str) -> None:
-    print(f"[compare_torch] {msg}", file=sys.stderr, flush=True)
+    # UTC wall time to the millisecond, to line up with gpu-check's clocks.csv (nvidia-smi every
+    # 500 ms): at 5a42ff4 the run spent ~15 s at the 700 W power cap with the SM clock at
+    # 1155-1560 MHz, and the log could not say which variants ran in that window.
+    now = dt.datetime.now(dt.timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+    print(f"[compare_torch {now}] {msg}", file=sys.stderr, flush=True)
+
+
+def sm_clock_mhz(device: torch.device) -> int | None:
+    """The SM clock over nvidia-smi's last sample period, where torch can read it (pynvml)."""
+    if device.type != "cuda":
+        return None
+    try:
+        return int(torch.cuda.clock_rate(device))
+    except Exception:  # noqa: BLE001 -- no pynvml, or an older torch: the clock is optional
+        return None
 
 
 def reference(node_features, source, destination, edge_weight):
@@ -301,12 +315,17 @@ def main() -> int:
             del y
             for _ in range(a.warmup):
                 fn()
+            v["started_utc"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
             samples = [clock.time_ms(fn) for _ in range(a.repeats)]
+            v["ended_utc"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+            v["sm_clock_mhz_after"] = sm_clock_mhz(device)
             v["samples_ms"] = samples
             v["median_ms"], v["min_ms"], v["max_ms"] = statistics.median(samples), min(samples), max(samples)
             if name != "pipelink-plan-build":
                 v["effective_gbs"] = must_move / (v["median_ms"] * 1e-3) / 1e9
-            log(f"{name}: median {v['median_ms']:.3f} ms (cold {v['cold_ms']:.1f} ms)")
+            clk = v["sm_clock_mhz_after"]
+            log(f"{name}: median {v['median_ms']:.3f} ms (cold {v['cold_ms']:.1f} ms)"
+                + (f", SM clock {clk} MHz after the samples" if clk else ""))
         except Exception as ex:  # noqa: BLE001 -- an OOM or a missing feature is a result, not a crash
             v["error"] = f"{type(ex).__name__}: {ex}".splitlines()[0][:300]
             log(f"{name}: {v['error']}")
