@@ -105,6 +105,7 @@
 using micro::dalloc;
 using micro::report;
 using micro::timed;
+using micro::bucket_search;
 
 constexpr int F = 64;
 using i64 = std::int64_t;
@@ -172,19 +173,7 @@ struct MyHub {
 template <class Hub>
 using MyDispatch = cub::DispatchRadixSort<cub::SortOrder::Ascending, u32, Pair, u32, cub::detail::identity_decomposer_t, Hub>;
 
-// A7/A8: bucket_ptr[b] = first position whose key >> shift is >= b (keys sorted on their top
-// bits), b in [0, B]: the buckets of 2^shift consecutive rows that the second-level sorts take.
-__global__ void bucket_search(const u32* keys, i64 E, i64 B, int shift, int* bucket_ptr) {
-  for (i64 b = blockIdx.x * i64(blockDim.x) + threadIdx.x; b <= B; b += i64(gridDim.x) * blockDim.x) {
-    i64 lo = 0, hi = E;
-    while (lo < hi) {
-      const i64 mid = (lo + hi) / 2;
-      if (i64(keys[mid] >> shift) < b) lo = mid + 1;
-      else hi = mid;
-    }
-    bucket_ptr[b] = int(lo);
-  }
-}
+// A7/A8: micro::bucket_search (micro_harness.cuh) finds the buckets of 2^shift rows.
 
 // A9: the second level as one kernel of our own: a block per bucket of 256 rows sorts it on the
 // low 8 bits, stably, straight from global memory (two passes over the bucket, which L2 holds

@@ -78,18 +78,27 @@ __global__ void gen_x(float* x, i64 n, std::uint64_t seed) {
     x[i] = 4.f * unit(mix(seed * 11 + std::uint64_t(i))) - 2.f;
 }
 
-// row_ptr[i] = first position whose key is >= i (keys sorted ascending), i in [0, N]: the
-// production row_ptr_kernel's binary search, one thread per row.
-__global__ void row_ptr_search(const unsigned* keys, i64 E, i64 N, int* row_ptr) {
-  for (i64 i = blockIdx.x * i64(blockDim.x) + threadIdx.x; i <= N; i += i64(gridDim.x) * blockDim.x) {
-    i64 lo = 0, hi = E;
-    while (lo < hi) {
-      const i64 mid = (lo + hi) / 2;
-      if (i64(keys[mid]) < i) lo = mid + 1;
-      else hi = mid;
-    }
-    row_ptr[i] = int(lo);
+// The first position whose key >> shift is >= v (keys sorted ascending on those bits).
+__device__ __forceinline__ i64 first_key_at_least(const unsigned* keys, i64 E, i64 v, int shift) {
+  i64 lo = 0, hi = E;
+  while (lo < hi) {
+    const i64 mid = (lo + hi) / 2;
+    if (i64(keys[mid] >> shift) < v) lo = mid + 1;
+    else hi = mid;
   }
+  return lo;
+}
+// row_ptr[i] = first position whose key is >= i, i in [0, N]: the production row_ptr_kernel's
+// binary search, one thread per row.
+__global__ void row_ptr_search(const unsigned* keys, i64 E, i64 N, int* row_ptr) {
+  for (i64 i = blockIdx.x * i64(blockDim.x) + threadIdx.x; i <= N; i += i64(gridDim.x) * blockDim.x)
+    row_ptr[i] = int(first_key_at_least(keys, E, i, 0));
+}
+// ptr[b] = first position whose key >> shift is >= b, b in [0, B]: the buckets of 2^shift
+// consecutive rows that a second-level sort takes (build and bucket micros).
+__global__ void bucket_search(const unsigned* keys, i64 E, i64 B, int shift, int* ptr) {
+  for (i64 b = blockIdx.x * i64(blockDim.x) + threadIdx.x; b <= B; b += i64(gridDim.x) * blockDim.x)
+    ptr[b] = int(first_key_at_least(keys, E, b, shift));
 }
 
 // Loads and the transform the lean and gather micros share.
