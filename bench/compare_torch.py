@@ -366,7 +366,7 @@ def main() -> int:
                   "PIPELINK_AGG_LONG_ROW": os.environ.get("PIPELINK_AGG_LONG_ROW", "default (64)")},
         "device": {"name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
                    "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
-                   "torch_allocator": torch.cuda.get_allocator_backend() if device.type == "cuda" else "cpu",
+                   "torch_allocator": getattr(torch.cuda, "get_allocator_backend", lambda: "?")() if device.type == "cuda" else "cpu",
                    "copy_bandwidth_gbs": bw / 1e9},
         "timing": "CUDA events around the user-visible call after warm-up (CPU: wall time); cold = first call, synchronized wall time",
         "memory": "extra over the inputs: torch allocator peak, PipeLink allocator peak, process-level (cudaMemGetInfo) growth after emptying both caches",

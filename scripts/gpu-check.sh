@@ -157,7 +157,7 @@ if [ -n "${COMPARE:-}" ] && [ ${#pyopt[@]} -gt 0 ]; then  # COMPARE="arxiv-like 
   for w in $COMPARE; do
     for a in ${COMPARE_ALLOC:-native}; do
       sfx=$w; [ "$a" = native ] || sfx=$w-$a
-      step "compare_torch $w [$a]" bench.log env PIPELINK_PYTHON_PATH="$PWD/build/gpu/python" PYTORCH_CUDA_ALLOC_CONF=backend:$a \
+      step "compare_torch $w [$a]" bench.log env PIPELINK_PYTHON_PATH="$PWD/build/gpu/python" PYTORCH_CUDA_ALLOC_CONF="${PYTORCH_CUDA_ALLOC_CONF:+$PYTORCH_CUDA_ALLOC_CONF,}backend:$a" \
         python3 bench/compare_torch.py --workload "$w" ${COMPARE_ARGS:-} --json "$OUT/compare-$sfx.json" \
         --markdown "$OUT/compare-$sfx.md" --png "$OUT/compare-$sfx.png"
     done

@@ -454,6 +454,331 @@ __global__ void __launch_bounds__(256) tile_rank_rows_b(const unsigned* __restri
   for (int i = t; i < n; i += T) out[bs + i] = tile[i];
 }
 
+// ---- The two-level build in a production form, hub buckets included (session 11, not yet run) --
+// TL = init (dst & 63 in src's bits 26-31) + CUB on bits [6, end_bit) + bucket offsets, then:
+//   tl_rank   a block per bucket of <= kCap edges: T64h's rank, src's digit bits cleared, pairs
+//             placed in shared memory and written coalesced, the bucket's row offsets;
+//   tl_count  a block per kCap-edge chunk of the sorted pairs: the digit counts of its parts that lie
+//             in big buckets (> kCap edges). A chunk meets at most two big buckets (any other would
+//             lie inside it, so hold fewer than kCap): the one holding its first edge (side 0) and
+//             the one holding its last (side 1);
+//   tl_scan   a block per big bucket: digit totals, row offsets, and per chunk and digit the first
+//             position, in place of the counts (four groups of 64 threads over the chunks);
+//   tl_place  a block per chunk again: the same stable rank, placed at those positions (scattered
+//             within the bucket, each digit's run contiguous).
+// power-law (R-MAT, scale 21): its rows of > 2048 edges hold 22.8% of the edges, and one block a
+// hub bucket would serialize on rows of 10^5 edges; here the big buckets take ~2.3 extra passes
+// over their own edges (count, then read and write), in parallel over chunks.
+// Expected: products-like as T64h (no big buckets): build ~2.24 against 2.40; power-law (21 bits
+// -> 15: two passes instead of three) against its 22-bit... 21-bit production sort, ~-0.1 to -0.2.
+constexpr int kCap = 2048, kSrcBits = 26;
+constexpr unsigned kSrcMask = (1u << kSrcBits) - 1u;
+
+// The largest b < B with bptr[b] <= pos.
+__device__ __forceinline__ i64 bucket_of(const int* bptr, i64 B, i64 pos) {
+  i64 lo = 0, hi = B - 1;
+  while (lo < hi) {
+    const i64 mid = (lo + hi + 1) / 2;
+    if (bptr[mid] <= pos) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+// Stable positions of a block's striped elements (thread t holds element j * T + t as dg[j], -1
+// past the range): pos[j] = base[d] + the number of earlier elements with digit d. base (64) and the
+// scratch wcnt [T / 32][64] are shared memory; run (64) must be zero on entry. Three barriers a
+// 256-element step, as T64.
+template <int T, int J>
+__device__ __forceinline__ void stable_positions(const int (&dg)[J], int n, const int* base, int* run, int (*wcnt)[kRows],
+                                                 int (&pos)[J]) {
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  const unsigned below = (1u << lane) - 1u;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    if (j * T >= n) break;  // block-uniform
+    const int d = dg[j];
+    const unsigned peers = __match_any_sync(0xffffffffu, d);
+    const int rank = __popc(peers & below);
+    for (int q = lane; q < kRows; q += 32) wcnt[w][q] = 0;
+    __syncwarp();
+    if (d >= 0 && rank == 0) wcnt[w][d] = __popc(peers);
+    __syncthreads();
+    if (t < kRows) {
+      int r = run[t];
+#pragma unroll
+      for (int v = 0; v < T / 32; ++v) {
+        const int c = wcnt[v][t];
+        wcnt[v][t] = r;
+        r += c;
+      }
+      run[t] = r;
+    }
+    __syncthreads();
+    pos[j] = d >= 0 ? base[d] + wcnt[w][d] + rank : -1;
+    __syncthreads();
+  }
+}
+
+__global__ void __launch_bounds__(256) tl_rank(const Pair* __restrict__ pairs, const int* __restrict__ bptr, i64 N,
+                                               i64 buckets, Pair* __restrict__ out, int* __restrict__ row_ptr) {
+  constexpr int T = 256, J = kCap / T;
+  __shared__ Pair tile[kCap];
+  __shared__ int start[kRows], run[kRows], wcnt[T / 32][kRows];
+  const i64 b = blockIdx.x;
+  const int t = threadIdx.x, lane = t & 31;
+  const int bs = bptr[b], n = bptr[b + 1] - bs;
+  if (n > kCap) {  // tl_scan writes its row offsets
+    if (b == buckets - 1 && t == 0) row_ptr[N] = bptr[buckets];
+    return;
+  }
+  Pair pr[J];
+  int dg[J], pos[J];
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int i = j * T + t;
+    dg[j] = -1;
+    if (i < n) {
+      pr[j] = pairs[bs + i];
+      dg[j] = int(unsigned(pr[j].src) >> kSrcBits);
+      pr[j].src = int(unsigned(pr[j].src) & kSrcMask);
+    }
+  }
+  if (t < kRows) run[t] = 0;
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+    if (dg[j] >= 0) atomicAdd(&run[dg[j]], 1);
+  __syncthreads();
+  if (t < 32) {
+    const int c0 = run[2 * t], c1 = run[2 * t + 1];
+    const int ex = pair_scan(c0, c1, lane);
+    start[2 * t] = ex;
+    start[2 * t + 1] = ex + c0;
+    run[2 * t] = run[2 * t + 1] = 0;
+    bucket_row_ptr(row_ptr, b, t, bs + ex, c0, N, buckets, bptr);
+  }
+  __syncthreads();
+  stable_positions<T, J>(dg, n, start, run, wcnt, pos);
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+    if (pos[j] >= 0) tile[pos[j]] = pr[j];
+  __syncthreads();
+  for (int i = t; i < n; i += T) out[bs + i] = tile[i];
+}
+
+// The big bucket of side s (0: holding the chunk's first edge, 1: its last) of chunk [c0, c1), or -1.
+__device__ __forceinline__ i64 big_side(const int* bptr, i64 B, i64 c0, i64 c1, int s) {
+  const i64 b0 = bucket_of(bptr, B, c0), b = s == 0 ? b0 : bucket_of(bptr, B, c1 - 1);
+  if (s == 1 && b == b0) return -1;
+  return bptr[b + 1] - bptr[b] > kCap ? b : -1;
+}
+
+__global__ void __launch_bounds__(256) tl_count(const Pair* __restrict__ pairs, const int* __restrict__ bptr, i64 B,
+                                                i64 E, int* __restrict__ cnt) {
+  __shared__ int h[kRows];
+  const i64 c = blockIdx.x, c0 = c * kCap, c1 = min(E, c0 + kCap);
+  const int t = threadIdx.x;
+  for (int s = 0; s < 2; ++s) {
+    const i64 b = big_side(bptr, B, c0, c1, s);  // block-uniform
+    if (b < 0) continue;
+    const i64 lo = max(c0, i64(bptr[b])), hi = min(c1, i64(bptr[b + 1]));
+    if (t < kRows) h[t] = 0;
+    __syncthreads();
+    for (i64 i = lo + t; i < hi; i += 256) atomicAdd(&h[unsigned(pairs[i].src) >> kSrcBits], 1);
+    __syncthreads();
+    if (t < kRows) cnt[(c * 2 + s) * kRows + t] = h[t];
+    __syncthreads();
+  }
+}
+
+__global__ void __launch_bounds__(256) tl_scan(const int* __restrict__ bptr, i64 N, i64 buckets, int* __restrict__ cnt,
+                                               int* __restrict__ row_ptr) {
+  __shared__ int sums[4][kRows], tot[kRows], dstart[kRows];
+  const i64 b = blockIdx.x;
+  const i64 bs = bptr[b], be = bptr[b + 1];
+  if (be - bs <= kCap) return;
+  const int t = threadIdx.x, lane = t & 31, g = t >> 6, d = t & (kRows - 1);
+  const i64 cf = bs / kCap, cl = (be - 1) / kCap, q = (cl - cf + 4) / 4;
+  const i64 g0 = cf + g * q, g1 = min(cl + 1, g0 + q);
+  auto idx = [&](i64 c) { return (c * 2 + (c == cf && bs > c * kCap ? 1 : 0)) * kRows + d; };
+  int sum = 0;
+  for (i64 c = g0; c < g1; ++c) sum += cnt[idx(c)];
+  sums[g][d] = sum;
+  __syncthreads();
+  if (t < kRows) tot[t] = sums[0][t] + sums[1][t] + sums[2][t] + sums[3][t];
+  __syncthreads();
+  if (t < 32) {
+    const int ex = pair_scan(tot[2 * t], tot[2 * t + 1], lane);
+    dstart[2 * t] = ex;
+    dstart[2 * t + 1] = ex + tot[2 * t];
+    bucket_row_ptr(row_ptr, b, t, int(bs) + ex, tot[2 * t], N, buckets, bptr);
+  }
+  __syncthreads();
+  int base = int(bs) + dstart[d];
+  for (int v = 0; v < g; ++v) base += sums[v][d];
+  for (i64 c = g0; c < g1; ++c) {
+    const int v = cnt[idx(c)];
+    cnt[idx(c)] = base;
+    base += v;
+  }
+}
+
+__global__ void __launch_bounds__(256) tl_place(const Pair* __restrict__ pairs, const int* __restrict__ bptr, i64 B,
+                                                i64 E, const int* __restrict__ off, Pair* __restrict__ out) {
+  constexpr int T = 256, J = kCap / T;
+  __shared__ int base[kRows], run[kRows], wcnt[T / 32][kRows];
+  const i64 c = blockIdx.x, c0 = c * kCap, c1 = min(E, c0 + kCap);
+  const int t = threadIdx.x;
+  for (int s = 0; s < 2; ++s) {
+    const i64 b = big_side(bptr, B, c0, c1, s);
+    if (b < 0) continue;
+    const i64 lo = max(c0, i64(bptr[b])), hi = min(c1, i64(bptr[b + 1]));
+    const int n = int(hi - lo);
+    Pair pr[J];
+    int dg[J], pos[J];
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int i = j * T + t;
+      dg[j] = -1;
+      if (i < n) {
+        pr[j] = pairs[lo + i];
+        dg[j] = int(unsigned(pr[j].src) >> kSrcBits);
+        pr[j].src = int(unsigned(pr[j].src) & kSrcMask);
+      }
+    }
+    if (t < kRows) {
+      base[t] = off[(c * 2 + s) * kRows + t];
+      run[t] = 0;
+    }
+    __syncthreads();
+    stable_positions<T, J>(dg, n, base, run, wcnt, pos);
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+      if (pos[j] >= 0) out[pos[j]] = pr[j];
+    __syncthreads();
+  }
+}
+
+// One workload: production's build (init + one CUB sort on [0, end_bit) + row offsets) against TL,
+// bitwise (pairs with src's digit bits cleared, and row offsets), then both timed.
+void two_level_lines(const char* label, const i64* src, const i64* dst, const float* w, i64 N, i64 E, int end_bit) {
+  const i64 B = (N + kRows - 1) / kRows, C = (E + kCap - 1) / kCap;
+  unsigned *ka, *kb;
+  Pair *pa, *pb, *out;
+  int *bptr, *rp_ref, *rp, *cnt;
+  CK(cudaMalloc(&ka, E * 4));
+  CK(cudaMalloc(&kb, E * 4));
+  CK(cudaMalloc(&pa, E * 8));
+  CK(cudaMalloc(&pb, E * 8));
+  CK(cudaMalloc(&out, E * 8));
+  CK(cudaMalloc(&bptr, (B + 1) * 4));
+  CK(cudaMalloc(&rp_ref, (N + 1) * 4));
+  CK(cudaMalloc(&rp, (N + 1) * 4));
+  CK(cudaMalloc(&cnt, C * 2 * kRows * 4));
+  size_t tb_full = 0, tb_top = 0;
+  {
+    cub::DoubleBuffer<unsigned> k(ka, kb);
+    cub::DoubleBuffer<Pair> p(pa, pb);
+    CK(cub::DeviceRadixSort::SortPairs(nullptr, tb_full, k, p, std::uint32_t(E), 0, end_bit));
+    CK(cub::DeviceRadixSort::SortPairs(nullptr, tb_top, k, p, std::uint32_t(E), kBucketBits, end_bit));
+  }
+  void* temp;
+  CK(cudaMalloc(&temp, std::max(tb_full, tb_top)));
+  cub::DoubleBuffer<unsigned> k(ka, kb);
+  cub::DoubleBuffer<Pair> p(pa, pb);
+  auto sort = [&](int lo, size_t tb) {
+    init_pairs<<<grid_for(E), 256>>>(src, dst, w, ka, pa, E);
+    k = cub::DoubleBuffer<unsigned>(ka, kb);
+    p = cub::DoubleBuffer<Pair>(pa, pb);
+    CK(cub::DeviceRadixSort::SortPairs(temp, tb, k, p, std::uint32_t(E), lo, end_bit));
+  };
+  auto production = [&] {
+    sort(0, tb_full);
+    bucket_search<<<grid_for(N + 1), 256>>>(k.Current(), E, N, 0, rp_ref);
+  };
+  auto rest = [&] {  // after the top-bits sort: the four kernels
+    tl_rank<<<unsigned(B), 256>>>(p.Current(), bptr, N, B, out, rp);
+    tl_count<<<unsigned(C), 256>>>(p.Current(), bptr, B, E, cnt);
+    tl_scan<<<unsigned(B), 256>>>(bptr, N, B, cnt, rp);
+    tl_place<<<unsigned(C), 256>>>(p.Current(), bptr, B, E, cnt, out);
+  };
+  auto two_level = [&] {
+    sort(kBucketBits, tb_top);
+    bucket_search<<<grid_for(B + 1), 256>>>(k.Current(), E, B, kBucketBits, bptr);
+    rest();
+  };
+  // The reference, then the check.
+  production();
+  CK(cudaDeviceSynchronize());
+  std::vector<Pair> ref(E), got(E);
+  std::vector<int> ref_rp(N + 1), got_rp(N + 1), hb(B + 1);
+  CK(cudaMemcpy(ref.data(), p.Current(), E * 8, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(ref_rp.data(), rp_ref, (N + 1) * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemset(out, 0xFF, E * 8));
+  CK(cudaMemset(rp, 0xFF, (N + 1) * 4));
+  two_level();
+  CK(cudaDeviceSynchronize());
+  CK(cudaGetLastError());
+  CK(cudaMemcpy(got.data(), out, E * 8, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(got_rp.data(), rp, (N + 1) * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hb.data(), bptr, (B + 1) * 4, cudaMemcpyDeviceToHost));
+  i64 bad = 0, bad_rp = 0, big = 0, big_edges = 0, largest = 0;
+  for (i64 e = 0; e < E; ++e)
+    bad += got[e].src != int(unsigned(ref[e].src) & kSrcMask) || got[e].w != ref[e].w;
+  for (i64 r = 0; r <= N; ++r) bad_rp += got_rp[r] != ref_rp[r];
+  for (i64 b = 0; b < B; ++b) {
+    const i64 n = hb[b + 1] - hb[b];
+    largest = std::max(largest, n);
+    if (n > kCap) {
+      ++big;
+      big_edges += n;
+    }
+  }
+  std::printf("%s: N=%lld E=%lld end_bit=%d, %lld buckets, %lld over %d edges holding %.1f%% of the edges (largest %lld); "
+              "two-level against production: %lld pairs and %lld row offsets differ%s\n",
+              label, (long long)N, (long long)E, end_bit, (long long)B, (long long)big, kCap,
+              100.0 * double(big_edges) / double(E), (long long)largest, (long long)bad, (long long)bad_rp,
+              bad || bad_rp ? "  ** MISMATCH **" : "");
+  char name[96];
+  std::snprintf(name, sizeof name, "P%d  %s: production build (init, %d-bit sort, row offsets)", end_bit, label, end_bit);
+  report(name, timed(production));
+  std::snprintf(name, sizeof name, "TL   %s: two-level build, hub buckets included", label);
+  report(name, timed(two_level));
+  std::snprintf(name, sizeof name, "TLr  %s: its four kernels after the sort", label);
+  report(name, timed(rest));
+  CK(cudaFree(ka));
+  CK(cudaFree(kb));
+  CK(cudaFree(pa));
+  CK(cudaFree(pb));
+  CK(cudaFree(out));
+  CK(cudaFree(bptr));
+  CK(cudaFree(rp_ref));
+  CK(cudaFree(rp));
+  CK(cudaFree(cnt));
+  CK(cudaFree(temp));
+}
+
+// R-MAT edges as src/core/graph.cpp's rmat_graph draws them (quadrants a, b, c, d; row = src,
+// column = dst; no relabelling), from splitmix64 hashes instead of its generator.
+__global__ void gen_rmat(i64* src, i64* dst, float* w, i64 E, int scale, double a, double b, double c,
+                         std::uint64_t seed) {
+  const auto th = [](double p) { return std::uint64_t(p * 4294967296.0); };
+  const std::uint64_t ta = th(a), tab = th(a + b), tabc = th(a + b + c);
+  for (i64 e = blockIdx.x * i64(blockDim.x) + threadIdx.x; e < E; e += i64(gridDim.x) * blockDim.x) {
+    std::uint64_t row = 0, col = 0;
+    for (int level = 0; level < scale; ++level) {
+      const std::uint64_t r = mix(seed * 13 + std::uint64_t(e) * 64 + level) & 0xffffffffu;
+      const bool pa = r >= ta, pb = r >= tab, pc = r >= tabc;
+      row = (row << 1) | std::uint64_t(pb);
+      col = (col << 1) | std::uint64_t(pa ^ pb ^ pc);
+    }
+    src[e] = i64(row);
+    dst[e] = i64(col);
+    w[e] = 2.f * unit(mix(seed * 7 + 2 + std::uint64_t(e))) - 1.f;
+  }
+}
+
 template <int S, int W, int FW, bool D>
 void run_line(const char* name, const int* bptr, const Pair* pairs, const float* x, float* out, i64 N, i64 B,
               std::vector<float>& host_a, const std::vector<float>& host_ref) {
@@ -619,5 +944,26 @@ int main(int argc, char** argv) {
   const Pair* sp = p.Current();
   // name, then <stages, warps a block, features a warp, distinct-row fast path>
   run_line<3, 1, 64, false>("R3w1  bucket run, 3 stages, 1 warp a block", bptr, sp, x, out, N, B, host_a, host_ref);
+
+  // The two-level build with its hub path: products-like (these arrays), then power-law.
+  CK(cudaFree(ka));
+  CK(cudaFree(kb));
+  CK(cudaFree(pa));
+  CK(cudaFree(pb));
+  CK(cudaFree(temp));
+  CK(cudaFree(x));
+  CK(cudaFree(out));
+  CK(cudaFree(ref));
+  two_level_lines("products-like", src, dst, w, N, E, 22);
+  CK(cudaFree(src));
+  CK(cudaFree(dst));
+  CK(cudaFree(w));
+  const i64 Np = i64(1) << 21, Ep = 63000000;
+  CK(cudaMalloc(&src, Ep * 8));
+  CK(cudaMalloc(&dst, Ep * 8));
+  CK(cudaMalloc(&w, Ep * 4));
+  gen_rmat<<<2048, 256>>>(src, dst, w, Ep, 21, 0.57, 0.19, 0.19, 1);
+  CK(cudaDeviceSynchronize());
+  two_level_lines("power-law", src, dst, w, Np, Ep, 21);
   return 0;
 }
