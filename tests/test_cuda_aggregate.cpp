@@ -613,6 +613,81 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
   }
 }
 
+TEST_F(CudaAggregate, TwoLevelBuildIsTheSamePlan) {
+  // PIPELINK_AGG_BUILD_TWO_LEVEL=1: CUB on the key's top bits, then the two-level kernels on the low
+  // 6 (see src/cuda/aggregate.cu). The same plan as the one sort (bits of the planned run and the
+  // one-shot call, the plan's edge order) on keys of 17 to 22 bits: uniform rows, hub buckets of
+  // more than 2048 edges (the count, scan and place path; the last bucket among them), R-MAT, int32
+  // and int64 indices, a single-tile sort (E small), and keys where the knob does not apply (13 and
+  // 23 bits). Bad indices: the first bad edge, the output untouched.
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::vector<std::int64_t> deg(100000, 0);
+  for (std::int64_t r = 0; r < 100000; ++r) deg[r] = r < 50000 ? (r * 13) % 40 : r % 3;
+  deg[10] += 30000;         // bucket 0 past 2048 edges: many chunks, both sides
+  deg[64 * 500 + 3] += 5000;  // a big bucket in the middle
+  deg[99999] += 2500;       // the last bucket big: row_ptr[N] from the scan
+  std::vector<EdgeList> graphs;
+  graphs.push_back(graph_with_degrees(deg, seed));
+  graphs.push_back(rmat_graph(17, 1000000, 0.57, 0.19, 0.19, seed + 1, DType::i32));
+  graphs.push_back(uniform_graph(3000000, 1000000, seed + 2, DType::i64));  // 22 bits, ~21 edges a bucket
+  graphs.push_back(uniform_graph(100000, 1500, seed + 3, DType::i32));     // CUB's single-tile sort
+  graphs.push_back(uniform_graph(5000, 50000, seed + 4, DType::i32));      // 13 bits: one sort
+  graphs.push_back(uniform_graph((std::int64_t(1) << 22) + 1, 200000, seed + 5, DType::i32));  // 23 bits: one sort
+  for (const EdgeList& g : graphs) {
+    // F = 64 takes the staged kernel; the two largest N keep x small (the plan does not depend on F).
+    const std::int64_t N = g.num_nodes, E = g.num_edges(), F = N > 1000000 ? 4 : 64;
+    SCOPED_TRACE("N=" + std::to_string(N) + " E=" + std::to_string(E));
+    Tensor x = gpu(random_tensor({N, F}, DType::f32, seed + 6, -2, 2)), w = gpu(random_tensor({E}, DType::f32, seed + 7));
+    Tensor sg = gpu(g.src), dg = gpu(g.dst);
+    Tensor ids = TensorBuilder().shape({E}).build();
+    for (std::int64_t e = 0; e < E; ++e) ids.data_as<float>()[e] = float(e);  // exact below 2^24
+    const Tensor ids_g = gpu(ids);
+    struct Result {
+      Tensor planned, once, order;
+      std::size_t bytes = 0;
+    };
+    auto run = [&] {
+      AggregatePlan plan = AggregatePlan::build(sg, dg, N);
+      Result r{poisoned_gpu(N, F, DType::f32), poisoned_gpu(N, F, DType::f32), gpu(ids), plan.bytes()};
+      aggregate(plan, x, w.view(), r.planned);
+      aggregate(x, sg, dg, w.view(), r.once, {.path = AggregatePath::one_shot});
+      (void)plan.permute_weights(ids_g.view(), r.order.view());
+      return Result{host(r.planned), host(r.once), host(r.order), r.bytes};
+    };
+    const Result one = run();
+    ScopedEnv env({{"PIPELINK_AGG_BUILD_TWO_LEVEL", "1"}});
+    const Result two = run();
+    EXPECT_EQ(two.bytes, one.bytes);
+    EXPECT_TRUE(bitwise_equal(one.order, two.order)) << "the two-level plan orders the edges differently";
+    EXPECT_TRUE(bitwise_equal(one.planned, two.planned)) << "planned run on the two-level plan differs";
+    EXPECT_TRUE(bitwise_equal(one.once, two.once)) << "one-shot call over the two-level build differs";
+  }
+  ScopedEnv env({{"PIPELINK_AGG_BUILD_TWO_LEVEL", "1"}});
+  EdgeList g = uniform_graph(100000, 100000, seed + 8, DType::i64);
+  g.src.data_as<std::int64_t>()[70001] = 100000;
+  g.dst.data_as<std::int64_t>()[70000] = -3;
+  const Tensor x = gpu(random_tensor({100000, 64}, DType::f32, seed + 9)), w = gpu(random_tensor({100000}, DType::f32, seed + 10));
+  Tensor out = poisoned_gpu(100000, 64, DType::f32);
+  const Tensor before = host(out);
+  try {
+    aggregate(x, gpu(g.src), gpu(g.dst), w.view(), out, {.path = AggregatePath::one_shot});
+    ADD_FAILURE() << "no error";
+  } catch (const IndexOutOfRangeError& e) {
+    EXPECT_EQ(e.position(), 70000) << e.what();
+    EXPECT_EQ(e.port(), "dst") << e.what();
+  }
+  EXPECT_TRUE(bitwise_equal(before, host(out))) << "a failed two-level one-shot call wrote to out";
+  try {  // the plan build runs the two-level kernels on the bad edges' keys before its verdict
+    (void)AggregatePlan::build(gpu(g.src), gpu(g.dst), 100000);
+    ADD_FAILURE() << "no error";
+  } catch (const IndexOutOfRangeError& e) {
+    EXPECT_EQ(e.position(), 70000) << e.what();
+  }
+  ScopedEnv bad({{"PIPELINK_AGG_BUILD_TWO_LEVEL", "2"}});
+  EXPECT_THROW((void)AggregatePlan::build(gpu(g.src), gpu(g.dst), 100000), Error);
+}
+
 TEST_F(CudaAggregate, OneShotInEdgeRanges) {
   // PIPELINK_AGG_ONESHOT_CHUNKS=K: a one-shot call in K edge ranges, each built and run on its own,
   // the later ones accumulating. Inside the tolerance and deterministic on hub, uniform and N = 1

@@ -204,16 +204,27 @@ __global__ void wide_keys_to_pairs_kernel(std::uint64_t* keys, const I* src, std
 }
 
 // fw (one-shot plans, float32 weights): the pair carries w[e]'s bits instead of the id e.
+// key_mask != 0 (the two-level build, narrow plans only): the key is masked to the sort's bits and
+// the destination's low kTwoLevelLo bits ride in src's bits 26-31 (src is masked to 26 bits), so
+// that bad indices still give keys and digits inside the ranges the two-level kernels index by.
+constexpr int kTwoLevelLo = 6, kTwoLevelSrcBits = 26;
 template <class I, class K, class P>
 __global__ void init_pairs_kernel(const I* src, const I* dst, K* keys, EdgePair<P>* pairs, std::int64_t E,
-                                  std::uint64_t N, unsigned long long* first_bad, const float* fw) {
+                                  std::uint64_t N, unsigned long long* first_bad, const float* fw, K key_mask = 0) {
   for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < E;
        e += std::int64_t(gridDim.x) * blockDim.x) {
     const I s = src[e], d = dst[e];
     if (std::uint64_t(std::int64_t(s)) >= N || std::uint64_t(std::int64_t(d)) >= N)
       atomicMin(first_bad, (unsigned long long)e);
-    keys[e] = K(d);
-    pairs[e] = EdgePair<P>{P(s), fw ? P(__float_as_int(fw[e])) : P(e)};
+    P ps = P(s);
+    if (key_mask) {
+      keys[e] = K(d) & key_mask;
+      ps = P((std::uint32_t(s) & ((1u << kTwoLevelSrcBits) - 1u)) |
+             ((std::uint32_t(d) & ((1u << kTwoLevelLo) - 1u)) << kTwoLevelSrcBits));
+    } else {
+      keys[e] = K(d);
+    }
+    pairs[e] = EdgePair<P>{ps, fw ? P(__float_as_int(fw[e])) : P(e)};
   }
 }
 
@@ -230,6 +241,243 @@ __global__ void row_ptr_kernel(const K* keys, int shift, std::int64_t E, std::in
       else hi = mid;
     }
     row_ptr[i] = P(base + lo);
+  }
+}
+
+// ---- plan build, two levels (opt-in: PIPELINK_AGG_BUILD_TWO_LEVEL=1; see sort_narrow) ----------
+// CUB sorts the key's bits [kTwoLevelLo, end_bit) only: two passes instead of three for 17-22 bits.
+// Each bucket of 64 consecutive destinations is then contiguous, in edge order, and these kernels
+// order it by the low 6 bits (carried in src's bits 26-31, cleared on the way out) and write the
+// row offsets. bench/micro/bucket_oneshot_micro.cu (H200, session 11, products-like): the 16-bit
+// sort with the bucket offsets 1.74 ms against 2.41 for the 22-bit sort with row offsets, and the
+// rank (two_level_rank_kernel's form, "T64h") 0.504 ms, so ~2.24 against ~2.41; the same pairs and
+// row offsets bitwise. Buckets over kTwoLevelCap edges (power-law's hub rows) go through count,
+// scan and place over kTwoLevelCap-edge chunks of the sorted pairs, in parallel. That path, and the
+// whole knob in the library, have not run on a GPU yet.
+constexpr int kTwoLevelCap = 2048, kTwoLevelRows = 1 << kTwoLevelLo, kTwoLevelThreads = 256;
+using NarrowPair = EdgePair<std::int32_t>;
+
+__device__ __forceinline__ int two_level_digit(NarrowPair p) { return int(std::uint32_t(p.src) >> kTwoLevelSrcBits); }
+__device__ __forceinline__ NarrowPair two_level_clear(NarrowPair p) {
+  return NarrowPair{int(std::uint32_t(p.src) & ((1u << kTwoLevelSrcBits) - 1u)), p.id};
+}
+// Lane t holds the counts of digits 2t and 2t + 1: the exclusive sum of the 64 counts at digit 2t.
+__device__ __forceinline__ int two_level_pair_scan(int c0, int c1, int lane) {
+  int incl = c0 + c1;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int v = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += v;
+  }
+  return incl - c0 - c1;
+}
+// Rows 2t and 2t + 1 of bucket b start at `first` and first + c0; the last bucket writes row_ptr[N].
+__device__ __forceinline__ void two_level_row_ptr(std::int32_t* row_ptr, std::int64_t b, int t, int first, int c0,
+                                                  std::int64_t N, std::int64_t buckets, const std::int32_t* bptr) {
+  const std::int64_t r = b * kTwoLevelRows + 2 * t;
+  if (r < N) row_ptr[r] = first;
+  if (r + 1 < N) row_ptr[r + 1] = first + c0;
+  if (b == buckets - 1 && t == 0) row_ptr[N] = bptr[buckets];
+}
+// The largest b < B with bptr[b] <= pos: the bucket holding position pos.
+__device__ __forceinline__ std::int64_t two_level_bucket_of(const std::int32_t* bptr, std::int64_t B, std::int64_t pos) {
+  std::int64_t lo = 0, hi = B - 1;
+  while (lo < hi) {
+    const std::int64_t mid = (lo + hi + 1) / 2;
+    if (bptr[mid] <= pos) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+// Stable positions of a block's striped elements (thread t holds element j * T + t as dg[j], -1
+// past n): pos[j] = base[d] + the number of earlier elements of digit d. base (64), run (64, zero
+// on entry) and wcnt are shared memory. Three barriers a 256-element step.
+template <int J>
+__device__ __forceinline__ void two_level_positions(const int (&dg)[J], int n, const int* base, int* run,
+                                                    int (*wcnt)[kTwoLevelRows], int (&pos)[J]) {
+  constexpr int T = kTwoLevelThreads;
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  const unsigned below = (1u << lane) - 1u;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    pos[j] = -1;
+    if (j * T >= n) continue;  // block-uniform
+    const int d = dg[j];
+    const unsigned peers = __match_any_sync(0xffffffffu, d);
+    const int rank = __popc(peers & below);
+    for (int q = lane; q < kTwoLevelRows; q += 32) wcnt[w][q] = 0;
+    __syncwarp();
+    if (d >= 0 && rank == 0) wcnt[w][d] = __popc(peers);
+    __syncthreads();
+    if (t < kTwoLevelRows) {  // digit t: each warp's first position in this step, then the run past it
+      int r = run[t];
+#pragma unroll
+      for (int v = 0; v < T / 32; ++v) {
+        const int c = wcnt[v][t];
+        wcnt[v][t] = r;
+        r += c;
+      }
+      run[t] = r;
+    }
+    __syncthreads();
+    if (d >= 0) pos[j] = base[d] + wcnt[w][d] + rank;
+    __syncthreads();
+  }
+}
+// A block per bucket of at most kTwoLevelCap edges: loads it at once (all loads in flight), counts
+// its digits, ranks it stably, places it in shared memory, writes it coalesced with its row offsets.
+__global__ void __launch_bounds__(kTwoLevelThreads) two_level_rank_kernel(const NarrowPair* __restrict__ in,
+                                                                         const std::int32_t* __restrict__ bptr,
+                                                                         std::int64_t N, std::int64_t buckets,
+                                                                         NarrowPair* __restrict__ out,
+                                                                         std::int32_t* __restrict__ row_ptr) {
+  constexpr int T = kTwoLevelThreads, J = kTwoLevelCap / T;
+  __shared__ NarrowPair tile[kTwoLevelCap];
+  __shared__ int start[kTwoLevelRows], run[kTwoLevelRows], wcnt[T / 32][kTwoLevelRows];
+  const std::int64_t b = blockIdx.x;
+  const int t = threadIdx.x, lane = t & 31;
+  const int bs = bptr[b], n = bptr[b + 1] - bs;
+  if (n > kTwoLevelCap) {  // two_level_scan_kernel writes its row offsets
+    if (b == buckets - 1 && t == 0) row_ptr[N] = bptr[buckets];
+    return;
+  }
+  NarrowPair pr[J];
+  int dg[J], pos[J];
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int i = j * T + t;
+    dg[j] = -1;
+    if (i < n) {
+      pr[j] = in[bs + i];
+      dg[j] = two_level_digit(pr[j]);
+      pr[j] = two_level_clear(pr[j]);
+    }
+  }
+  if (t < kTwoLevelRows) run[t] = 0;
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+    if (dg[j] >= 0) atomicAdd(&run[dg[j]], 1);
+  __syncthreads();
+  if (t < 32) {
+    const int c0 = run[2 * t], c1 = run[2 * t + 1];
+    const int ex = two_level_pair_scan(c0, c1, lane);
+    start[2 * t] = ex;
+    start[2 * t + 1] = ex + c0;
+    run[2 * t] = run[2 * t + 1] = 0;
+    two_level_row_ptr(row_ptr, b, t, bs + ex, c0, N, buckets, bptr);
+  }
+  __syncthreads();
+  two_level_positions<J>(dg, n, start, run, wcnt, pos);
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+    if (pos[j] >= 0) tile[pos[j]] = pr[j];
+  __syncthreads();
+  for (int i = t; i < n; i += T) out[bs + i] = tile[i];
+}
+// Big buckets (> kTwoLevelCap edges). A kTwoLevelCap-edge chunk [c0, c1) of the sorted pairs meets at
+// most two of them: the one holding c0 (side 0) and the one holding c1 - 1 (side 1); any other
+// would lie inside the chunk and hold fewer edges than it. Returns that bucket, or -1.
+__device__ __forceinline__ std::int64_t two_level_big_side(const std::int32_t* bptr, std::int64_t B, std::int64_t c0,
+                                                           std::int64_t c1, int side) {
+  const std::int64_t b0 = two_level_bucket_of(bptr, B, c0);
+  const std::int64_t b = side == 0 ? b0 : two_level_bucket_of(bptr, B, c1 - 1);
+  if (side == 1 && b == b0) return -1;
+  return bptr[b + 1] - bptr[b] > kTwoLevelCap ? b : -1;
+}
+// cnt[(chunk * 2 + side) * 64 + d]: digit d's count in the chunk's part of that big bucket.
+__global__ void __launch_bounds__(kTwoLevelThreads) two_level_count_kernel(const NarrowPair* __restrict__ in,
+                                                                          const std::int32_t* __restrict__ bptr,
+                                                                          std::int64_t B, std::int64_t E,
+                                                                          std::int32_t* __restrict__ cnt) {
+  __shared__ int h[kTwoLevelRows];
+  const std::int64_t c = blockIdx.x, c0 = c * kTwoLevelCap, c1 = min(E, c0 + kTwoLevelCap);
+  const int t = threadIdx.x;
+  for (int side = 0; side < 2; ++side) {
+    const std::int64_t b = two_level_big_side(bptr, B, c0, c1, side);  // block-uniform
+    if (b < 0) continue;
+    const std::int64_t lo = max(c0, std::int64_t(bptr[b])), hi = min(c1, std::int64_t(bptr[b + 1]));
+    if (t < kTwoLevelRows) h[t] = 0;
+    __syncthreads();
+    for (std::int64_t i = lo + t; i < hi; i += kTwoLevelThreads) atomicAdd(&h[two_level_digit(in[i])], 1);
+    __syncthreads();
+    if (t < kTwoLevelRows) cnt[(c * 2 + side) * kTwoLevelRows + t] = h[t];
+    __syncthreads();
+  }
+}
+// A block per big bucket: digit totals and row offsets, then, in place of each chunk's counts, the
+// first position of each digit's edges from that chunk (four groups of 64 threads over the chunks).
+__global__ void __launch_bounds__(kTwoLevelThreads) two_level_scan_kernel(const std::int32_t* __restrict__ bptr,
+                                                                         std::int64_t N, std::int64_t buckets,
+                                                                         std::int32_t* __restrict__ cnt,
+                                                                         std::int32_t* __restrict__ row_ptr) {
+  __shared__ int sums[4][kTwoLevelRows], tot[kTwoLevelRows], dstart[kTwoLevelRows];
+  const std::int64_t b = blockIdx.x, bs = bptr[b], be = bptr[b + 1];
+  if (be - bs <= kTwoLevelCap) return;
+  const int t = threadIdx.x, lane = t & 31, g = t >> kTwoLevelLo, d = t & (kTwoLevelRows - 1);
+  const std::int64_t cf = bs / kTwoLevelCap, cl = (be - 1) / kTwoLevelCap, q = (cl - cf + 4) / 4;
+  const std::int64_t g0 = cf + g * q, g1 = min(cl + 1, g0 + q);
+  // Side 1 only in the first chunk, and only where the bucket starts inside it.
+  auto idx = [&](std::int64_t c) { return (c * 2 + (c == cf && bs > c * kTwoLevelCap ? 1 : 0)) * kTwoLevelRows + d; };
+  int sum = 0;
+  for (std::int64_t c = g0; c < g1; ++c) sum += cnt[idx(c)];
+  sums[g][d] = sum;
+  __syncthreads();
+  if (t < kTwoLevelRows) tot[t] = sums[0][t] + sums[1][t] + sums[2][t] + sums[3][t];
+  __syncthreads();
+  if (t < 32) {
+    const int ex = two_level_pair_scan(tot[2 * t], tot[2 * t + 1], lane);
+    dstart[2 * t] = ex;
+    dstart[2 * t + 1] = ex + tot[2 * t];
+    two_level_row_ptr(row_ptr, b, t, int(bs) + ex, tot[2 * t], N, buckets, bptr);
+  }
+  __syncthreads();
+  int base = int(bs) + dstart[d];
+  for (int v = 0; v < g; ++v) base += sums[v][d];
+  for (std::int64_t c = g0; c < g1; ++c) {
+    const int v = cnt[idx(c)];
+    cnt[idx(c)] = base;
+    base += v;
+  }
+}
+// A block per chunk: its parts of big buckets ranked as in two_level_rank_kernel and written at the
+// positions two_level_scan_kernel left (scattered inside the bucket, each digit's run contiguous).
+__global__ void __launch_bounds__(kTwoLevelThreads) two_level_place_kernel(const NarrowPair* __restrict__ in,
+                                                                          const std::int32_t* __restrict__ bptr,
+                                                                          std::int64_t B, std::int64_t E,
+                                                                          const std::int32_t* __restrict__ off,
+                                                                          NarrowPair* __restrict__ out) {
+  constexpr int T = kTwoLevelThreads, J = kTwoLevelCap / T;
+  __shared__ int base[kTwoLevelRows], run[kTwoLevelRows], wcnt[T / 32][kTwoLevelRows];
+  const std::int64_t c = blockIdx.x, c0 = c * kTwoLevelCap, c1 = min(E, c0 + kTwoLevelCap);
+  const int t = threadIdx.x;
+  for (int side = 0; side < 2; ++side) {
+    const std::int64_t b = two_level_big_side(bptr, B, c0, c1, side);
+    if (b < 0) continue;
+    const std::int64_t lo = max(c0, std::int64_t(bptr[b])), hi = min(c1, std::int64_t(bptr[b + 1]));
+    const int n = int(hi - lo);
+    NarrowPair pr[J];
+    int dg[J], pos[J];
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int i = j * T + t;
+      dg[j] = -1;
+      if (i < n) {
+        pr[j] = in[lo + i];
+        dg[j] = two_level_digit(pr[j]);
+        pr[j] = two_level_clear(pr[j]);
+      }
+    }
+    if (t < kTwoLevelRows) {
+      base[t] = off[(c * 2 + side) * kTwoLevelRows + t];
+      run[t] = 0;
+    }
+    __syncthreads();
+    two_level_positions<J>(dg, n, base, run, wcnt, pos);
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+      if (pos[j] >= 0) out[pos[j]] = pr[j];
+    __syncthreads();
   }
 }
 
@@ -309,11 +557,15 @@ std::int64_t long_row_threshold() {
 //     PIPELINK_AGG_ONESHOT_CHUNKS=1 a one-shot call sorts destination ranges instead.
 //   PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (tests only; read in aggregate_one_shot): edge ranges of
 //     more edges than this fail as if out of memory, to make the unforced splits happen.
+//   PIPELINK_AGG_BUILD_TWO_LEVEL: 1 sorts a narrow plan of 17-22 key bits in two levels (CUB on
+//     the top bits, then the two_level_* kernels on the low 6), the same plan; 0 (the default):
+//     one CUB sort. Opt-in until it has run on a GPU (session 11; see the kernels).
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
   std::int64_t oneshot_chunks = 0;  // 0: one plan, or edge ranges when its sort does not fit
   std::size_t build_memory = 0;     // bytes; 0: no cap
+  bool two_level = false;           // the two-level sort where the key has 17-22 bits
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -333,6 +585,7 @@ PlanKnobs plan_knobs() {
   k.build_chunks = read("PIPELINK_AGG_BUILD_CHUNKS", 0, 4096, 0);
   k.oneshot_chunks = read("PIPELINK_AGG_ONESHOT_CHUNKS", 0, 4096, 0);
   k.build_memory = std::size_t(read("PIPELINK_AGG_BUILD_MEMORY", 1, std::int64_t(1) << 30, 0)) << 20;
+  k.two_level = read("PIPELINK_AGG_BUILD_TWO_LEVEL", 0, 1, 0) == 1;
   return k;
 }
 
@@ -704,12 +957,17 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // offsets (build micro A2 against A1, products-like, H200: 2.151 against 2.206 ms with the init,
   // the same keys and pairs bitwise). The temp query and the sort must use the same count type.
   const std::uint32_t n32 = std::uint32_t(E);
+  // The two-level sort (PIPELINK_AGG_BUILD_TWO_LEVEL=1) where it saves a CUB pass: 17-22 key bits
+  // leave 11-16 for CUB (two passes instead of three). Destination ranges and edge ranges keep the
+  // one sort.
+  const bool two_level = knobs.two_level && end_bit > 16 && end_bit <= kTwoLevelLo + 16;
+  const int begin_bit = two_level ? kTwoLevelLo : 0;
   // CUB's temp size depends only on the sizes: ask with null buffers first.
   std::size_t temp_bytes = 0;
   {
     cub::DoubleBuffer<K> k0(nullptr, nullptr);
     cub::DoubleBuffer<Pair> p0(nullptr, nullptr);
-    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, k0, p0, n32, 0, end_bit, s));
+    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, k0, p0, n32, begin_bit, end_bit, s));
   }
   auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
   const std::size_t kb = up(E * sizeof(K)), pb = up(E * sizeof(Pair)), arena_bytes = 2 * kb + pb + up(temp_bytes);
@@ -783,15 +1041,44 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // The init kernel writes the transient pairs; an odd number of sort passes (three for 17-24
   // bits, as products-like's 22; one for a single-tile sort or at most 8 bits) leaves the result
   // in `kept`, an even one (two passes: 9-16 bits) in the transient buffer, which is then copied.
+  const K key_mask = two_level ? K((std::uint64_t(1) << end_bit) - 1) : K(0);
   init_pairs_kernel<I, K, std::int32_t><<<grid_for(E, 256), 256, 0, s>>>(
-      src.data_as<const I>(), dst.data_as<const I>(), keys_a, pairs_t, E, std::uint64_t(N), flag, fw);
+      src.data_as<const I>(), dst.data_as<const I>(), keys_a, pairs_t, E, std::uint64_t(N), flag, fw, key_mask);
   check_launch();
   trace.mark("init");
   // Bad indices make garbage keys, but the sort only reads bits [0, end_bit) and nothing below
   // writes outside the plan's buffers; the error is raised at the synchronization in finish_plan.
+  // (The two-level kernels index by the key's bits and the digit, which init masks to range.)
   cub::DoubleBuffer<K> keys(keys_a, keys_b);
   cub::DoubleBuffer<Pair> pairs(pairs_t, kept.as<Pair>());
-  PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, n32, 0, end_bit, s));
+  PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, n32, begin_bit, end_bit, s));
+  if (two_level) {
+    // Two passes leave the pairs in the transient buffer; a single-tile sort (small E) in `kept`,
+    // which the kernels below must not read and write at once.
+    if (pairs.Current() == kept.as<Pair>())
+      PIPELINK_CUDA_CHECK(cudaMemcpyAsync(pairs_t, kept.get(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
+    trace.mark("sort");
+    const std::int64_t B = (N + kTwoLevelRows - 1) / kTwoLevelRows, C = (E + kTwoLevelCap - 1) / kTwoLevelCap;
+    DeviceBuffer bptr((B + 1) * sizeof(std::int32_t), s), cnt(std::size_t(C) * 2 * kTwoLevelRows * sizeof(std::int32_t), s);
+    row_ptr_kernel<K, std::int32_t><<<grid_for(B + 1, 256), 256, 0, s>>>(keys.Current(), kTwoLevelLo, E, B,
+                                                                         bptr.as<std::int32_t>());
+    check_launch();
+    plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
+    const std::int32_t* bp = bptr.as<const std::int32_t>();
+    std::int32_t* rp = plan.row_ptr.as<std::int32_t>();
+    two_level_rank_kernel<<<unsigned(B), kTwoLevelThreads, 0, s>>>(pairs_t, bp, N, B, kept.as<Pair>(), rp);
+    check_launch();
+    two_level_count_kernel<<<unsigned(C), kTwoLevelThreads, 0, s>>>(pairs_t, bp, B, E, cnt.as<std::int32_t>());
+    check_launch();
+    two_level_scan_kernel<<<unsigned(B), kTwoLevelThreads, 0, s>>>(bp, N, B, cnt.as<std::int32_t>(), rp);
+    check_launch();
+    two_level_place_kernel<<<unsigned(C), kTwoLevelThreads, 0, s>>>(pairs_t, bp, B, E, cnt.as<const std::int32_t>(),
+                                                                    kept.as<Pair>());
+    check_launch();
+    trace.mark("two_level");
+    plan.pairs = std::move(kept);
+    return;
+  }
   if (pairs.Current() != kept.as<Pair>())
     PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
   trace.mark("sort");
