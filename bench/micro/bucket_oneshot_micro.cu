@@ -1,5 +1,7 @@
 // Standalone micro-benchmark (not part of the library build): can a one-shot call sort on 16 key
-// bits instead of 22 and sum each bucket of 64 destination rows in shared memory?
+// bits instead of 22 and sum each bucket of 64 destination rows in shared memory? And the
+// library's two-level build (a 16-bit sort, then each bucket ordered in shared memory) against
+// its one sort.
 //
 //   nvcc -O3 -std=c++20 -arch=sm_90 bench/micro/bucket_oneshot_micro.cu -o bom && ./bom [E]
 //
@@ -27,12 +29,13 @@
 // would split a bucket past ~2048 edges into items with partial sums, as the plan splits rows.
 //
 //   B22  init + CUB SortPairs on 22 bits (the production one-shot's sort), for the same machine
-//   B22r B22 + row offsets (binary search): the production build's sort and offsets
 //   K16  init + CUB SortPairs on bits [6, 22) (two passes); K16p + bucket offsets
-//   T64  K16p + a shared-memory stable rank of the low 6 bits per bucket (the build's second
-//        level, bitwise checked against B22r's pairs and row offsets); T64a that kernel alone;
-//        T64b/c a warp-range form; T64d/e 512 / 1024 threads a bucket
 //   R3w1 the bucket run: a warp a bucket, sums in shared memory, a 3-stage ring
+//   P22/P21, TL, TLr (products-like, then an R-MAT power-law): the production build against the
+//        library's two-level build (src/cuda/two_level_sort.cuh), checked bitwise, and its four
+//        kernels alone
+//   Removed after session 11 (the code is in git at 30128fe): T64 and its variants, the earlier
+//   shared-memory ranks whose numbers are below.
 // Each run is checked against a float atomic reference (max |a - b| / max |b|).
 //
 // Measured on the H200 (session 11, 2026-12-01; docs/results/h200-v14-bucket-oneshot-micro.txt):
@@ -52,16 +55,14 @@
 //   threads: 0.899); C64, the same blocks copying their pairs without any rank, 0.253, and a
 //   cudaMemcpyAsync of the pairs 0.238. So the block structure reaches copy speed and the rank
 //   costs ~0.25 ms: with T64h the build would be ~1.74 + 0.50 = ~2.24 against 2.40 (-0.16).
-//   After the last run the file was tidied (one check routine for every rank line, the scan and
-//   row-offset helpers, bucket_search moved to micro_harness.cuh); the kernels' arithmetic is
-//   unchanged, and it has not run on the GPU since.
-//   What production would still need: a path for buckets over 2048 edges (power-law's 1758 rows
-//   of > 2048 edges hold 22.8% of its edges), e.g. a multi-block counting pass per big bucket.
-#include <cub/block/block_radix_sort.cuh>
+//   The hub path those numbers lacked is now in the library (src/cuda/two_level_sort.cuh: count,
+//   scan and place over 2048-edge chunks of big buckets), and the TL lines here run those kernels
+//   on products-like and power-law. Not yet run on a GPU.
 #include <cub/device/device_radix_sort.cuh>
 
 #include <type_traits>
 
+#include "../../src/cuda/two_level_sort.cuh"
 #include "micro_harness.cuh"
 
 using namespace micro;
@@ -77,7 +78,7 @@ __global__ void init_pairs(const i64* src, const i64* dst, const float* w, unsig
   for (i64 e = blockIdx.x * i64(blockDim.x) + threadIdx.x; e < E; e += i64(gridDim.x) * blockDim.x) {
     const unsigned d = unsigned(dst[e]);
     keys[e] = d;
-    pairs[e] = Pair{int(unsigned(src[e]) | ((d & (kRows - 1)) << 26)), __float_as_int(w[e])};
+    pairs[e] = Pair{int(pipelink::cuda::two_level::pack_src(unsigned(src[e]), d)), __float_as_int(w[e])};
   }
 }
 // Bucket offsets: micro::bucket_search (micro_harness.cuh).
@@ -221,444 +222,16 @@ __global__ void __launch_bounds__(W * 32) bucket_run(const int* __restrict__ bpt
   }
 }
 
-// A bucket over the kernels' capacity is counted (and left unsorted: none on products-like).
-__device__ __forceinline__ bool over_cap(int n, int cap, int* too_big) {
-  if (n <= cap) return false;
-  if (threadIdx.x == 0) atomicAdd(too_big, 1);
-  return true;
-}
-// Lane t holds digits 2t and 2t + 1's counts: the exclusive scan of the 64 counts at digit 2t.
-__device__ __forceinline__ int pair_scan(int c0, int c1, int lane) {
-  int incl = c0 + c1;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int v = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += v;
-  }
-  return incl - c0 - c1;
-}
-// Rows 2t and 2t + 1 of bucket b start at `first` and first + c0; the last bucket also writes
-// row_ptr[N].
-__device__ __forceinline__ void bucket_row_ptr(int* row_ptr, i64 b, int t, int first, int c0, i64 N, i64 buckets,
-                                               const int* bptr) {
-  const i64 r = b * kRows + 2 * t;
-  if (r < N) row_ptr[r] = first;
-  if (r + 1 < N) row_ptr[r + 1] = first + c0;
-  if (b == buckets - 1 && t == 0) row_ptr[N] = bptr[buckets];
-}
-
-// T64: the second level of the build in shared memory, after K16 (buckets of 64 rows, their edges
-// contiguous and in edge order). A block of 256 threads per bucket: each thread loads its CAP / 256
-// pairs and keys into registers at once (the loads in flight together: A12, the build micro's
-// version, loaded inside a loop with shared-memory atomics and took ~0.75 ms where its bytes
-// need ~0.3), counts the low 6 bits in shared memory, ranks each 256-edge chunk stably (warp
-// match, then the warps in order), places the pairs in a shared-memory tile and writes them out
-// coalesced, with the bucket's 64 row offsets. Buckets over CAP edges: the caller's problem here
-// (products-like: 1617 +- ~40 edges a bucket, none over 2048).
-// NK: the digit from the pair (src's bits 26-31, as init_pairs puts dst & 63 there), no key reads;
-// the written pairs keep those bits (a production form would clear them). COPY: no rank at all,
-// each pair to its own position: the block structure's floor.
-template <int CAP, int T = 256, bool NK = false, bool COPY = false>
-__global__ void __launch_bounds__(T) tile_rank_rows(const unsigned* __restrict__ keys, const Pair* __restrict__ pairs,
-                                                      const int* __restrict__ bptr, i64 N, i64 buckets,
-                                                      Pair* __restrict__ out, int* __restrict__ row_ptr,
-                                                      int* __restrict__ too_big) {
-  constexpr int J = CAP / T, NW = T / 32;
-  __shared__ Pair tile[CAP];
-  __shared__ int start[kRows], run[kRows], wcnt[NW][kRows];
-  const i64 b = blockIdx.x;
-  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
-  const int bs = bptr[b], n = bptr[b + 1] - bs;
-  if (over_cap(n, CAP, too_big)) return;
-  Pair pr[J];
-  int dg[J];
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    const int i = j * T + t;
-    if (i < n) {
-      pr[j] = pairs[bs + i];
-      dg[j] = NK ? int(unsigned(pr[j].src) >> 26) : int(keys[bs + i] & unsigned(kRows - 1));
-    } else {
-      dg[j] = -1;
-    }
-  }
-  if constexpr (COPY) {
-#pragma unroll
-    for (int j = 0; j < J; ++j)
-      if (j * T + t < n) out[bs + j * T + t] = pr[j];
-    return;
-  }
-  if (t < kRows) run[t] = 0;
-  __syncthreads();
-#pragma unroll
-  for (int j = 0; j < J; ++j)
-    if (dg[j] >= 0) atomicAdd(&run[dg[j]], 1);
-  __syncthreads();
-  if (t < 32) {  // exclusive scan of the 64 counts, two a lane
-    const int c0 = run[2 * t], c1 = run[2 * t + 1];
-    const int ex = pair_scan(c0, c1, lane);
-    start[2 * t] = ex;
-    start[2 * t + 1] = ex + c0;
-    run[2 * t] = 0;
-    run[2 * t + 1] = 0;
-    bucket_row_ptr(row_ptr, b, t, bs + ex, c0, N, buckets, bptr);
-  }
-  const unsigned below = (1u << lane) - 1u;
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    if (j * T >= n) break;  // block-uniform
-    const int d = dg[j];
-    const unsigned peers = __match_any_sync(0xffffffffu, d);
-    const int rank = __popc(peers & below);
-    for (int q = lane; q < kRows; q += 32) wcnt[w][q] = 0;
-    __syncwarp();
-    if (d >= 0 && rank == 0) wcnt[w][d] = __popc(peers);
-    __syncthreads();
-    if (t < kRows) {  // digit t: the warps' offsets in order, then the run past this chunk
-      int r = run[t];
-#pragma unroll
-      for (int v = 0; v < NW; ++v) {
-        const int c = wcnt[v][t];
-        wcnt[v][t] = r;
-        r += c;
-      }
-      run[t] = r;
-    }
-    __syncthreads();
-    if (d >= 0) tile[start[d] + wcnt[w][d] + rank] = pr[j];
-    __syncthreads();  // wcnt is rewritten by the next chunk
-  }
-  for (int i = t; i < n; i += T) out[bs + i] = tile[i];
-}
-
-// T64i: the rank by cub::BlockRadixSort (one 7-bit pass in shared memory; padding keys 64 sort
-// last) over the bucket in a blocked arrangement (thread t holds edges t*J .. t*J + J - 1, so the
-// sort's stability keeps edge order), written striped and coalesced. The digit comes from the
-// pair (as T64h). Row offsets from a shared-memory histogram. C64 (the same blocks copying only)
-// took 0.254 ms, T64h 0.505: the rank itself costs ~0.25.
-template <int CAP, int T = 256>
-__global__ void __launch_bounds__(T) tile_cub_rows(const Pair* __restrict__ pairs, const int* __restrict__ bptr, i64 N,
-                                                   i64 buckets, Pair* __restrict__ out, int* __restrict__ row_ptr,
-                                                   int* __restrict__ too_big) {
-  constexpr int J = CAP / T;
-  using Sort = cub::BlockRadixSort<unsigned char, T, J, Pair>;
-  __shared__ typename Sort::TempStorage sort_tmp;
-  __shared__ int cnt[kRows];
-  const i64 b = blockIdx.x;
-  const int t = threadIdx.x, lane = t & 31;
-  const int bs = bptr[b], n = bptr[b + 1] - bs;
-  if (over_cap(n, CAP, too_big)) return;
-  unsigned char key[J];
-  Pair val[J];
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    const int i = t * J + j;
-    if (i < n) {
-      val[j] = pairs[bs + i];
-      key[j] = (unsigned char)(unsigned(val[j].src) >> 26);
-    } else {
-      key[j] = (unsigned char)kRows;
-    }
-  }
-  if (t < kRows) cnt[t] = 0;
-  __syncthreads();
-#pragma unroll
-  for (int j = 0; j < J; ++j)
-    if (key[j] < kRows) atomicAdd(&cnt[key[j]], 1);
-  __syncthreads();
-  if (t < 32) {
-    const int c0 = cnt[2 * t], c1 = cnt[2 * t + 1];
-    const int ex = pair_scan(c0, c1, lane);
-    bucket_row_ptr(row_ptr, b, t, bs + ex, c0, N, buckets, bptr);
-  }
-  Sort(sort_tmp).SortBlockedToStriped(key, val, 0, 7);
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    const int i = j * T + t;
-    if (i < n) out[bs + i] = val[j];
-  }
-}
-
-// T64b: the same result with 3 block barriers a bucket instead of 3 a chunk: warp w owns a
-// contiguous eighth of the bucket (loads hoisted as in T64), counts its digits with warp matches
-// (a step's leaders are distinct digits, so no atomics), the 64 digit threads turn the 8 x 64
-// counts into each warp's first position per digit, and each warp then places its edges in
-// order with its own running positions. T64a (the chunked version alone) took 0.526 ms for
-// ~1.25 GB of bytes (~0.29 ms at 4.27 TB/s).
-template <int CAP>
-__global__ void __launch_bounds__(256) tile_rank_rows_b(const unsigned* __restrict__ keys, const Pair* __restrict__ pairs,
-                                                        const int* __restrict__ bptr, i64 N, i64 buckets,
-                                                        Pair* __restrict__ out, int* __restrict__ row_ptr,
-                                                        int* __restrict__ too_big) {
-  constexpr int T = 256, NW = T / 32, J = CAP / T;  // J steps of 32 a warp
-  __shared__ Pair tile[CAP];
-  __shared__ int wc[NW][kRows];
-  const i64 b = blockIdx.x;
-  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
-  const int bs = bptr[b], n = bptr[b + 1] - bs;
-  if (over_cap(n, CAP, too_big)) return;
-  const int per = (n + NW - 1) / NW, ws = min(n, w * per), we = min(n, ws + per);
-  Pair pr[J];
-  int dg[J];
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    const int i = ws + j * 32 + lane;
-    if (i < we) {
-      pr[j] = pairs[bs + i];
-      dg[j] = int(keys[bs + i] & unsigned(kRows - 1));
-    } else {
-      dg[j] = -1 - lane;  // distinct per lane: never a peer of anything
-    }
-  }
-  for (int q = lane; q < kRows; q += 32) wc[w][q] = 0;
-  __syncwarp();
-  const unsigned below = (1u << lane) - 1u;
-  unsigned pe[J];
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    pe[j] = __match_any_sync(0xffffffffu, dg[j]);
-    if (dg[j] >= 0 && (pe[j] & below) == 0) wc[w][dg[j]] += __popc(pe[j]);
-    __syncwarp();
-  }
-  __syncthreads();
-  if (t < 32) {  // digits 2t, 2t + 1: totals, their exclusive scan, then each warp's first position
-    int c0 = 0, c1 = 0;
-#pragma unroll
-    for (int v = 0; v < NW; ++v) {
-      c0 += wc[v][2 * t];
-      c1 += wc[v][2 * t + 1];
-    }
-    int r0 = pair_scan(c0, c1, lane), r1 = r0 + c0;
-    bucket_row_ptr(row_ptr, b, t, bs + r0, c0, N, buckets, bptr);
-#pragma unroll
-    for (int v = 0; v < NW; ++v) {
-      const int a0 = wc[v][2 * t], a1 = wc[v][2 * t + 1];
-      wc[v][2 * t] = r0;
-      wc[v][2 * t + 1] = r1;
-      r0 += a0;
-      r1 += a1;
-    }
-  }
-  __syncthreads();
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    const int d = dg[j];
-    if (d >= 0) {
-      tile[wc[w][d] + __popc(pe[j] & below)] = pr[j];
-    }
-    __syncwarp();
-    if (d >= 0 && (pe[j] & below) == 0) wc[w][d] += __popc(pe[j]);
-    __syncwarp();
-  }
-  __syncthreads();
-  for (int i = t; i < n; i += T) out[bs + i] = tile[i];
-}
-
-// ---- The two-level build in a production form, hub buckets included (session 11, not yet run) --
-// TL = init (dst & 63 in src's bits 26-31) + CUB on bits [6, end_bit) + bucket offsets, then:
-//   tl_rank   a block per bucket of <= kCap edges: T64h's rank, src's digit bits cleared, pairs
-//             placed in shared memory and written coalesced, the bucket's row offsets;
-//   tl_count  a block per kCap-edge chunk of the sorted pairs: the digit counts of its parts that lie
-//             in big buckets (> kCap edges). A chunk meets at most two big buckets (any other would
-//             lie inside it, so hold fewer than kCap): the one holding its first edge (side 0) and
-//             the one holding its last (side 1);
-//   tl_scan   a block per big bucket: digit totals, row offsets, and per chunk and digit the first
-//             position, in place of the counts (four groups of 64 threads over the chunks);
-//   tl_place  a block per chunk again: the same stable rank, placed at those positions (scattered
-//             within the bucket, each digit's run contiguous).
-// power-law (R-MAT, scale 21): its rows of > 2048 edges hold 22.8% of the edges, and one block a
-// hub bucket would serialize on rows of 10^5 edges; here the big buckets take ~2.3 extra passes
-// over their own edges (count, then read and write), in parallel over chunks.
-// Expected: products-like as T64h (no big buckets): build ~2.24 against 2.40; power-law (21 bits
-// -> 15: two passes instead of three) against its 22-bit... 21-bit production sort, ~-0.1 to -0.2.
-constexpr int kCap = 2048, kSrcBits = 26;
-constexpr unsigned kSrcMask = (1u << kSrcBits) - 1u;
-
-// The largest b < B with bptr[b] <= pos.
-__device__ __forceinline__ i64 bucket_of(const int* bptr, i64 B, i64 pos) {
-  i64 lo = 0, hi = B - 1;
-  while (lo < hi) {
-    const i64 mid = (lo + hi + 1) / 2;
-    if (bptr[mid] <= pos) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
-}
-
-// Stable positions of a block's striped elements (thread t holds element j * T + t as dg[j], -1
-// past the range): pos[j] = base[d] + the number of earlier elements with digit d. base (64) and the
-// scratch wcnt [T / 32][64] are shared memory; run (64) must be zero on entry. Three barriers a
-// 256-element step, as T64.
-template <int T, int J>
-__device__ __forceinline__ void stable_positions(const int (&dg)[J], int n, const int* base, int* run, int (*wcnt)[kRows],
-                                                 int (&pos)[J]) {
-  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
-  const unsigned below = (1u << lane) - 1u;
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    if (j * T >= n) break;  // block-uniform
-    const int d = dg[j];
-    const unsigned peers = __match_any_sync(0xffffffffu, d);
-    const int rank = __popc(peers & below);
-    for (int q = lane; q < kRows; q += 32) wcnt[w][q] = 0;
-    __syncwarp();
-    if (d >= 0 && rank == 0) wcnt[w][d] = __popc(peers);
-    __syncthreads();
-    if (t < kRows) {
-      int r = run[t];
-#pragma unroll
-      for (int v = 0; v < T / 32; ++v) {
-        const int c = wcnt[v][t];
-        wcnt[v][t] = r;
-        r += c;
-      }
-      run[t] = r;
-    }
-    __syncthreads();
-    pos[j] = d >= 0 ? base[d] + wcnt[w][d] + rank : -1;
-    __syncthreads();
-  }
-}
-
-__global__ void __launch_bounds__(256) tl_rank(const Pair* __restrict__ pairs, const int* __restrict__ bptr, i64 N,
-                                               i64 buckets, Pair* __restrict__ out, int* __restrict__ row_ptr) {
-  constexpr int T = 256, J = kCap / T;
-  __shared__ Pair tile[kCap];
-  __shared__ int start[kRows], run[kRows], wcnt[T / 32][kRows];
-  const i64 b = blockIdx.x;
-  const int t = threadIdx.x, lane = t & 31;
-  const int bs = bptr[b], n = bptr[b + 1] - bs;
-  if (n > kCap) {  // tl_scan writes its row offsets
-    if (b == buckets - 1 && t == 0) row_ptr[N] = bptr[buckets];
-    return;
-  }
-  Pair pr[J];
-  int dg[J], pos[J];
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    const int i = j * T + t;
-    dg[j] = -1;
-    if (i < n) {
-      pr[j] = pairs[bs + i];
-      dg[j] = int(unsigned(pr[j].src) >> kSrcBits);
-      pr[j].src = int(unsigned(pr[j].src) & kSrcMask);
-    }
-  }
-  if (t < kRows) run[t] = 0;
-  __syncthreads();
-#pragma unroll
-  for (int j = 0; j < J; ++j)
-    if (dg[j] >= 0) atomicAdd(&run[dg[j]], 1);
-  __syncthreads();
-  if (t < 32) {
-    const int c0 = run[2 * t], c1 = run[2 * t + 1];
-    const int ex = pair_scan(c0, c1, lane);
-    start[2 * t] = ex;
-    start[2 * t + 1] = ex + c0;
-    run[2 * t] = run[2 * t + 1] = 0;
-    bucket_row_ptr(row_ptr, b, t, bs + ex, c0, N, buckets, bptr);
-  }
-  __syncthreads();
-  stable_positions<T, J>(dg, n, start, run, wcnt, pos);
-#pragma unroll
-  for (int j = 0; j < J; ++j)
-    if (pos[j] >= 0) tile[pos[j]] = pr[j];
-  __syncthreads();
-  for (int i = t; i < n; i += T) out[bs + i] = tile[i];
-}
-
-// The big bucket of side s (0: holding the chunk's first edge, 1: its last) of chunk [c0, c1), or -1.
-__device__ __forceinline__ i64 big_side(const int* bptr, i64 B, i64 c0, i64 c1, int s) {
-  const i64 b0 = bucket_of(bptr, B, c0), b = s == 0 ? b0 : bucket_of(bptr, B, c1 - 1);
-  if (s == 1 && b == b0) return -1;
-  return bptr[b + 1] - bptr[b] > kCap ? b : -1;
-}
-
-__global__ void __launch_bounds__(256) tl_count(const Pair* __restrict__ pairs, const int* __restrict__ bptr, i64 B,
-                                                i64 E, int* __restrict__ cnt) {
-  __shared__ int h[kRows];
-  const i64 c = blockIdx.x, c0 = c * kCap, c1 = min(E, c0 + kCap);
-  const int t = threadIdx.x;
-  for (int s = 0; s < 2; ++s) {
-    const i64 b = big_side(bptr, B, c0, c1, s);  // block-uniform
-    if (b < 0) continue;
-    const i64 lo = max(c0, i64(bptr[b])), hi = min(c1, i64(bptr[b + 1]));
-    if (t < kRows) h[t] = 0;
-    __syncthreads();
-    for (i64 i = lo + t; i < hi; i += 256) atomicAdd(&h[unsigned(pairs[i].src) >> kSrcBits], 1);
-    __syncthreads();
-    if (t < kRows) cnt[(c * 2 + s) * kRows + t] = h[t];
-    __syncthreads();
-  }
-}
-
-__global__ void __launch_bounds__(256) tl_scan(const int* __restrict__ bptr, i64 N, i64 buckets, int* __restrict__ cnt,
-                                               int* __restrict__ row_ptr) {
-  __shared__ int sums[4][kRows], tot[kRows], dstart[kRows];
-  const i64 b = blockIdx.x;
-  const i64 bs = bptr[b], be = bptr[b + 1];
-  if (be - bs <= kCap) return;
-  const int t = threadIdx.x, lane = t & 31, g = t >> 6, d = t & (kRows - 1);
-  const i64 cf = bs / kCap, cl = (be - 1) / kCap, q = (cl - cf + 4) / 4;
-  const i64 g0 = cf + g * q, g1 = min(cl + 1, g0 + q);
-  auto idx = [&](i64 c) { return (c * 2 + (c == cf && bs > c * kCap ? 1 : 0)) * kRows + d; };
-  int sum = 0;
-  for (i64 c = g0; c < g1; ++c) sum += cnt[idx(c)];
-  sums[g][d] = sum;
-  __syncthreads();
-  if (t < kRows) tot[t] = sums[0][t] + sums[1][t] + sums[2][t] + sums[3][t];
-  __syncthreads();
-  if (t < 32) {
-    const int ex = pair_scan(tot[2 * t], tot[2 * t + 1], lane);
-    dstart[2 * t] = ex;
-    dstart[2 * t + 1] = ex + tot[2 * t];
-    bucket_row_ptr(row_ptr, b, t, int(bs) + ex, tot[2 * t], N, buckets, bptr);
-  }
-  __syncthreads();
-  int base = int(bs) + dstart[d];
-  for (int v = 0; v < g; ++v) base += sums[v][d];
-  for (i64 c = g0; c < g1; ++c) {
-    const int v = cnt[idx(c)];
-    cnt[idx(c)] = base;
-    base += v;
-  }
-}
-
-__global__ void __launch_bounds__(256) tl_place(const Pair* __restrict__ pairs, const int* __restrict__ bptr, i64 B,
-                                                i64 E, const int* __restrict__ off, Pair* __restrict__ out) {
-  constexpr int T = 256, J = kCap / T;
-  __shared__ int base[kRows], run[kRows], wcnt[T / 32][kRows];
-  const i64 c = blockIdx.x, c0 = c * kCap, c1 = min(E, c0 + kCap);
-  const int t = threadIdx.x;
-  for (int s = 0; s < 2; ++s) {
-    const i64 b = big_side(bptr, B, c0, c1, s);
-    if (b < 0) continue;
-    const i64 lo = max(c0, i64(bptr[b])), hi = min(c1, i64(bptr[b + 1]));
-    const int n = int(hi - lo);
-    Pair pr[J];
-    int dg[J], pos[J];
-#pragma unroll
-    for (int j = 0; j < J; ++j) {
-      const int i = j * T + t;
-      dg[j] = -1;
-      if (i < n) {
-        pr[j] = pairs[lo + i];
-        dg[j] = int(unsigned(pr[j].src) >> kSrcBits);
-        pr[j].src = int(unsigned(pr[j].src) & kSrcMask);
-      }
-    }
-    if (t < kRows) {
-      base[t] = off[(c * 2 + s) * kRows + t];
-      run[t] = 0;
-    }
-    __syncthreads();
-    stable_positions<T, J>(dg, n, base, run, wcnt, pos);
-#pragma unroll
-    for (int j = 0; j < J; ++j)
-      if (pos[j] >= 0) out[pos[j]] = pr[j];
-    __syncthreads();
-  }
-}
+// ---- The library's two-level build (src/cuda/two_level_sort.cuh), hub buckets included ---------
+// TL = init (dst & 63 in src's bits 26-31) + CUB on bits [6, end_bit) + bucket offsets, then the
+// header's rank, count, scan and place kernels (see there). power-law (R-MAT, scale 21): its rows
+// of > 2048 edges hold 22.8% of the edges; their buckets take ~2.3 extra passes over their own edges
+// (count, then read and write), in parallel over chunks. Expected: products-like as T64h (no big
+// buckets), ~2.24 against ~2.40 ms; power-law (21 key bits, 15 for CUB: two passes instead of
+// three) ~0.1-0.2 ms under its production build. Not yet run (session 11).
+namespace tl = pipelink::cuda::two_level;
+constexpr int kCap = tl::kCap;
+constexpr unsigned kSrcMask = tl::kSrcMask;
 
 // One workload: production's build (init + one CUB sort on [0, end_bit) + row offsets) against TL,
 // bitwise (pairs with src's digit bits cleared, and row offsets), then both timed.
@@ -697,11 +270,8 @@ void two_level_lines(const char* label, const i64* src, const i64* dst, const fl
     sort(0, tb_full);
     bucket_search<<<grid_for(N + 1), 256>>>(k.Current(), E, N, 0, rp_ref);
   };
-  auto rest = [&] {  // after the top-bits sort: the four kernels
-    tl_rank<<<unsigned(B), 256>>>(p.Current(), bptr, N, B, out, rp);
-    tl_count<<<unsigned(C), 256>>>(p.Current(), bptr, B, E, cnt);
-    tl_scan<<<unsigned(B), 256>>>(bptr, N, B, cnt, rp);
-    tl_place<<<unsigned(C), 256>>>(p.Current(), bptr, B, E, cnt, out);
+  auto rest = [&] {  // after the top-bits sort: the library's four kernels
+    tl::launch<Pair>(p.Current(), bptr, N, E, cnt, out, rp, nullptr);
   };
   auto two_level = [&] {
     sort(kBucketBits, tb_top);
@@ -855,89 +425,6 @@ int main(int argc, char** argv) {
            sort(kBucketBits, 22, k, p);
            bucket_search<<<grid_for(B + 1), 256>>>(k.Current(), E, B, kBucketBits, bptr);
          }));
-  {  // B22 + row offsets (production's build) against K16 + bucket offsets + T64, and T64's pairs
-     // and row offsets against B22's (a stable sort has one answer)
-    int *rp_a, *rp_b, *too_big;
-    Pair* tout;
-    CK(cudaMalloc(&rp_a, (N + 1) * 4));
-    CK(cudaMalloc(&rp_b, (N + 1) * 4));
-    CK(cudaMalloc(&too_big, 4));
-    CK(cudaMalloc(&tout, E * 8));
-    report("B22r production build: init + 22-bit sort + row offsets", timed([&] {
-             sort(0, 22, k, p);
-             bucket_search<<<grid_for(N + 1), 256>>>(k.Current(), E, N, 0, rp_a);
-           }));
-    std::vector<Pair> ref_pairs(E), got(E);
-    std::vector<int> ref_rp(N + 1), got_rp(N + 1);
-    CK(cudaMemcpy(ref_pairs.data(), p.Current(), E * 8, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(ref_rp.data(), rp_a, (N + 1) * 4, cudaMemcpyDeviceToHost));
-    // One call of `launch` on poisoned outputs, then its pairs and row offsets against B22r's (a
-    // stable sort has one answer); the "too big" count is reset first and reported.
-    auto check = [&](const char* label, const std::function<void()>& launch) {
-      CK(cudaMemset(tout, 0xFF, E * 8));
-      CK(cudaMemset(rp_b, 0xFF, (N + 1) * 4));
-      CK(cudaMemset(too_big, 0, 4));
-      launch();
-      CK(cudaDeviceSynchronize());
-      int big = 0;
-      CK(cudaMemcpy(&big, too_big, 4, cudaMemcpyDeviceToHost));
-      CK(cudaMemcpy(got.data(), tout, E * 8, cudaMemcpyDeviceToHost));
-      CK(cudaMemcpy(got_rp.data(), rp_b, (N + 1) * 4, cudaMemcpyDeviceToHost));
-      i64 bad = 0, bad_rp = 0;
-      for (i64 e = 0; e < E; ++e) bad += got[e].src != ref_pairs[e].src || got[e].w != ref_pairs[e].w;
-      for (i64 r = 0; r <= N; ++r) bad_rp += got_rp[r] != ref_rp[r];
-      std::printf("%-5s buckets over 2048 edges: %d; pairs differing from B22: %lld, row offsets: %lld%s\n", label, big,
-                  (long long)bad, (long long)bad_rp, bad || bad_rp || big ? "  ** MISMATCH **" : "");
-    };
-    auto ranked = [&](auto kernel, int threads) {
-      return [&, kernel, threads] {
-        kernel<<<unsigned(B), threads>>>(k.Current(), p.Current(), bptr, N, B, tout, rp_b, too_big);
-      };
-    };
-    using RankFn = void (*)(const unsigned*, const Pair*, const int*, i64, i64, Pair*, int*, int*);
-    const RankFn k64 = tile_rank_rows<2048>, k64b = tile_rank_rows_b<2048>, k64d = tile_rank_rows<2048, 512>,
-                 k64e = tile_rank_rows<2048, 1024>, k64f = tile_rank_rows<2048, 128>, k64g = tile_rank_rows<2048, 64>,
-                 k64h = tile_rank_rows<2048, 256, true>, kc64 = tile_rank_rows<2048, 256, true, true>;
-    const std::function<void()> t64 = ranked(k64, 256), t64b = ranked(k64b, 256), t64d = ranked(k64d, 512),
-                                t64e = ranked(k64e, 1024), t64f = ranked(k64f, 128), t64g = ranked(k64g, 64),
-                                t64h = ranked(k64h, 256), c64 = ranked(kc64, 256);
-    auto t64i = [&] { tile_cub_rows<2048><<<unsigned(B), 256>>>(p.Current(), bptr, N, B, tout, rp_b, too_big); };
-    auto t64j = [&] { tile_cub_rows<2048, 512><<<unsigned(B), 512>>>(p.Current(), bptr, N, B, tout, rp_b, too_big); };
-    auto with_sort = [&](const std::function<void()>& rank) {
-      return [&, rank] {
-        sort(kBucketBits, 22, k, p);
-        bucket_search<<<grid_for(B + 1), 256>>>(k.Current(), E, B, kBucketBits, bptr);
-        rank();
-      };
-    };
-    report("T64  K16 + bucket offsets + shared-memory rank of the low 6 bits", timed(with_sort(t64)));
-    check("T64", t64);
-    report("T64b K16 + bucket offsets + warp-range rank (3 barriers)", timed(with_sort(t64b)));
-    check("T64b", t64b);
-    report("T64c the warp-range rank kernel alone", timed(t64b));
-    report("T64d the rank kernel alone, 512 threads a bucket", timed(t64d));
-    check("T64d", t64d);
-    report("T64f the rank kernel alone, 128 threads a bucket", timed(t64f));
-    check("T64f", t64f);
-    report("T64g the rank kernel alone, 64 threads a bucket", timed(t64g));
-    check("T64g", t64g);
-    report("T64h the rank kernel alone, digit from the pair (no key reads)", timed(t64h));
-    check("T64h", t64h);
-    report("T64i the rank by cub::BlockRadixSort (7-bit pass, digit from the pair)", timed(t64i));
-    check("T64i", t64i);
-    report("T64j the same, 512 threads x 4", timed(t64j));
-    report("C64  copy only, the same blocks and loads (floor of the structure)", timed(c64));
-    report("CPY  cudaMemcpyAsync of the pairs (8 B an edge, read + write)", timed([&] {
-             CK(cudaMemcpyAsync(tout, p.Current(), E * 8, cudaMemcpyDeviceToDevice));
-           }));
-    report("T64e the rank kernel alone, 1024 threads a bucket", timed(t64e));
-    check("T64e", t64e);
-    report("T64a the rank kernel alone", timed(t64));
-    CK(cudaFree(rp_a));
-    CK(cudaFree(rp_b));
-    CK(cudaFree(too_big));
-    CK(cudaFree(tout));
-  }
   sort(kBucketBits, 22, k, p);
   bucket_search<<<grid_for(B + 1), 256>>>(k.Current(), E, B, kBucketBits, bptr);
   CK(cudaDeviceSynchronize());

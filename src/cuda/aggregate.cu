@@ -29,6 +29,7 @@
 #include "core/aggregate_plan_impl.hpp"
 #include "cuda/check.cuh"
 #include "cuda/memory.cuh"
+#include "cuda/two_level_sort.cuh"
 #include "pipelink/debug.hpp"
 #include "pipelink/ops/reference.hpp"
 #include "pipelink/registry.hpp"
@@ -205,9 +206,9 @@ __global__ void wide_keys_to_pairs_kernel(std::uint64_t* keys, const I* src, std
 
 // fw (one-shot plans, float32 weights): the pair carries w[e]'s bits instead of the id e.
 // key_mask != 0 (the two-level build, narrow plans only): the key is masked to the sort's bits and
-// the destination's low kTwoLevelLo bits ride in src's bits 26-31 (src is masked to 26 bits), so
-// that bad indices still give keys and digits inside the ranges the two-level kernels index by.
-constexpr int kTwoLevelLo = 6, kTwoLevelSrcBits = 26;
+// the destination's low 6 bits ride in src's bits 26-31 (two_level::pack_src; src masked to 26
+// bits), so that bad indices still give keys and digits inside the ranges the two-level kernels
+// index by (src/cuda/two_level_sort.cuh).
 template <class I, class K, class P>
 __global__ void init_pairs_kernel(const I* src, const I* dst, K* keys, EdgePair<P>* pairs, std::int64_t E,
                                   std::uint64_t N, unsigned long long* first_bad, const float* fw, K key_mask = 0) {
@@ -219,8 +220,7 @@ __global__ void init_pairs_kernel(const I* src, const I* dst, K* keys, EdgePair<
     P ps = P(s);
     if (key_mask) {
       keys[e] = K(d) & key_mask;
-      ps = P((std::uint32_t(s) & ((1u << kTwoLevelSrcBits) - 1u)) |
-             ((std::uint32_t(d) & ((1u << kTwoLevelLo) - 1u)) << kTwoLevelSrcBits));
+      ps = P(two_level::pack_src(std::uint32_t(s), std::uint32_t(d)));
     } else {
       keys[e] = K(d);
     }
@@ -241,243 +241,6 @@ __global__ void row_ptr_kernel(const K* keys, int shift, std::int64_t E, std::in
       else hi = mid;
     }
     row_ptr[i] = P(base + lo);
-  }
-}
-
-// ---- plan build, two levels (opt-in: PIPELINK_AGG_BUILD_TWO_LEVEL=1; see sort_narrow) ----------
-// CUB sorts the key's bits [kTwoLevelLo, end_bit) only: two passes instead of three for 17-22 bits.
-// Each bucket of 64 consecutive destinations is then contiguous, in edge order, and these kernels
-// order it by the low 6 bits (carried in src's bits 26-31, cleared on the way out) and write the
-// row offsets. bench/micro/bucket_oneshot_micro.cu (H200, session 11, products-like): the 16-bit
-// sort with the bucket offsets 1.74 ms against 2.41 for the 22-bit sort with row offsets, and the
-// rank (two_level_rank_kernel's form, "T64h") 0.504 ms, so ~2.24 against ~2.41; the same pairs and
-// row offsets bitwise. Buckets over kTwoLevelCap edges (power-law's hub rows) go through count,
-// scan and place over kTwoLevelCap-edge chunks of the sorted pairs, in parallel. That path, and the
-// whole knob in the library, have not run on a GPU yet.
-constexpr int kTwoLevelCap = 2048, kTwoLevelRows = 1 << kTwoLevelLo, kTwoLevelThreads = 256;
-using NarrowPair = EdgePair<std::int32_t>;
-
-__device__ __forceinline__ int two_level_digit(NarrowPair p) { return int(std::uint32_t(p.src) >> kTwoLevelSrcBits); }
-__device__ __forceinline__ NarrowPair two_level_clear(NarrowPair p) {
-  return NarrowPair{int(std::uint32_t(p.src) & ((1u << kTwoLevelSrcBits) - 1u)), p.id};
-}
-// Lane t holds the counts of digits 2t and 2t + 1: the exclusive sum of the 64 counts at digit 2t.
-__device__ __forceinline__ int two_level_pair_scan(int c0, int c1, int lane) {
-  int incl = c0 + c1;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int v = __shfl_up_sync(0xffffffffu, incl, o);
-    if (lane >= o) incl += v;
-  }
-  return incl - c0 - c1;
-}
-// Rows 2t and 2t + 1 of bucket b start at `first` and first + c0; the last bucket writes row_ptr[N].
-__device__ __forceinline__ void two_level_row_ptr(std::int32_t* row_ptr, std::int64_t b, int t, int first, int c0,
-                                                  std::int64_t N, std::int64_t buckets, const std::int32_t* bptr) {
-  const std::int64_t r = b * kTwoLevelRows + 2 * t;
-  if (r < N) row_ptr[r] = first;
-  if (r + 1 < N) row_ptr[r + 1] = first + c0;
-  if (b == buckets - 1 && t == 0) row_ptr[N] = bptr[buckets];
-}
-// The largest b < B with bptr[b] <= pos: the bucket holding position pos.
-__device__ __forceinline__ std::int64_t two_level_bucket_of(const std::int32_t* bptr, std::int64_t B, std::int64_t pos) {
-  std::int64_t lo = 0, hi = B - 1;
-  while (lo < hi) {
-    const std::int64_t mid = (lo + hi + 1) / 2;
-    if (bptr[mid] <= pos) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
-}
-// Stable positions of a block's striped elements (thread t holds element j * T + t as dg[j], -1
-// past n): pos[j] = base[d] + the number of earlier elements of digit d. base (64), run (64, zero
-// on entry) and wcnt are shared memory. Three barriers a 256-element step.
-template <int J>
-__device__ __forceinline__ void two_level_positions(const int (&dg)[J], int n, const int* base, int* run,
-                                                    int (*wcnt)[kTwoLevelRows], int (&pos)[J]) {
-  constexpr int T = kTwoLevelThreads;
-  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
-  const unsigned below = (1u << lane) - 1u;
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    pos[j] = -1;
-    if (j * T >= n) continue;  // block-uniform
-    const int d = dg[j];
-    const unsigned peers = __match_any_sync(0xffffffffu, d);
-    const int rank = __popc(peers & below);
-    for (int q = lane; q < kTwoLevelRows; q += 32) wcnt[w][q] = 0;
-    __syncwarp();
-    if (d >= 0 && rank == 0) wcnt[w][d] = __popc(peers);
-    __syncthreads();
-    if (t < kTwoLevelRows) {  // digit t: each warp's first position in this step, then the run past it
-      int r = run[t];
-#pragma unroll
-      for (int v = 0; v < T / 32; ++v) {
-        const int c = wcnt[v][t];
-        wcnt[v][t] = r;
-        r += c;
-      }
-      run[t] = r;
-    }
-    __syncthreads();
-    if (d >= 0) pos[j] = base[d] + wcnt[w][d] + rank;
-    __syncthreads();
-  }
-}
-// A block per bucket of at most kTwoLevelCap edges: loads it at once (all loads in flight), counts
-// its digits, ranks it stably, places it in shared memory, writes it coalesced with its row offsets.
-__global__ void __launch_bounds__(kTwoLevelThreads) two_level_rank_kernel(const NarrowPair* __restrict__ in,
-                                                                         const std::int32_t* __restrict__ bptr,
-                                                                         std::int64_t N, std::int64_t buckets,
-                                                                         NarrowPair* __restrict__ out,
-                                                                         std::int32_t* __restrict__ row_ptr) {
-  constexpr int T = kTwoLevelThreads, J = kTwoLevelCap / T;
-  __shared__ NarrowPair tile[kTwoLevelCap];
-  __shared__ int start[kTwoLevelRows], run[kTwoLevelRows], wcnt[T / 32][kTwoLevelRows];
-  const std::int64_t b = blockIdx.x;
-  const int t = threadIdx.x, lane = t & 31;
-  const int bs = bptr[b], n = bptr[b + 1] - bs;
-  if (n > kTwoLevelCap) {  // two_level_scan_kernel writes its row offsets
-    if (b == buckets - 1 && t == 0) row_ptr[N] = bptr[buckets];
-    return;
-  }
-  NarrowPair pr[J];
-  int dg[J], pos[J];
-#pragma unroll
-  for (int j = 0; j < J; ++j) {
-    const int i = j * T + t;
-    dg[j] = -1;
-    if (i < n) {
-      pr[j] = in[bs + i];
-      dg[j] = two_level_digit(pr[j]);
-      pr[j] = two_level_clear(pr[j]);
-    }
-  }
-  if (t < kTwoLevelRows) run[t] = 0;
-  __syncthreads();
-#pragma unroll
-  for (int j = 0; j < J; ++j)
-    if (dg[j] >= 0) atomicAdd(&run[dg[j]], 1);
-  __syncthreads();
-  if (t < 32) {
-    const int c0 = run[2 * t], c1 = run[2 * t + 1];
-    const int ex = two_level_pair_scan(c0, c1, lane);
-    start[2 * t] = ex;
-    start[2 * t + 1] = ex + c0;
-    run[2 * t] = run[2 * t + 1] = 0;
-    two_level_row_ptr(row_ptr, b, t, bs + ex, c0, N, buckets, bptr);
-  }
-  __syncthreads();
-  two_level_positions<J>(dg, n, start, run, wcnt, pos);
-#pragma unroll
-  for (int j = 0; j < J; ++j)
-    if (pos[j] >= 0) tile[pos[j]] = pr[j];
-  __syncthreads();
-  for (int i = t; i < n; i += T) out[bs + i] = tile[i];
-}
-// Big buckets (> kTwoLevelCap edges). A kTwoLevelCap-edge chunk [c0, c1) of the sorted pairs meets at
-// most two of them: the one holding c0 (side 0) and the one holding c1 - 1 (side 1); any other
-// would lie inside the chunk and hold fewer edges than it. Returns that bucket, or -1.
-__device__ __forceinline__ std::int64_t two_level_big_side(const std::int32_t* bptr, std::int64_t B, std::int64_t c0,
-                                                           std::int64_t c1, int side) {
-  const std::int64_t b0 = two_level_bucket_of(bptr, B, c0);
-  const std::int64_t b = side == 0 ? b0 : two_level_bucket_of(bptr, B, c1 - 1);
-  if (side == 1 && b == b0) return -1;
-  return bptr[b + 1] - bptr[b] > kTwoLevelCap ? b : -1;
-}
-// cnt[(chunk * 2 + side) * 64 + d]: digit d's count in the chunk's part of that big bucket.
-__global__ void __launch_bounds__(kTwoLevelThreads) two_level_count_kernel(const NarrowPair* __restrict__ in,
-                                                                          const std::int32_t* __restrict__ bptr,
-                                                                          std::int64_t B, std::int64_t E,
-                                                                          std::int32_t* __restrict__ cnt) {
-  __shared__ int h[kTwoLevelRows];
-  const std::int64_t c = blockIdx.x, c0 = c * kTwoLevelCap, c1 = min(E, c0 + kTwoLevelCap);
-  const int t = threadIdx.x;
-  for (int side = 0; side < 2; ++side) {
-    const std::int64_t b = two_level_big_side(bptr, B, c0, c1, side);  // block-uniform
-    if (b < 0) continue;
-    const std::int64_t lo = max(c0, std::int64_t(bptr[b])), hi = min(c1, std::int64_t(bptr[b + 1]));
-    if (t < kTwoLevelRows) h[t] = 0;
-    __syncthreads();
-    for (std::int64_t i = lo + t; i < hi; i += kTwoLevelThreads) atomicAdd(&h[two_level_digit(in[i])], 1);
-    __syncthreads();
-    if (t < kTwoLevelRows) cnt[(c * 2 + side) * kTwoLevelRows + t] = h[t];
-    __syncthreads();
-  }
-}
-// A block per big bucket: digit totals and row offsets, then, in place of each chunk's counts, the
-// first position of each digit's edges from that chunk (four groups of 64 threads over the chunks).
-__global__ void __launch_bounds__(kTwoLevelThreads) two_level_scan_kernel(const std::int32_t* __restrict__ bptr,
-                                                                         std::int64_t N, std::int64_t buckets,
-                                                                         std::int32_t* __restrict__ cnt,
-                                                                         std::int32_t* __restrict__ row_ptr) {
-  __shared__ int sums[4][kTwoLevelRows], tot[kTwoLevelRows], dstart[kTwoLevelRows];
-  const std::int64_t b = blockIdx.x, bs = bptr[b], be = bptr[b + 1];
-  if (be - bs <= kTwoLevelCap) return;
-  const int t = threadIdx.x, lane = t & 31, g = t >> kTwoLevelLo, d = t & (kTwoLevelRows - 1);
-  const std::int64_t cf = bs / kTwoLevelCap, cl = (be - 1) / kTwoLevelCap, q = (cl - cf + 4) / 4;
-  const std::int64_t g0 = cf + g * q, g1 = min(cl + 1, g0 + q);
-  // Side 1 only in the first chunk, and only where the bucket starts inside it.
-  auto idx = [&](std::int64_t c) { return (c * 2 + (c == cf && bs > c * kTwoLevelCap ? 1 : 0)) * kTwoLevelRows + d; };
-  int sum = 0;
-  for (std::int64_t c = g0; c < g1; ++c) sum += cnt[idx(c)];
-  sums[g][d] = sum;
-  __syncthreads();
-  if (t < kTwoLevelRows) tot[t] = sums[0][t] + sums[1][t] + sums[2][t] + sums[3][t];
-  __syncthreads();
-  if (t < 32) {
-    const int ex = two_level_pair_scan(tot[2 * t], tot[2 * t + 1], lane);
-    dstart[2 * t] = ex;
-    dstart[2 * t + 1] = ex + tot[2 * t];
-    two_level_row_ptr(row_ptr, b, t, int(bs) + ex, tot[2 * t], N, buckets, bptr);
-  }
-  __syncthreads();
-  int base = int(bs) + dstart[d];
-  for (int v = 0; v < g; ++v) base += sums[v][d];
-  for (std::int64_t c = g0; c < g1; ++c) {
-    const int v = cnt[idx(c)];
-    cnt[idx(c)] = base;
-    base += v;
-  }
-}
-// A block per chunk: its parts of big buckets ranked as in two_level_rank_kernel and written at the
-// positions two_level_scan_kernel left (scattered inside the bucket, each digit's run contiguous).
-__global__ void __launch_bounds__(kTwoLevelThreads) two_level_place_kernel(const NarrowPair* __restrict__ in,
-                                                                          const std::int32_t* __restrict__ bptr,
-                                                                          std::int64_t B, std::int64_t E,
-                                                                          const std::int32_t* __restrict__ off,
-                                                                          NarrowPair* __restrict__ out) {
-  constexpr int T = kTwoLevelThreads, J = kTwoLevelCap / T;
-  __shared__ int base[kTwoLevelRows], run[kTwoLevelRows], wcnt[T / 32][kTwoLevelRows];
-  const std::int64_t c = blockIdx.x, c0 = c * kTwoLevelCap, c1 = min(E, c0 + kTwoLevelCap);
-  const int t = threadIdx.x;
-  for (int side = 0; side < 2; ++side) {
-    const std::int64_t b = two_level_big_side(bptr, B, c0, c1, side);
-    if (b < 0) continue;
-    const std::int64_t lo = max(c0, std::int64_t(bptr[b])), hi = min(c1, std::int64_t(bptr[b + 1]));
-    const int n = int(hi - lo);
-    NarrowPair pr[J];
-    int dg[J], pos[J];
-#pragma unroll
-    for (int j = 0; j < J; ++j) {
-      const int i = j * T + t;
-      dg[j] = -1;
-      if (i < n) {
-        pr[j] = in[lo + i];
-        dg[j] = two_level_digit(pr[j]);
-        pr[j] = two_level_clear(pr[j]);
-      }
-    }
-    if (t < kTwoLevelRows) {
-      base[t] = off[(c * 2 + side) * kTwoLevelRows + t];
-      run[t] = 0;
-    }
-    __syncthreads();
-    two_level_positions<J>(dg, n, base, run, wcnt, pos);
-#pragma unroll
-    for (int j = 0; j < J; ++j)
-      if (pos[j] >= 0) out[pos[j]] = pr[j];
-    __syncthreads();
   }
 }
 
@@ -558,7 +321,7 @@ std::int64_t long_row_threshold() {
 //   PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (tests only; read in aggregate_one_shot): edge ranges of
 //     more edges than this fail as if out of memory, to make the unforced splits happen.
 //   PIPELINK_AGG_BUILD_TWO_LEVEL: 1 sorts a narrow plan of 17-22 key bits in two levels (CUB on
-//     the top bits, then the two_level_* kernels on the low 6), the same plan; 0 (the default):
+//     the top bits, then src/cuda/two_level_sort.cuh's kernels on the low 6), the same plan; 0 (the default):
 //     one CUB sort. Opt-in until it has run on a GPU (session 11; see the kernels).
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
@@ -960,8 +723,8 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // The two-level sort (PIPELINK_AGG_BUILD_TWO_LEVEL=1) where it saves a CUB pass: 17-22 key bits
   // leave 11-16 for CUB (two passes instead of three). Destination ranges and edge ranges keep the
   // one sort.
-  const bool two_level = knobs.two_level && end_bit > 16 && end_bit <= kTwoLevelLo + 16;
-  const int begin_bit = two_level ? kTwoLevelLo : 0;
+  const bool use_two_level = knobs.two_level && end_bit > 16 && end_bit <= two_level::kLo + 16;
+  const int begin_bit = use_two_level ? two_level::kLo : 0;
   // CUB's temp size depends only on the sizes: ask with null buffers first.
   std::size_t temp_bytes = 0;
   {
@@ -1041,7 +804,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // The init kernel writes the transient pairs; an odd number of sort passes (three for 17-24
   // bits, as products-like's 22; one for a single-tile sort or at most 8 bits) leaves the result
   // in `kept`, an even one (two passes: 9-16 bits) in the transient buffer, which is then copied.
-  const K key_mask = two_level ? K((std::uint64_t(1) << end_bit) - 1) : K(0);
+  const K key_mask = use_two_level ? K((std::uint64_t(1) << end_bit) - 1) : K(0);
   init_pairs_kernel<I, K, std::int32_t><<<grid_for(E, 256), 256, 0, s>>>(
       src.data_as<const I>(), dst.data_as<const I>(), keys_a, pairs_t, E, std::uint64_t(N), flag, fw, key_mask);
   check_launch();
@@ -1052,28 +815,20 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   cub::DoubleBuffer<K> keys(keys_a, keys_b);
   cub::DoubleBuffer<Pair> pairs(pairs_t, kept.as<Pair>());
   PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, n32, begin_bit, end_bit, s));
-  if (two_level) {
+  if (use_two_level) {
     // Two passes leave the pairs in the transient buffer; a single-tile sort (small E) in `kept`,
     // which the kernels below must not read and write at once.
     if (pairs.Current() == kept.as<Pair>())
       PIPELINK_CUDA_CHECK(cudaMemcpyAsync(pairs_t, kept.get(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
     trace.mark("sort");
-    const std::int64_t B = (N + kTwoLevelRows - 1) / kTwoLevelRows, C = (E + kTwoLevelCap - 1) / kTwoLevelCap;
-    DeviceBuffer bptr((B + 1) * sizeof(std::int32_t), s), cnt(std::size_t(C) * 2 * kTwoLevelRows * sizeof(std::int32_t), s);
-    row_ptr_kernel<K, std::int32_t><<<grid_for(B + 1, 256), 256, 0, s>>>(keys.Current(), kTwoLevelLo, E, B,
+    const std::int64_t B = (N + two_level::kRows - 1) / two_level::kRows, C = (E + two_level::kCap - 1) / two_level::kCap;
+    DeviceBuffer bptr((B + 1) * sizeof(std::int32_t), s), cnt(std::size_t(C) * 2 * two_level::kRows * sizeof(std::int32_t), s);
+    row_ptr_kernel<K, std::int32_t><<<grid_for(B + 1, 256), 256, 0, s>>>(keys.Current(), two_level::kLo, E, B,
                                                                          bptr.as<std::int32_t>());
     check_launch();
     plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
-    const std::int32_t* bp = bptr.as<const std::int32_t>();
-    std::int32_t* rp = plan.row_ptr.as<std::int32_t>();
-    two_level_rank_kernel<<<unsigned(B), kTwoLevelThreads, 0, s>>>(pairs_t, bp, N, B, kept.as<Pair>(), rp);
-    check_launch();
-    two_level_count_kernel<<<unsigned(C), kTwoLevelThreads, 0, s>>>(pairs_t, bp, B, E, cnt.as<std::int32_t>());
-    check_launch();
-    two_level_scan_kernel<<<unsigned(B), kTwoLevelThreads, 0, s>>>(bp, N, B, cnt.as<std::int32_t>(), rp);
-    check_launch();
-    two_level_place_kernel<<<unsigned(C), kTwoLevelThreads, 0, s>>>(pairs_t, bp, B, E, cnt.as<const std::int32_t>(),
-                                                                    kept.as<Pair>());
+    two_level::launch<Pair>(pairs_t, bptr.as<const std::int32_t>(), N, E, cnt.as<std::int32_t>(), kept.as<Pair>(),
+                            plan.row_ptr.as<std::int32_t>(), s);
     check_launch();
     trace.mark("two_level");
     plan.pairs = std::move(kept);

@@ -1,0 +1,265 @@
+#pragma once
+// The plan build's second level (opt-in: PIPELINK_AGG_BUILD_TWO_LEVEL=1; src/cuda/aggregate.cu's
+// sort_narrow). Self-contained (CUDA runtime and <cstdint> only) so that the standalone micro
+// bench/micro/bucket_oneshot_micro.cu measures these same kernels.
+//
+// CUB sorts the key's bits [kLo, end_bit) only: two passes instead of three for 17-22 bits. Each
+// bucket of kRows = 64 consecutive destinations is then contiguous, in edge order (the sort is
+// stable), and these kernels order it by the destination's low 6 bits, which the build's init
+// carries in src's bits 26-31 (cleared on the way out), and write the row offsets. The result is
+// the one sort's plan, bitwise.
+// Measured (bench/micro/bucket_oneshot_micro.cu, H200, session 11, products-like): the 16-bit sort
+// with the bucket offsets 1.74 ms against 2.41 for the 22-bit sort with row offsets, and the rank
+// (rank_kernel's form, "T64h" there) 0.504 ms: ~2.24 against ~2.41 ms. The same blocks only copying
+// took 0.253, so the rank runs at half its byte rate.
+// Buckets over kCap edges (power-law's hub rows) go through count, scan and place over kCap-edge
+// chunks of the sorted pairs, all chunks in parallel. That path, and these kernels in the library,
+// have not run on a GPU yet.
+//
+// Pair: a 4-byte-aligned struct whose first member is `int src`; its other bytes are moved as they are.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace pipelink::cuda::two_level {
+
+constexpr int kLo = 6, kSrcBits = 26, kRows = 1 << kLo, kCap = 2048, kThreads = 256;
+constexpr std::uint32_t kSrcMask = (1u << kSrcBits) - 1u;
+
+/// src masked to kSrcBits with the destination's low kLo bits above it (the build's init).
+__host__ __device__ constexpr std::uint32_t pack_src(std::uint32_t src, std::uint32_t dst) {
+  return (src & kSrcMask) | ((dst & (kRows - 1u)) << kSrcBits);
+}
+
+template <class Pair>
+__device__ __forceinline__ int digit_of(const Pair& p) {
+  return int(std::uint32_t(p.src) >> kSrcBits);
+}
+// Lane t holds the counts of digits 2t and 2t + 1: the exclusive sum of the 64 counts at digit 2t.
+__device__ __forceinline__ int pair_scan(int c0, int c1, int lane) {
+  int incl = c0 + c1;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int v = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += v;
+  }
+  return incl - c0 - c1;
+}
+// Rows 2t and 2t + 1 of bucket b start at `first` and first + c0; the last bucket writes row_ptr[N].
+__device__ __forceinline__ void write_row_ptr(std::int32_t* row_ptr, std::int64_t b, int t, int first, int c0,
+                                              std::int64_t N, std::int64_t buckets, const std::int32_t* bptr) {
+  const std::int64_t r = b * kRows + 2 * t;
+  if (r < N) row_ptr[r] = first;
+  if (r + 1 < N) row_ptr[r + 1] = first + c0;
+  if (b == buckets - 1 && t == 0) row_ptr[N] = bptr[buckets];
+}
+// The largest b < B with bptr[b] <= pos: the bucket holding position pos.
+__device__ __forceinline__ std::int64_t bucket_of(const std::int32_t* bptr, std::int64_t B, std::int64_t pos) {
+  std::int64_t lo = 0, hi = B - 1;
+  while (lo < hi) {
+    const std::int64_t mid = (lo + hi + 1) / 2;
+    if (bptr[mid] <= pos) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+// Thread t loads elements j * kThreads + t < n of in[] (all loads issued before any use): the
+// pair with its digit bits cleared in pr[j], the digit in dg[j] (-1 past n).
+template <int J, class Pair>
+__device__ __forceinline__ void load_part(const Pair* __restrict__ in, int n, Pair (&pr)[J], int (&dg)[J]) {
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    const int i = j * kThreads + int(threadIdx.x);
+    dg[j] = -1;
+    if (i < n) {
+      pr[j] = in[i];
+      dg[j] = digit_of(pr[j]);
+      pr[j].src = int(std::uint32_t(pr[j].src) & kSrcMask);
+    }
+  }
+}
+// Stable positions of a block's striped elements (dg as load_part leaves it): pos[j] = base[d] +
+// the number of earlier elements of digit d, -1 past n. base (64), run (64, zero on entry) and
+// wcnt are shared memory. Three barriers a 256-element step.
+template <int J>
+__device__ __forceinline__ void stable_positions(const int (&dg)[J], int n, const int* base, int* run,
+                                                 int (*wcnt)[kRows], int (&pos)[J]) {
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  const unsigned below = (1u << lane) - 1u;
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    pos[j] = -1;
+    if (j * kThreads >= n) continue;  // block-uniform
+    const int d = dg[j];
+    const unsigned peers = __match_any_sync(0xffffffffu, d);
+    const int rank = __popc(peers & below);
+    for (int q = lane; q < kRows; q += 32) wcnt[w][q] = 0;
+    __syncwarp();
+    if (d >= 0 && rank == 0) wcnt[w][d] = __popc(peers);
+    __syncthreads();
+    if (t < kRows) {  // digit t: each warp's first position in this step, then the run past it
+      int r = run[t];
+#pragma unroll
+      for (int v = 0; v < kThreads / 32; ++v) {
+        const int c = wcnt[v][t];
+        wcnt[v][t] = r;
+        r += c;
+      }
+      run[t] = r;
+    }
+    __syncthreads();
+    if (d >= 0) pos[j] = base[d] + wcnt[w][d] + rank;
+    __syncthreads();
+  }
+}
+
+// A block per bucket of at most kCap edges: loads it at once, counts its digits, ranks it stably,
+// places it in shared memory and writes it coalesced, with its row offsets.
+template <class Pair>
+__global__ void __launch_bounds__(kThreads) rank_kernel(const Pair* __restrict__ in, const std::int32_t* __restrict__ bptr,
+                                                        std::int64_t N, std::int64_t buckets, Pair* __restrict__ out,
+                                                        std::int32_t* __restrict__ row_ptr) {
+  constexpr int J = kCap / kThreads;
+  __shared__ Pair tile[kCap];
+  __shared__ int start[kRows], run[kRows], wcnt[kThreads / 32][kRows];
+  const std::int64_t b = blockIdx.x;
+  const int t = threadIdx.x, lane = t & 31;
+  const int bs = bptr[b], n = bptr[b + 1] - bs;
+  if (n > kCap) {  // scan_kernel writes its row offsets
+    if (b == buckets - 1 && t == 0) row_ptr[N] = bptr[buckets];
+    return;
+  }
+  Pair pr[J];
+  int dg[J], pos[J];
+  load_part<J>(in + bs, n, pr, dg);
+  if (t < kRows) run[t] = 0;
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+    if (dg[j] >= 0) atomicAdd(&run[dg[j]], 1);
+  __syncthreads();
+  if (t < 32) {
+    const int c0 = run[2 * t], c1 = run[2 * t + 1];
+    const int ex = pair_scan(c0, c1, lane);
+    start[2 * t] = ex;
+    start[2 * t + 1] = ex + c0;
+    run[2 * t] = run[2 * t + 1] = 0;
+    write_row_ptr(row_ptr, b, t, bs + ex, c0, N, buckets, bptr);
+  }
+  __syncthreads();
+  stable_positions<J>(dg, n, start, run, wcnt, pos);
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+    if (pos[j] >= 0) tile[pos[j]] = pr[j];
+  __syncthreads();
+  for (int i = t; i < n; i += kThreads) out[bs + i] = tile[i];
+}
+
+// Big buckets (> kCap edges). A kCap-edge chunk [c0, c1) of the sorted pairs meets at most two of
+// them: the one holding c0 (side 0) and the one holding c1 - 1 (side 1); any other would lie inside
+// the chunk and hold fewer edges than it. Returns that bucket, or -1.
+__device__ __forceinline__ std::int64_t big_side(const std::int32_t* bptr, std::int64_t B, std::int64_t c0,
+                                                 std::int64_t c1, int side) {
+  const std::int64_t b0 = bucket_of(bptr, B, c0);
+  const std::int64_t b = side == 0 ? b0 : bucket_of(bptr, B, c1 - 1);
+  if (side == 1 && b == b0) return -1;
+  return bptr[b + 1] - bptr[b] > kCap ? b : -1;
+}
+// cnt[(chunk * 2 + side) * 64 + d]: digit d's count in the chunk's part of that big bucket.
+template <class Pair>
+__global__ void __launch_bounds__(kThreads) count_kernel(const Pair* __restrict__ in, const std::int32_t* __restrict__ bptr,
+                                                         std::int64_t B, std::int64_t E, std::int32_t* __restrict__ cnt) {
+  __shared__ int h[kRows];
+  const std::int64_t c = blockIdx.x, c0 = c * kCap, c1 = min(E, c0 + kCap);
+  const int t = threadIdx.x;
+  for (int side = 0; side < 2; ++side) {
+    const std::int64_t b = big_side(bptr, B, c0, c1, side);  // block-uniform
+    if (b < 0) continue;
+    const std::int64_t lo = max(c0, std::int64_t(bptr[b])), hi = min(c1, std::int64_t(bptr[b + 1]));
+    if (t < kRows) h[t] = 0;
+    __syncthreads();
+    for (std::int64_t i = lo + t; i < hi; i += kThreads) atomicAdd(&h[digit_of(in[i])], 1);
+    __syncthreads();
+    if (t < kRows) cnt[(c * 2 + side) * kRows + t] = h[t];
+    __syncthreads();
+  }
+}
+// A block per big bucket: digit totals and row offsets, then, in place of each chunk's counts, the
+// first position of each digit's edges from that chunk (four groups of 64 threads over the chunks).
+__global__ void __launch_bounds__(kThreads) scan_kernel(const std::int32_t* __restrict__ bptr, std::int64_t N,
+                                                        std::int64_t buckets, std::int32_t* __restrict__ cnt,
+                                                        std::int32_t* __restrict__ row_ptr) {
+  __shared__ int sums[4][kRows], tot[kRows], dstart[kRows];
+  const std::int64_t b = blockIdx.x, bs = bptr[b], be = bptr[b + 1];
+  if (be - bs <= kCap) return;
+  const int t = threadIdx.x, lane = t & 31, g = t >> kLo, d = t & (kRows - 1);
+  const std::int64_t cf = bs / kCap, cl = (be - 1) / kCap, q = (cl - cf + 4) / 4;
+  const std::int64_t g0 = cf + g * q, g1 = min(cl + 1, g0 + q);
+  // Side 1 only in the first chunk, and only where the bucket starts inside it.
+  auto idx = [&](std::int64_t c) { return (c * 2 + (c == cf && bs > c * kCap ? 1 : 0)) * kRows + d; };
+  int sum = 0;
+  for (std::int64_t c = g0; c < g1; ++c) sum += cnt[idx(c)];
+  sums[g][d] = sum;
+  __syncthreads();
+  if (t < kRows) tot[t] = sums[0][t] + sums[1][t] + sums[2][t] + sums[3][t];
+  __syncthreads();
+  if (t < 32) {
+    const int ex = pair_scan(tot[2 * t], tot[2 * t + 1], lane);
+    dstart[2 * t] = ex;
+    dstart[2 * t + 1] = ex + tot[2 * t];
+    write_row_ptr(row_ptr, b, t, int(bs) + ex, tot[2 * t], N, buckets, bptr);
+  }
+  __syncthreads();
+  int base = int(bs) + dstart[d];
+  for (int v = 0; v < g; ++v) base += sums[v][d];
+  for (std::int64_t c = g0; c < g1; ++c) {
+    const int v = cnt[idx(c)];
+    cnt[idx(c)] = base;
+    base += v;
+  }
+}
+// A block per chunk: its parts of big buckets ranked as in rank_kernel and written at the positions
+// scan_kernel left (scattered inside the bucket, each digit's run contiguous).
+template <class Pair>
+__global__ void __launch_bounds__(kThreads) place_kernel(const Pair* __restrict__ in, const std::int32_t* __restrict__ bptr,
+                                                         std::int64_t B, std::int64_t E, const std::int32_t* __restrict__ off,
+                                                         Pair* __restrict__ out) {
+  constexpr int J = kCap / kThreads;
+  __shared__ int base[kRows], run[kRows], wcnt[kThreads / 32][kRows];
+  const std::int64_t c = blockIdx.x, c0 = c * kCap, c1 = min(E, c0 + kCap);
+  const int t = threadIdx.x;
+  for (int side = 0; side < 2; ++side) {
+    const std::int64_t b = big_side(bptr, B, c0, c1, side);
+    if (b < 0) continue;
+    const std::int64_t lo = max(c0, std::int64_t(bptr[b])), hi = min(c1, std::int64_t(bptr[b + 1]));
+    const int n = int(hi - lo);
+    Pair pr[J];
+    int dg[J], pos[J];
+    load_part<J>(in + lo, n, pr, dg);
+    if (t < kRows) {
+      base[t] = off[(c * 2 + side) * kRows + t];
+      run[t] = 0;
+    }
+    __syncthreads();
+    stable_positions<J>(dg, n, base, run, wcnt, pos);
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+      if (pos[j] >= 0) out[pos[j]] = pr[j];
+    __syncthreads();
+  }
+}
+
+/// The four kernels after CUB's top-bits sort: `in` the sorted pairs (digits packed, not `out`),
+/// bptr the B + 1 bucket offsets, cnt scratch of (ceil(E / kCap) * 2 * kRows) ints; writes `out`
+/// (the plan's pairs) and row_ptr [N + 1].
+template <class Pair>
+void launch(const Pair* in, const std::int32_t* bptr, std::int64_t N, std::int64_t E, std::int32_t* cnt, Pair* out,
+            std::int32_t* row_ptr, cudaStream_t s) {
+  const std::int64_t B = (N + kRows - 1) / kRows, C = (E + kCap - 1) / kCap;
+  rank_kernel<Pair><<<unsigned(B), kThreads, 0, s>>>(in, bptr, N, B, out, row_ptr);
+  count_kernel<Pair><<<unsigned(C), kThreads, 0, s>>>(in, bptr, B, E, cnt);
+  scan_kernel<<<unsigned(B), kThreads, 0, s>>>(bptr, N, B, cnt, row_ptr);
+  place_kernel<Pair><<<unsigned(C), kThreads, 0, s>>>(in, bptr, B, E, cnt, out);
+}
+
+}  // namespace pipelink::cuda::two_level
