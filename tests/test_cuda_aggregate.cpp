@@ -627,7 +627,24 @@ TEST_F(CudaAggregate, TwoLevelBuildIsTheSamePlan) {
   deg[10] += 30000;         // bucket 0 past 2048 edges: many chunks, both sides
   deg[64 * 500 + 3] += 5000;  // a big bucket in the middle
   deg[99999] += 2500;       // the last bucket big: row_ptr[N] from the scan
+  // Bucket layouts set exactly (buckets are 64 rows; chunks of the sorted pairs 2048 edges):
+  // bucket 0 of 4096 edges (big, ending on a chunk boundary), bucket 1 of exactly 2048 (the small
+  // path with every slot full), bucket 2 of 2049 (big, starting on a chunk boundary), bucket 3 of
+  // 3000 right after it (a chunk meeting two big buckets), empty buckets 4-9, then small rows, and
+  // a big last bucket (48 rows at N = 70000) or an empty one.
+  auto layout = [](bool big_last) {
+    std::vector<std::int64_t> d(70000, 0);
+    for (std::int64_t r = 0; r < 256; ++r) d[r] = r < 64 ? 1 : r < 128 ? 32 : 1;
+    d[0] += 4096 - 64;
+    d[128] += 2049 - 64;
+    d[192 + 5] += 3000 - 64;
+    for (std::int64_t r = 640; r < 70000 - 64; ++r) d[r] = r % 5;
+    if (big_last) d[69999] = 3001;
+    return d;
+  };
   std::vector<EdgeList> graphs;
+  graphs.push_back(graph_with_degrees(layout(true), seed + 11));
+  graphs.push_back(graph_with_degrees(layout(false), seed + 12));
   graphs.push_back(graph_with_degrees(deg, seed));
   graphs.push_back(rmat_graph(17, 1000000, 0.57, 0.19, 0.19, seed + 1, DType::i32));
   graphs.push_back(uniform_graph(3000000, 1000000, seed + 2, DType::i64));  // 22 bits, ~21 edges a bucket
@@ -664,6 +681,22 @@ TEST_F(CudaAggregate, TwoLevelBuildIsTheSamePlan) {
     EXPECT_TRUE(bitwise_equal(one.once, two.once)) << "one-shot call over the two-level build differs";
   }
   ScopedEnv env({{"PIPELINK_AGG_BUILD_TWO_LEVEL", "1"}});
+  {  // Bad destinations whose masked keys land past the last bucket (-1: 2200 of them, whole chunks
+     // past the bucket offsets), in a big bucket (10 - 2^17 masks to row 10), and in [N, 64 B):
+     // the first bad edge reported, nothing written out of bounds (memcheck).
+    EdgeList lg = graph_with_degrees(layout(true), seed + 13);
+    auto* d = lg.dst.data_as<std::int32_t>();
+    for (std::int64_t e = 100; e < 2300; ++e) d[e] = -1;
+    d[5000] = 10 - (1 << 17);
+    d[5001] = 70005;
+    try {
+      (void)AggregatePlan::build(gpu(lg.src), gpu(lg.dst), 70000);
+      ADD_FAILURE() << "no error";
+    } catch (const IndexOutOfRangeError& e) {
+      EXPECT_EQ(e.position(), 100) << e.what();
+      EXPECT_EQ(e.port(), "dst") << e.what();
+    }
+  }
   EdgeList g = uniform_graph(100000, 100000, seed + 8, DType::i64);
   g.src.data_as<std::int64_t>()[70001] = 100000;
   g.dst.data_as<std::int64_t>()[70000] = -3;

@@ -721,8 +721,9 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // the same keys and pairs bitwise). The temp query and the sort must use the same count type.
   const std::uint32_t n32 = std::uint32_t(E);
   // The two-level sort (PIPELINK_AGG_BUILD_TWO_LEVEL=1) where it saves a CUB pass: 17-22 key bits
-  // leave 11-16 for CUB (two passes instead of three). Destination ranges and edge ranges keep the
-  // one sort.
+  // leave 11-16 for CUB (two passes instead of three). Destination ranges keep the one sort; a
+  // one-shot call's edge ranges build through here and take it too. Its bucket offsets and chunk
+  // counts (~0.25 B/edge) are allocated outside the arena and PIPELINK_AGG_BUILD_MEMORY's cap.
   const bool use_two_level = knobs.two_level && end_bit > 16 && end_bit <= two_level::kLo + 16;
   const int begin_bit = use_two_level ? two_level::kLo : 0;
   // CUB's temp size depends only on the sizes: ask with null buffers first.

@@ -125,10 +125,7 @@ __global__ void __launch_bounds__(kThreads) rank_kernel(const Pair* __restrict__
   const std::int64_t b = blockIdx.x;
   const int t = threadIdx.x, lane = t & 31;
   const int bs = bptr[b], n = bptr[b + 1] - bs;
-  if (n > kCap) {  // scan_kernel writes its row offsets
-    if (b == buckets - 1 && t == 0) row_ptr[N] = bptr[buckets];
-    return;
-  }
+  if (n > kCap) return;  // scan_kernel writes its row offsets (and row_ptr[N] if b is the last)
   Pair pr[J];
   int dg[J], pos[J];
   load_part<J>(in + bs, n, pr, dg);
@@ -212,10 +209,19 @@ __global__ void __launch_bounds__(kThreads) scan_kernel(const std::int32_t* __re
   __syncthreads();
   int base = int(bs) + dstart[d];
   for (int v = 0; v < g; ++v) base += sums[v][d];
-  for (std::int64_t c = g0; c < g1; ++c) {
-    const int v = cnt[idx(c)];
-    cnt[idx(c)] = base;
-    base += v;
+  // Eight chunks' counts loaded before any is overwritten: the loads cannot pass the stores to
+  // the same array, so one at a time would leave a single load in flight per thread (a bucket of
+  // 10^6 edges has ~490 chunks, ~120 a thread).
+  constexpr int U = 8;
+  for (std::int64_t c = g0; c < g1; c += U) {
+    int v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) v[u] = c + u < g1 ? cnt[idx(c + u)] : 0;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (c + u < g1) cnt[idx(c + u)] = base;
+      base += v[u];
+    }
   }
 }
 // A block per chunk: its parts of big buckets ranked as in rank_kernel and written at the positions
