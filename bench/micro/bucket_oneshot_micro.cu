@@ -244,13 +244,11 @@ __global__ void __launch_bounds__(tl::kThreads, 2) rank_prefetch_kernel(const Pa
                                                                      i64 buckets, Pair* __restrict__ out,
                                                                      std::int32_t* __restrict__ row_ptr) {
   constexpr int J = tl::kCap / tl::kThreads;
-  __shared__ Pair tile[tl::kCap];
-  __shared__ int start[tl::kRows], run[tl::kRows], wcnt[tl::kThreads / 32][tl::kRows];
-  const int t = threadIdx.x, lane = t & 31;
+  __shared__ tl::RankSmem<Pair> sm;
   i64 b = blockIdx.x;
   if (b >= buckets) return;
   Pair pr[J], nx[J];
-  int dg[J], nd[J], pos[J];
+  int dg[J], nd[J];
   int bs = bptr[b], n = bptr[b + 1] - bs;
   if (n <= tl::kCap) tl::load_part<J>(in + bs, n, pr, dg);
   while (b < buckets) {
@@ -261,30 +259,9 @@ __global__ void __launch_bounds__(tl::kThreads, 2) rank_prefetch_kernel(const Pa
       n2 = bptr[b2 + 1] - bs2;
       if (n2 <= tl::kCap) tl::load_part<J>(in + bs2, n2, nx, nd);
     }
-    if (n <= tl::kCap) {  // block-uniform; big buckets are the scan's and place's
-      if (t < tl::kRows) run[t] = 0;
-      __syncthreads();
-#pragma unroll
-      for (int j = 0; j < J; ++j)
-        if (dg[j] >= 0) atomicAdd(&run[dg[j]], 1);
-      __syncthreads();
-      if (t < 32) {
-        const int c0 = run[2 * t], c1 = run[2 * t + 1];
-        const int ex = tl::pair_scan(c0, c1, lane);
-        start[2 * t] = ex;
-        start[2 * t + 1] = ex + c0;
-        run[2 * t] = run[2 * t + 1] = 0;
-        tl::write_row_ptr(row_ptr, b, t, bs + ex, c0, N, buckets, bptr);
-      }
-      __syncthreads();
-      tl::stable_positions<J>(dg, n, start, run, wcnt, pos);
-#pragma unroll
-      for (int j = 0; j < J; ++j)
-        if (pos[j] >= 0) tile[pos[j]] = pr[j];
-      __syncthreads();
-      for (int i = t; i < n; i += tl::kThreads) out[bs + i] = tile[i];
-      __syncthreads();  // the tile is refilled for the next bucket
-    }
+    // Block-uniform; big buckets are the scan's and place's. rank_bucket ends on a barrier, so
+    // the shared memory is free for the next bucket.
+    if (n <= tl::kCap) tl::rank_bucket<J>(pr, dg, b, bs, n, bptr, N, buckets, out, row_ptr, sm);
 #pragma unroll
     for (int j = 0; j < J; ++j) {
       pr[j] = nx[j];

@@ -110,18 +110,21 @@ def two_level(dst, N, cap):
             out[bs + p] = order[bs + i]
     # count_kernel
     C = (E + cap - 1) // cap
+
+    def big_parts():  # two_level::big_part over every chunk and side: (c, side, lo, hi)
+        for c in range(C):
+            c0, c1 = c * cap, min(E, c * cap + cap)
+            for side in (0, 1):
+                b = big_side(bptr, B, c0, c1, side, cap)
+                if b >= 0:
+                    yield c, side, max(c0, bptr[b]), min(c1, bptr[b + 1])
+
     cnt = {}
-    for c in range(C):
-        c0, c1 = c * cap, min(E, c * cap + cap)
-        for side in (0, 1):
-            b = big_side(bptr, B, c0, c1, side, cap)
-            if b < 0:
-                continue
-            lo, hi = max(c0, bptr[b]), min(c1, bptr[b + 1])
-            h = [0] * ROWS
-            for i in range(lo, hi):
-                h[keys[i] & (ROWS - 1)] += 1
-            cnt[(c, side)] = h
+    for c, side, lo, hi in big_parts():
+        h = [0] * ROWS
+        for i in range(lo, hi):
+            h[keys[i] & (ROWS - 1)] += 1
+        cnt[(c, side)] = h
     # scan_kernel
     for b in range(B):
         bs, be = bptr[b], bptr[b + 1]
@@ -139,17 +142,11 @@ def two_level(dst, N, cap):
                 cnt[(c, side_of(c))][d] = base
                 base += v
     # place_kernel
-    for c in range(C):
-        c0, c1 = c * cap, min(E, c * cap + cap)
-        for side in (0, 1):
-            b = big_side(bptr, B, c0, c1, side, cap)
-            if b < 0:
-                continue
-            lo, hi = max(c0, bptr[b]), min(c1, bptr[b + 1])
-            digits = [keys[i] & (ROWS - 1) for i in range(lo, hi)]
-            for i, p in enumerate(stable_positions(digits, cnt[(c, side)], cap)):
-                assert 0 <= p < E and out[p] is None, (c, side, i, p)
-                out[p] = order[lo + i]
+    for c, side, lo, hi in big_parts():
+        digits = [keys[i] & (ROWS - 1) for i in range(lo, hi)]
+        for i, p in enumerate(stable_positions(digits, cnt[(c, side)], cap)):
+            assert 0 <= p < E and out[p] is None, (c, side, i, p)
+            out[p] = order[lo + i]
     return out, row_ptr
 
 

@@ -13,9 +13,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -319,7 +319,7 @@ std::int64_t long_row_threshold() {
 //     it; a destination range is whole rows, so a hub row can take more; with
 //     PIPELINK_AGG_ONESHOT_CHUNKS=1 a one-shot call sorts destination ranges instead.
 //   PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (tests only; read in aggregate_one_shot): edge ranges of
-//     more edges than this fail as if out of memory, to make the unforced splits happen.
+//     more edges than this fail as if out of memory, to make the unforced splits happen (0: off).
 //   PIPELINK_AGG_BUILD_TWO_LEVEL: 1 sorts a narrow plan of 17-22 key bits in two levels (CUB on
 //     the top bits, then src/cuda/two_level_sort.cuh's kernels on the low 6), the same plan; 0 (the default):
 //     one CUB sort. Opt-in until it has run on a GPU (session 11; see the kernels).
@@ -329,6 +329,7 @@ struct PlanKnobs {
   std::int64_t oneshot_chunks = 0;  // 0: one plan, or edge ranges when its sort does not fit
   std::size_t build_memory = 0;     // bytes; 0: no cap
   bool two_level = false;           // the two-level sort where the key has 17-22 bits
+  std::int64_t test_range_oom_above = 0;  // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (0: off)
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -349,6 +350,7 @@ PlanKnobs plan_knobs() {
   k.oneshot_chunks = read("PIPELINK_AGG_ONESHOT_CHUNKS", 0, 4096, 0);
   k.build_memory = std::size_t(read("PIPELINK_AGG_BUILD_MEMORY", 1, std::int64_t(1) << 30, 0)) << 20;
   k.two_level = read("PIPELINK_AGG_BUILD_TWO_LEVEL", 0, 1, 0) == 1;
+  k.test_range_oom_above = read("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", 0, std::int64_t(1) << 62, 0);
   return k;
 }
 
@@ -752,14 +754,17 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     // them first, and size the ranges from the settled free memory (see settled_free_bytes).
     if (edge_ranges_if_short) kept.reset();
     std::size_t free_b = 0, total_b = 0;
-    PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     if (edge_ranges_if_short) {
+      const bool debug = log_level() <= LogLevel::debug;
+      if (debug) PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));  // before settling, for the log only
       const std::size_t before = free_b;
       free_b = settled_free_bytes(s);
-      if (log_level() <= LogLevel::debug)
+      if (debug)
         ::pipelink::detail::log_message(LogLevel::debug, "aggregate: one-shot build short of memory: " +
                                                              std::to_string(before) + " B free, " + std::to_string(free_b) +
                                                              " B once settled; pairs " + (kept_short ? "did not fit" : "fit"));
+    } else {
+      PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     }
     const double temp = double(up(temp_bytes));
     auto ranges_for = [&](double per_edge, double room) {
@@ -1850,7 +1855,8 @@ void aggregate_one_shot(OpContext& ctx) {
   const TensorView* w = ctx.has("w") ? &ctx.port("w") : nullptr;
   const TensorView &src = ctx.port("src"), &dst = ctx.port("dst");
   const std::int64_t E = src.numel(), N = ctx.dim("N");
-  const std::int64_t knob = plan_knobs().oneshot_chunks;  // a bad knob: before any work
+  const PlanKnobs knobs = plan_knobs();  // a bad knob: before any work
+  const std::int64_t knob = knobs.oneshot_chunks;
   std::int64_t K = std::min(knob, std::max<std::int64_t>(E, 1));
   if (K <= 1) {
     // Knob unset (K = 0): where the one sort does not fit, edge ranges, not the build's own
@@ -1901,8 +1907,7 @@ void aggregate_one_shot(OpContext& ctx) {
   // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE=M (tests only): a range of more than M edges fails as if
   // its build ran out of memory (asking 24 bytes an edge), so a test can make the splits happen
   // where it wants them, on any device.
-  const char* oom_knob = std::getenv("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE");
-  const std::int64_t oom_above = oom_knob && *oom_knob ? std::max<std::int64_t>(std::atoll(oom_knob), 1) : 0;
+  const std::int64_t oom_above = knobs.test_range_oom_above;
   while (!todo.empty()) {
     const Range r = todo.back();
     const std::int64_t e0 = r.e0, e1 = r.e1;

@@ -85,11 +85,8 @@ cudaError_t with_pool_retry(cudaStream_t stream, F&& attempt) {
 // would help); anything else as PIPELINK_CUDA_CHECK reports it.
 void check_allocation(cudaError_t e, std::size_t bytes, const char* what) {
   if (e == cudaSuccess) return;
-  if (e != cudaErrorMemoryAllocation) {
-    (void)cudaGetLastError();
-    throw_cuda_error(e, what, __FILE__, __LINE__);
-  }
   (void)cudaGetLastError();
+  if (e != cudaErrorMemoryAllocation) throw_cuda_error(e, what, __FILE__, __LINE__);
   std::size_t free_b = 0, total_b = 0;
   (void)cudaMemGetInfo(&free_b, &total_b);
   (void)cudaGetLastError();

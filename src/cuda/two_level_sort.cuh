@@ -113,43 +113,60 @@ __device__ __forceinline__ void stable_positions(const int (&dg)[J], int n, cons
   }
 }
 
-// A block per bucket of at most kCap edges: loads it at once, counts its digits, ranks it stably,
-// places it in shared memory and writes it coalesced, with its row offsets.
+// Shared memory of one small bucket's rank.
+template <class Pair>
+struct RankSmem {
+  Pair tile[kCap];
+  int start[kRows], run[kRows], wcnt[kThreads / 32][kRows];
+};
+// Bucket b (n <= kCap edges from bs, loaded by load_part into pr / dg): counts its digits, ranks it
+// stably, places it in shared memory and writes it coalesced to out, with its row offsets. The
+// block's last barrier lets the caller reuse `sm` at once.
+template <int J, class Pair>
+__device__ __forceinline__ void rank_bucket(const Pair (&pr)[J], const int (&dg)[J], std::int64_t b, int bs, int n,
+                                            const std::int32_t* bptr, std::int64_t N, std::int64_t buckets,
+                                            Pair* __restrict__ out, std::int32_t* __restrict__ row_ptr,
+                                            RankSmem<Pair>& sm) {
+  const int t = threadIdx.x, lane = t & 31;
+  int pos[J];
+  if (t < kRows) sm.run[t] = 0;
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+    if (dg[j] >= 0) atomicAdd(&sm.run[dg[j]], 1);
+  __syncthreads();
+  if (t < 32) {
+    const int c0 = sm.run[2 * t], c1 = sm.run[2 * t + 1];
+    const int ex = pair_scan(c0, c1, lane);
+    sm.start[2 * t] = ex;
+    sm.start[2 * t + 1] = ex + c0;
+    sm.run[2 * t] = sm.run[2 * t + 1] = 0;
+    write_row_ptr(row_ptr, b, t, bs + ex, c0, N, buckets, bptr);
+  }
+  __syncthreads();
+  stable_positions<J>(dg, n, sm.start, sm.run, sm.wcnt, pos);
+#pragma unroll
+  for (int j = 0; j < J; ++j)
+    if (pos[j] >= 0) sm.tile[pos[j]] = pr[j];
+  __syncthreads();
+  for (int i = t; i < n; i += kThreads) out[bs + i] = sm.tile[i];
+  __syncthreads();
+}
+
+// A block per bucket of at most kCap edges: loads it at once, then rank_bucket.
 template <class Pair>
 __global__ void __launch_bounds__(kThreads) rank_kernel(const Pair* __restrict__ in, const std::int32_t* __restrict__ bptr,
                                                         std::int64_t N, std::int64_t buckets, Pair* __restrict__ out,
                                                         std::int32_t* __restrict__ row_ptr) {
   constexpr int J = kCap / kThreads;
-  __shared__ Pair tile[kCap];
-  __shared__ int start[kRows], run[kRows], wcnt[kThreads / 32][kRows];
+  __shared__ RankSmem<Pair> sm;
   const std::int64_t b = blockIdx.x;
-  const int t = threadIdx.x, lane = t & 31;
   const int bs = bptr[b], n = bptr[b + 1] - bs;
   if (n > kCap) return;  // scan_kernel writes its row offsets (and row_ptr[N] if b is the last)
   Pair pr[J];
-  int dg[J], pos[J];
+  int dg[J];
   load_part<J>(in + bs, n, pr, dg);
-  if (t < kRows) run[t] = 0;
-  __syncthreads();
-#pragma unroll
-  for (int j = 0; j < J; ++j)
-    if (dg[j] >= 0) atomicAdd(&run[dg[j]], 1);
-  __syncthreads();
-  if (t < 32) {
-    const int c0 = run[2 * t], c1 = run[2 * t + 1];
-    const int ex = pair_scan(c0, c1, lane);
-    start[2 * t] = ex;
-    start[2 * t + 1] = ex + c0;
-    run[2 * t] = run[2 * t + 1] = 0;
-    write_row_ptr(row_ptr, b, t, bs + ex, c0, N, buckets, bptr);
-  }
-  __syncthreads();
-  stable_positions<J>(dg, n, start, run, wcnt, pos);
-#pragma unroll
-  for (int j = 0; j < J; ++j)
-    if (pos[j] >= 0) tile[pos[j]] = pr[j];
-  __syncthreads();
-  for (int i = t; i < n; i += kThreads) out[bs + i] = tile[i];
+  rank_bucket<J>(pr, dg, b, bs, n, bptr, N, buckets, out, row_ptr, sm);
 }
 
 // Big buckets (> kCap edges). A kCap-edge chunk [c0, c1) of the sorted pairs meets at most two of
@@ -162,17 +179,26 @@ __device__ __forceinline__ std::int64_t big_side(const std::int32_t* bptr, std::
   if (side == 1 && b == b0) return -1;
   return bptr[b + 1] - bptr[b] > kCap ? b : -1;
 }
+// Chunk c's part [lo, hi) of its big bucket on `side`; false where there is none.
+__device__ __forceinline__ bool big_part(const std::int32_t* bptr, std::int64_t B, std::int64_t E, std::int64_t c,
+                                         int side, std::int64_t& lo, std::int64_t& hi) {
+  const std::int64_t c0 = c * kCap, c1 = min(E, c0 + kCap);
+  const std::int64_t b = big_side(bptr, B, c0, c1, side);
+  if (b < 0) return false;
+  lo = max(c0, std::int64_t(bptr[b]));
+  hi = min(c1, std::int64_t(bptr[b + 1]));
+  return true;
+}
 // cnt[(chunk * 2 + side) * 64 + d]: digit d's count in the chunk's part of that big bucket.
 template <class Pair>
 __global__ void __launch_bounds__(kThreads) count_kernel(const Pair* __restrict__ in, const std::int32_t* __restrict__ bptr,
                                                          std::int64_t B, std::int64_t E, std::int32_t* __restrict__ cnt) {
   __shared__ int h[kRows];
-  const std::int64_t c = blockIdx.x, c0 = c * kCap, c1 = min(E, c0 + kCap);
+  const std::int64_t c = blockIdx.x;
   const int t = threadIdx.x;
   for (int side = 0; side < 2; ++side) {
-    const std::int64_t b = big_side(bptr, B, c0, c1, side);  // block-uniform
-    if (b < 0) continue;
-    const std::int64_t lo = max(c0, std::int64_t(bptr[b])), hi = min(c1, std::int64_t(bptr[b + 1]));
+    std::int64_t lo = 0, hi = 0;
+    if (!big_part(bptr, B, E, c, side, lo, hi)) continue;  // block-uniform
     if (t < kRows) h[t] = 0;
     __syncthreads();
     for (std::int64_t i = lo + t; i < hi; i += kThreads) atomicAdd(&h[digit_of(in[i])], 1);
@@ -232,12 +258,11 @@ __global__ void __launch_bounds__(kThreads) place_kernel(const Pair* __restrict_
                                                          Pair* __restrict__ out) {
   constexpr int J = kCap / kThreads;
   __shared__ int base[kRows], run[kRows], wcnt[kThreads / 32][kRows];
-  const std::int64_t c = blockIdx.x, c0 = c * kCap, c1 = min(E, c0 + kCap);
+  const std::int64_t c = blockIdx.x;
   const int t = threadIdx.x;
   for (int side = 0; side < 2; ++side) {
-    const std::int64_t b = big_side(bptr, B, c0, c1, side);
-    if (b < 0) continue;
-    const std::int64_t lo = max(c0, std::int64_t(bptr[b])), hi = min(c1, std::int64_t(bptr[b + 1]));
+    std::int64_t lo = 0, hi = 0;
+    if (!big_part(bptr, B, E, c, side, lo, hi)) continue;
     const int n = int(hi - lo);
     Pair pr[J];
     int dg[J], pos[J];
