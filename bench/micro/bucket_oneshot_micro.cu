@@ -31,9 +31,9 @@
 //   B22  init + CUB SortPairs on 22 bits (the production one-shot's sort), for the same machine
 //   K16  init + CUB SortPairs on bits [6, 22) (two passes); K16p + bucket offsets
 //   R3w1 the bucket run: a warp a bucket, sums in shared memory, a 3-stage ring
-//   P22/P21, TL, TLr (products-like, then an R-MAT power-law): the production build against the
-//        library's two-level build (src/cuda/two_level_sort.cuh), checked bitwise, and its four
-//        kernels alone; TLp the same with a persistent, prefetching rank (an experiment)
+//   P22/P21, TL, TLr, TLk (products-like, then an R-MAT power-law): the production build against
+//        the library's two-level build (src/cuda/two_level_sort.cuh), checked bitwise, its four
+//        kernels alone, and its rank kernel alone
 //   Removed after session 11 (the code is in git at 30128fe): T64 and its variants, the earlier
 //   shared-memory ranks whose numbers are below.
 // Each run is checked against a float atomic reference (max |a - b| / max |b|).
@@ -233,50 +233,10 @@ namespace tl = pipelink::cuda::two_level;
 constexpr int kCap = tl::kCap;
 constexpr unsigned kSrcMask = tl::kSrcMask;
 
-// TLp (experiment, not in the library): rank_kernel on persistent blocks that issue the next
-// bucket's loads before ranking the current one. Why: the same blocks only copying their pairs
-// took 0.253 ms against 0.504 for the rank (session 11), and each block's loads wait a full DRAM
-// latency before any rank work starts. Expect ~0.35-0.4 if that latency is the gap; the doubled
-// registers (two buckets' pairs) cost occupancy.
-template <class Pair>
-__global__ void __launch_bounds__(tl::kThreads, 2) rank_prefetch_kernel(const Pair* __restrict__ in,
-                                                                     const std::int32_t* __restrict__ bptr, i64 N,
-                                                                     i64 buckets, Pair* __restrict__ out,
-                                                                     std::int32_t* __restrict__ row_ptr) {
-  constexpr int J = tl::kCap / tl::kThreads;
-  __shared__ tl::RankSmem<Pair> sm;
-  i64 b = blockIdx.x;
-  if (b >= buckets) return;
-  Pair pr[J], nx[J];
-  int dg[J], nd[J];
-  int bs = bptr[b], n = bptr[b + 1] - bs;
-  if (n <= tl::kCap) tl::load_part<J>(in + bs, n, pr, dg);
-  while (b < buckets) {
-    const i64 b2 = b + gridDim.x;
-    int bs2 = 0, n2 = 0;
-    if (b2 < buckets) {
-      bs2 = bptr[b2];
-      n2 = bptr[b2 + 1] - bs2;
-      if (n2 <= tl::kCap) tl::load_part<J>(in + bs2, n2, nx, nd);
-    }
-    // Block-uniform; big buckets are the scan's and place's. rank_bucket ends on a barrier, so
-    // the shared memory is free for the next bucket.
-    if (n <= tl::kCap) tl::rank_bucket<J>(pr, dg, b, bs, n, bptr, N, buckets, out, row_ptr, sm);
-#pragma unroll
-    for (int j = 0; j < J; ++j) {
-      pr[j] = nx[j];
-      dg[j] = nd[j];
-    }
-    b = b2;
-    bs = bs2;
-    n = n2;
-  }
-}
-
 // One workload: production's build (init + one CUB sort on [0, end_bit) + row offsets) against TL,
 // bitwise (pairs with src's digit bits cleared, and row offsets), then both timed.
 void two_level_lines(const char* label, const i64* src, const i64* dst, const float* w, i64 N, i64 E, int end_bit) {
-  const i64 B = (N + kRows - 1) / kRows, C = (E + kCap - 1) / kCap;
+  const i64 B = (N + kRows - 1) / kRows;
   unsigned *ka, *kb;
   Pair *pa, *pb, *out;
   int *bptr, *rp_ref, *rp, *cnt;
@@ -288,7 +248,7 @@ void two_level_lines(const char* label, const i64* src, const i64* dst, const fl
   CK(cudaMalloc(&bptr, (B + 1) * 4));
   CK(cudaMalloc(&rp_ref, (N + 1) * 4));
   CK(cudaMalloc(&rp, (N + 1) * 4));
-  CK(cudaMalloc(&cnt, C * 2 * kRows * 4));
+  CK(cudaMalloc(&cnt, tl::scratch_ints(E) * 4));
   size_t tb_full = 0, tb_top = 0;
   {
     cub::DoubleBuffer<unsigned> k(ka, kb);
@@ -357,33 +317,8 @@ void two_level_lines(const char* label, const i64* src, const i64* dst, const fl
   report(name, timed(two_level));
   std::snprintf(name, sizeof name, "TLr  %s: its four kernels after the sort", label);
   report(name, timed(rest));
-  {  // TLp: the prefetching rank in place of rank_kernel, the other three kernels as in the library
-    int per_sm = 0, sms = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rank_prefetch_kernel<Pair>, tl::kThreads, 0));
-    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    const unsigned grid = unsigned(std::min<i64>(B, i64(per_sm) * sms));
-    auto rest_p = [&] {
-      rank_prefetch_kernel<Pair><<<grid, tl::kThreads>>>(p.Current(), bptr, N, B, out, rp);
-      tl::count_kernel<Pair><<<unsigned(C), tl::kThreads>>>(p.Current(), bptr, B, E, cnt);
-      tl::scan_kernel<<<unsigned(B), tl::kThreads>>>(bptr, N, B, cnt, rp);
-      tl::place_kernel<Pair><<<unsigned(C), tl::kThreads>>>(p.Current(), bptr, B, E, cnt, out);
-    };
-    CK(cudaMemset(out, 0xFF, E * 8));
-    CK(cudaMemset(rp, 0xFF, (N + 1) * 4));
-    rest_p();
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemcpy(got.data(), out, E * 8, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(got_rp.data(), rp, (N + 1) * 4, cudaMemcpyDeviceToHost));
-    i64 badp = 0, badp_rp = 0;
-    for (i64 e = 0; e < E; ++e)
-      badp += got[e].src != int(unsigned(ref[e].src) & kSrcMask) || got[e].w != ref[e].w;
-    for (i64 r = 0; r <= N; ++r) badp_rp += got_rp[r] != ref_rp[r];
-    char note[128];
-    std::snprintf(note, sizeof note, "%u persistent blocks (%d an SM); %lld pairs and %lld row offsets differ%s", grid,
-                  per_sm, (long long)badp, (long long)badp_rp, badp || badp_rp ? "  ** MISMATCH **" : "");
-    std::snprintf(name, sizeof name, "TLp  %s: the four kernels, the rank prefetching", label);
-    report(name, timed(rest_p), note);
-  }
+  std::snprintf(name, sizeof name, "TLk  %s: rank_kernel alone (buckets of <= 2048 edges)", label);
+  report(name, timed([&] { tl::rank_kernel<Pair><<<unsigned(B), tl::kThreads>>>(p.Current(), bptr, N, B, out, rp, cnt); }));
   CK(cudaFree(ka));
   CK(cudaFree(kb));
   CK(cudaFree(pa));

@@ -2,8 +2,8 @@
 checking it on a machine without a GPU: after CUB's stable sort on the key's top bits, the rank
 kernel (buckets of at most CAP edges) and the count / scan / place kernels (bigger buckets, over
 CAP-edge chunks of the sorted array) must put every edge where a stable sort on the whole key puts
-it, and write the same row offsets. It mirrors the kernels' blocks, sides, chunk ranges, the
-striped element order and the warp-match ranking step by step; it does not model timing, memory
+it, and write the same row offsets. It mirrors the kernels' blocks, sides, chunk ranges, each
+warp's contiguous run of elements and the warp-match ranking step by step; it does not model timing, memory
 or barriers (the GPU test TwoLevelBuildIsTheSamePlan and compute-sanitizer check those).
 
     python3 bench/micro/two_level_model.py [--cases 300] [--seed 1]
@@ -16,61 +16,43 @@ ROWS = 1 << LO
 
 
 def stable_positions(digits, base, cap):
-    """two_level::stable_positions: the elements in striped order j * THREADS + t, a step of
-    THREADS at a time; in each step warp w's lanes rank among their peers (match_any), and the 64
-    digit threads turn the warps' counts into first positions, carrying `run` across steps."""
+    """two_level::warp_ranks + warp_offsets: warp w holds the contiguous run of elements
+    [w * J * 32, (w + 1) * J * 32), its lane l element (w * J + j) * 32 + l in slot j; a warp ranks
+    its run a slot at a time (match_any peers, a per-warp running count per digit), then the 64
+    digit threads turn the warps' counts into each warp's first position of that digit."""
     n = len(digits)
-    run = [0] * ROWS
-    pos = [None] * n
-    steps = (cap + THREADS - 1) // THREADS
-    for j in range(steps):
-        if j * THREADS >= n:
-            continue
-        wcnt = [[0] * ROWS for _ in range(THREADS // 32)]
-        ranks = {}
-        for w in range(THREADS // 32):
-            lanes = [j * THREADS + w * 32 + lane for lane in range(32)]
+    J, W = cap // THREADS, THREADS // 32
+    wrun = [[0] * ROWS for _ in range(W)]
+    loc = {}
+    for w in range(W):
+        for j in range(J):
+            if (w * J + j) * 32 >= n:
+                continue
             seen = {}
-            for i in lanes:
+            for lane in range(32):
+                i = (w * J + j) * 32 + lane
                 if i < n:
                     d = digits[i]
-                    ranks[i] = seen.get(d, 0)
+                    loc[i] = wrun[w][d] + seen.get(d, 0)
                     seen[d] = seen.get(d, 0) + 1
             for d, c in seen.items():
-                wcnt[w][d] = c
-        for d in range(ROWS):
-            r = run[d]
-            for w in range(THREADS // 32):
-                c = wcnt[w][d]
-                wcnt[w][d] = r
-                r += c
-            run[d] = r
-        for w in range(THREADS // 32):
-            for lane in range(32):
-                i = j * THREADS + w * 32 + lane
-                if i < n:
-                    d = digits[i]
-                    pos[i] = base[d] + wcnt[w][d] + ranks[i]
+                wrun[w][d] += c
+    for d in range(ROWS):
+        r = 0
+        for w in range(W):
+            c = wrun[w][d]
+            wrun[w][d] = r
+            r += c
+    pos = [None] * n
+    for i in range(n):
+        w = i // (J * 32)
+        pos[i] = base[digits[i]] + wrun[w][digits[i]] + loc[i]
     return pos
 
 
-def bucket_of(bptr, B, pos):
-    lo, hi = 0, B - 1
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if bptr[mid] <= pos:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def big_side(bptr, B, c0, c1, side, cap):
-    b0 = bucket_of(bptr, B, c0)
-    b = b0 if side == 0 else bucket_of(bptr, B, c1 - 1)
-    if side == 1 and b == b0:
-        return -1
-    return b if bptr[b + 1] - bptr[b] > cap else -1
+def big_side(c, cf, bs, cap):
+    """two_level::big_side: the slot of a big bucket starting at bs (first chunk cf) in chunk c."""
+    return 1 if (c == cf and bs > c * cap) else 0
 
 
 def two_level(dst, N, cap):
@@ -96,10 +78,17 @@ def two_level(dst, N, cap):
         if b == B - 1:
             row_ptr[N] = bptr[B]
 
-    # rank_kernel
+    C = (E + cap - 1) // cap
+    big = [-1] * (2 * C)  # launch's memset
+    # rank_kernel: big buckets mark their chunks' slots, the others are ranked
     for b in range(B):
         bs, n = bptr[b], bptr[b + 1] - bptr[b]
         if n > cap:
+            cf, cl = bs // cap, (bs + n - 1) // cap
+            for c in range(cf, cl + 1):
+                slot = c * 2 + big_side(c, cf, bs, cap)
+                assert big[slot] == -1, f"chunk {c} slot {slot % 2} marked twice"
+                big[slot] = b
             continue
         digits = [keys[bs + i] & (ROWS - 1) for i in range(n)]
         counts = [digits.count(d) for d in range(ROWS)]
@@ -109,13 +98,12 @@ def two_level(dst, N, cap):
             assert 0 <= p < n and out[bs + p] is None, (b, i, p)
             out[bs + p] = order[bs + i]
     # count_kernel
-    C = (E + cap - 1) // cap
 
     def big_parts():  # two_level::big_part over every chunk and side: (c, side, lo, hi)
         for c in range(C):
             c0, c1 = c * cap, min(E, c * cap + cap)
             for side in (0, 1):
-                b = big_side(bptr, B, c0, c1, side, cap)
+                b = big[c * 2 + side]
                 if b >= 0:
                     yield c, side, max(c0, bptr[b]), min(c1, bptr[b + 1])
 
@@ -131,7 +119,7 @@ def two_level(dst, N, cap):
         if be - bs <= cap:
             continue
         cf, cl = bs // cap, (be - 1) // cap
-        side_of = lambda c: 1 if (c == cf and bs > c * cap) else 0
+        side_of = lambda c: big_side(c, cf, bs, cap)
         tot = [sum(cnt[(c, side_of(c))][d] for c in range(cf, cl + 1)) for d in range(ROWS)]
         dstart = [sum(tot[:d]) for d in range(ROWS)]
         write_row_ptr(b, dstart, tot)

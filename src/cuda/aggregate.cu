@@ -827,8 +827,8 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     if (pairs.Current() == kept.as<Pair>())
       PIPELINK_CUDA_CHECK(cudaMemcpyAsync(pairs_t, kept.get(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
     trace.mark("sort");
-    const std::int64_t B = (N + two_level::kRows - 1) / two_level::kRows, C = (E + two_level::kCap - 1) / two_level::kCap;
-    DeviceBuffer bptr((B + 1) * sizeof(std::int32_t), s), cnt(std::size_t(C) * 2 * two_level::kRows * sizeof(std::int32_t), s);
+    const std::int64_t B = (N + two_level::kRows - 1) / two_level::kRows;
+    DeviceBuffer bptr((B + 1) * sizeof(std::int32_t), s), cnt(std::size_t(two_level::scratch_ints(E)) * sizeof(std::int32_t), s);
     row_ptr_kernel<K, std::int32_t><<<grid_for(B + 1, 256), 256, 0, s>>>(keys.Current(), two_level::kLo, E, B,
                                                                          bptr.as<std::int32_t>());
     check_launch();

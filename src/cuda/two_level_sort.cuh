@@ -13,8 +13,11 @@
 // (rank_kernel's form, "T64h" there) 0.504 ms: ~2.24 against ~2.41 ms. The same blocks only copying
 // took 0.253, so the rank runs at half its byte rate.
 // Buckets over kCap edges (power-law's hub rows) go through count, scan and place over kCap-edge
-// chunks of the sorted pairs, all chunks in parallel. That path, and these kernels in the library,
-// have not run on a GPU yet.
+// chunks of the sorted pairs, all chunks in parallel.
+// Session 12 (H200, bench/micro/bucket_oneshot_micro.cu): bitwise the one sort's plan on
+// products-like and an R-MAT power-law, but with count and place finding each chunk's big buckets
+// by binary search the four kernels took 1.42 / 1.70 ms and the build 3.17 / 3.48 against 2.41 /
+// 2.42: now rank_kernel marks the chunks of the big buckets (big_part).
 //
 // Pair: a 4-byte-aligned struct whose first member is `int src`; its other bytes are moved as they are.
 #include <cuda_runtime.h>
@@ -53,23 +56,22 @@ __device__ __forceinline__ void write_row_ptr(std::int32_t* row_ptr, std::int64_
   if (r + 1 < N) row_ptr[r + 1] = first + c0;
   if (b == buckets - 1 && t == 0) row_ptr[N] = bptr[buckets];
 }
-// The largest b < B with bptr[b] <= pos: the bucket holding position pos.
-__device__ __forceinline__ std::int64_t bucket_of(const std::int32_t* bptr, std::int64_t B, std::int64_t pos) {
-  std::int64_t lo = 0, hi = B - 1;
-  while (lo < hi) {
-    const std::int64_t mid = (lo + hi + 1) / 2;
-    if (bptr[mid] <= pos) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
+// A part of n <= kCap elements is spread over the block's warps in contiguous runs: warp w holds
+// elements [w * J * 32, (w + 1) * J * 32), its lane l element (w * J + j) * 32 + l in slot j. So a
+// warp ranks its own run without block barriers, and a block needs two for all of it (the
+// earlier form, a 256-element block step at a time, took 3 barriers a step: 0.570 ms for
+// products-like's rank kernel, session 12).
+template <int J>
+__device__ __forceinline__ int part_index(int j) {
+  return ((int(threadIdx.x) >> 5) * J + j) * 32 + (int(threadIdx.x) & 31);
 }
-// Thread t loads elements j * kThreads + t < n of in[] (all loads issued before any use): the
-// pair with its digit bits cleared in pr[j], the digit in dg[j] (-1 past n).
+// Thread t loads its slots of in[] (all loads issued before any use): the pair with its digit bits
+// cleared in pr[j], the digit in dg[j] (-1 past n).
 template <int J, class Pair>
 __device__ __forceinline__ void load_part(const Pair* __restrict__ in, int n, Pair (&pr)[J], int (&dg)[J]) {
 #pragma unroll
   for (int j = 0; j < J; ++j) {
-    const int i = j * kThreads + int(threadIdx.x);
+    const int i = part_index<J>(j);
     dg[j] = -1;
     if (i < n) {
       pr[j] = in[i];
@@ -78,76 +80,81 @@ __device__ __forceinline__ void load_part(const Pair* __restrict__ in, int n, Pa
     }
   }
 }
-// Stable positions of a block's striped elements (dg as load_part leaves it): pos[j] = base[d] +
-// the number of earlier elements of digit d, -1 past n. base (64), run (64, zero on entry) and
-// wcnt are shared memory. Three barriers a 256-element step.
+// Stable ranks of a part's elements (dg as load_part leaves it). After it, and a barrier,
+// wrun[w][d] is warp w's count of digit d and loc[j] the number of earlier elements of digit dg[j]
+// in the same warp's run (-1 past n). wrun: shared memory, kThreads / 32 x 64 ints.
 template <int J>
-__device__ __forceinline__ void stable_positions(const int (&dg)[J], int n, const int* base, int* run,
-                                                 int (*wcnt)[kRows], int (&pos)[J]) {
-  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+__device__ __forceinline__ void warp_ranks(const int (&dg)[J], int n, int (*wrun)[kRows], int (&loc)[J]) {
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
   const unsigned below = (1u << lane) - 1u;
+  for (int q = lane; q < kRows; q += 32) wrun[w][q] = 0;
+  __syncwarp();
 #pragma unroll
   for (int j = 0; j < J; ++j) {
-    pos[j] = -1;
-    if (j * kThreads >= n) continue;  // block-uniform
+    loc[j] = -1;
+    if ((w * J + j) * 32 >= n) continue;  // warp-uniform
     const int d = dg[j];
     const unsigned peers = __match_any_sync(0xffffffffu, d);
     const int rank = __popc(peers & below);
-    for (int q = lane; q < kRows; q += 32) wcnt[w][q] = 0;
+    if (d >= 0) loc[j] = wrun[w][d] + rank;
     __syncwarp();
-    if (d >= 0 && rank == 0) wcnt[w][d] = __popc(peers);
-    __syncthreads();
-    if (t < kRows) {  // digit t: each warp's first position in this step, then the run past it
-      int r = run[t];
-#pragma unroll
-      for (int v = 0; v < kThreads / 32; ++v) {
-        const int c = wcnt[v][t];
-        wcnt[v][t] = r;
-        r += c;
-      }
-      run[t] = r;
-    }
-    __syncthreads();
-    if (d >= 0) pos[j] = base[d] + wcnt[w][d] + rank;
-    __syncthreads();
+    if (d >= 0 && rank == 0) wrun[w][d] += __popc(peers);
+    __syncwarp();
   }
+}
+// After warp_ranks and a barrier, thread t < 64 (digit t): wrun[v][t] becomes the count of digit t
+// in the runs of warps before v; returns the part's count of digit t.
+__device__ __forceinline__ int warp_offsets(int (*wrun)[kRows]) {
+  const int t = threadIdx.x;
+  int r = 0;
+#pragma unroll
+  for (int v = 0; v < kThreads / 32; ++v) {
+    const int c = wrun[v][t];
+    wrun[v][t] = r;
+    r += c;
+  }
+  return r;
+}
+
+// A kCap-edge chunk c meets at most two big buckets (> kCap edges): the one holding its first edge
+// (side 0) and one starting inside it (side 1), which runs past its end; any other would lie inside
+// the chunk and hold fewer edges than it. The side of big bucket [bs, ...) in chunk c, its first
+// chunk being cf.
+__host__ __device__ constexpr int big_side(std::int64_t c, std::int64_t cf, std::int64_t bs) {
+  return c == cf && bs > c * kCap ? 1 : 0;
 }
 
 // Shared memory of one small bucket's rank.
 template <class Pair>
 struct RankSmem {
   Pair tile[kCap];
-  int start[kRows], run[kRows], wcnt[kThreads / 32][kRows];
+  int start[kRows], total[kRows], wrun[kThreads / 32][kRows];
 };
-// Bucket b (n <= kCap edges from bs, loaded by load_part into pr / dg): counts its digits, ranks it
-// stably, places it in shared memory and writes it coalesced to out, with its row offsets. The
-// block's last barrier lets the caller reuse `sm` at once.
+// Bucket b (n <= kCap edges from bs, loaded by load_part into pr / dg): ranks it stably, places it
+// in shared memory and writes it coalesced to out, with its row offsets. The block's last barrier
+// lets the caller reuse `sm` at once.
 template <int J, class Pair>
 __device__ __forceinline__ void rank_bucket(const Pair (&pr)[J], const int (&dg)[J], std::int64_t b, int bs, int n,
                                             const std::int32_t* bptr, std::int64_t N, std::int64_t buckets,
                                             Pair* __restrict__ out, std::int32_t* __restrict__ row_ptr,
                                             RankSmem<Pair>& sm) {
-  const int t = threadIdx.x, lane = t & 31;
-  int pos[J];
-  if (t < kRows) sm.run[t] = 0;
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  int loc[J];
+  warp_ranks<J>(dg, n, sm.wrun, loc);
   __syncthreads();
-#pragma unroll
-  for (int j = 0; j < J; ++j)
-    if (dg[j] >= 0) atomicAdd(&sm.run[dg[j]], 1);
+  if (t < kRows) sm.total[t] = warp_offsets(sm.wrun);
   __syncthreads();
   if (t < 32) {
-    const int c0 = sm.run[2 * t], c1 = sm.run[2 * t + 1];
+    const int c0 = sm.total[2 * t], c1 = sm.total[2 * t + 1];
     const int ex = pair_scan(c0, c1, lane);
     sm.start[2 * t] = ex;
     sm.start[2 * t + 1] = ex + c0;
-    sm.run[2 * t] = sm.run[2 * t + 1] = 0;
     write_row_ptr(row_ptr, b, t, bs + ex, c0, N, buckets, bptr);
   }
   __syncthreads();
-  stable_positions<J>(dg, n, sm.start, sm.run, sm.wcnt, pos);
 #pragma unroll
   for (int j = 0; j < J; ++j)
-    if (pos[j] >= 0) sm.tile[pos[j]] = pr[j];
+    if (loc[j] >= 0) sm.tile[sm.start[dg[j]] + sm.wrun[w][dg[j]] + loc[j]] = pr[j];
   __syncthreads();
   for (int i = t; i < n; i += kThreads) out[bs + i] = sm.tile[i];
   __syncthreads();
@@ -157,51 +164,55 @@ __device__ __forceinline__ void rank_bucket(const Pair (&pr)[J], const int (&dg)
 template <class Pair>
 __global__ void __launch_bounds__(kThreads) rank_kernel(const Pair* __restrict__ in, const std::int32_t* __restrict__ bptr,
                                                         std::int64_t N, std::int64_t buckets, Pair* __restrict__ out,
-                                                        std::int32_t* __restrict__ row_ptr) {
+                                                        std::int32_t* __restrict__ row_ptr, std::int32_t* __restrict__ big) {
   constexpr int J = kCap / kThreads;
   __shared__ RankSmem<Pair> sm;
   const std::int64_t b = blockIdx.x;
   const int bs = bptr[b], n = bptr[b + 1] - bs;
-  if (n > kCap) return;  // scan_kernel writes its row offsets (and row_ptr[N] if b is the last)
+  if (n > kCap) {  // scan_kernel writes its row offsets (and row_ptr[N] if b is the last)
+    const std::int64_t cf = bs / kCap, cl = (std::int64_t(bs) + n - 1) / kCap;
+    for (std::int64_t c = cf + threadIdx.x; c <= cl; c += kThreads) big[c * 2 + big_side(c, cf, bs)] = int(b);
+    return;
+  }
   Pair pr[J];
   int dg[J];
   load_part<J>(in + bs, n, pr, dg);
   rank_bucket<J>(pr, dg, b, bs, n, bptr, N, buckets, out, row_ptr, sm);
 }
 
-// Big buckets (> kCap edges). A kCap-edge chunk [c0, c1) of the sorted pairs meets at most two of
-// them: the one holding c0 (side 0) and the one holding c1 - 1 (side 1); any other would lie inside
-// the chunk and hold fewer edges than it. Returns that bucket, or -1.
-__device__ __forceinline__ std::int64_t big_side(const std::int32_t* bptr, std::int64_t B, std::int64_t c0,
-                                                 std::int64_t c1, int side) {
-  const std::int64_t b0 = bucket_of(bptr, B, c0);
-  const std::int64_t b = side == 0 ? b0 : bucket_of(bptr, B, c1 - 1);
-  if (side == 1 && b == b0) return -1;
-  return bptr[b + 1] - bptr[b] > kCap ? b : -1;
-}
-// Chunk c's part [lo, hi) of its big bucket on `side`; false where there is none.
-__device__ __forceinline__ bool big_part(const std::int32_t* bptr, std::int64_t B, std::int64_t E, std::int64_t c,
-                                         int side, std::int64_t& lo, std::int64_t& hi) {
-  const std::int64_t c0 = c * kCap, c1 = min(E, c0 + kCap);
-  const std::int64_t b = big_side(bptr, B, c0, c1, side);
+// Chunk c's part [lo, hi) of its big bucket on `side`; false where there is none. big[c * 2 + side]
+// is that bucket or -1: rank_kernel marks the chunks of each bucket over kCap edges (measured,
+// session 12, products-like with no such bucket: count and place each finding theirs by two binary
+// searches over bptr per side took ~0.9 ms of the four kernels' 1.42).
+__device__ __forceinline__ bool big_part(const std::int32_t* big, const std::int32_t* bptr, std::int64_t E,
+                                         std::int64_t c, int side, std::int64_t& lo, std::int64_t& hi) {
+  const int b = big[c * 2 + side];
   if (b < 0) return false;
-  lo = max(c0, std::int64_t(bptr[b]));
-  hi = min(c1, std::int64_t(bptr[b + 1]));
+  lo = max(c * kCap, std::int64_t(bptr[b]));
+  hi = min(min(E, c * kCap + kCap), std::int64_t(bptr[b + 1]));
   return true;
 }
 // cnt[(chunk * 2 + side) * 64 + d]: digit d's count in the chunk's part of that big bucket.
 template <class Pair>
 __global__ void __launch_bounds__(kThreads) count_kernel(const Pair* __restrict__ in, const std::int32_t* __restrict__ bptr,
-                                                         std::int64_t B, std::int64_t E, std::int32_t* __restrict__ cnt) {
+                                                         const std::int32_t* __restrict__ big, std::int64_t E,
+                                                         std::int32_t* __restrict__ cnt) {
   __shared__ int h[kRows];
   const std::int64_t c = blockIdx.x;
   const int t = threadIdx.x;
   for (int side = 0; side < 2; ++side) {
     std::int64_t lo = 0, hi = 0;
-    if (!big_part(bptr, B, E, c, side, lo, hi)) continue;  // block-uniform
+    if (!big_part(big, bptr, E, c, side, lo, hi)) continue;  // block-uniform
     if (t < kRows) h[t] = 0;
     __syncthreads();
-    for (std::int64_t i = lo + t; i < hi; i += kThreads) atomicAdd(&h[digit_of(in[i])], 1);
+    // One shared atomic per digit a warp: a hub bucket's chunk is mostly one row (one digit), and
+    // one atomic a thread would serialize on it.
+    for (std::int64_t i0 = lo; i0 < hi; i0 += kThreads) {  // block-uniform trips: every lane matches
+      const std::int64_t i = i0 + t;
+      const int d = i < hi ? digit_of(in[i]) : -1;
+      const unsigned peers = __match_any_sync(0xffffffffu, d);
+      if (d >= 0 && (peers & ((1u << (t & 31)) - 1u)) == 0) atomicAdd(&h[d], __popc(peers));
+    }
     __syncthreads();
     if (t < kRows) cnt[(c * 2 + side) * kRows + t] = h[t];
     __syncthreads();
@@ -219,7 +230,7 @@ __global__ void __launch_bounds__(kThreads) scan_kernel(const std::int32_t* __re
   const std::int64_t cf = bs / kCap, cl = (be - 1) / kCap, q = (cl - cf + 4) / 4;
   const std::int64_t g0 = cf + g * q, g1 = min(cl + 1, g0 + q);
   // Side 1 only in the first chunk, and only where the bucket starts inside it.
-  auto idx = [&](std::int64_t c) { return (c * 2 + (c == cf && bs > c * kCap ? 1 : 0)) * kRows + d; };
+  auto idx = [&](std::int64_t c) { return (c * 2 + big_side(c, cf, bs)) * kRows + d; };
   int sum = 0;
   for (std::int64_t c = g0; c < g1; ++c) sum += cnt[idx(c)];
   sums[g][d] = sum;
@@ -254,43 +265,48 @@ __global__ void __launch_bounds__(kThreads) scan_kernel(const std::int32_t* __re
 // scan_kernel left (scattered inside the bucket, each digit's run contiguous).
 template <class Pair>
 __global__ void __launch_bounds__(kThreads) place_kernel(const Pair* __restrict__ in, const std::int32_t* __restrict__ bptr,
-                                                         std::int64_t B, std::int64_t E, const std::int32_t* __restrict__ off,
-                                                         Pair* __restrict__ out) {
+                                                         const std::int32_t* __restrict__ big, std::int64_t E,
+                                                         const std::int32_t* __restrict__ off, Pair* __restrict__ out) {
   constexpr int J = kCap / kThreads;
-  __shared__ int base[kRows], run[kRows], wcnt[kThreads / 32][kRows];
+  __shared__ int base[kRows], wrun[kThreads / 32][kRows];
   const std::int64_t c = blockIdx.x;
-  const int t = threadIdx.x;
+  const int t = threadIdx.x, w = t >> 5;
   for (int side = 0; side < 2; ++side) {
     std::int64_t lo = 0, hi = 0;
-    if (!big_part(bptr, B, E, c, side, lo, hi)) continue;
+    if (!big_part(big, bptr, E, c, side, lo, hi)) continue;
     const int n = int(hi - lo);
     Pair pr[J];
-    int dg[J], pos[J];
+    int dg[J], loc[J];
     load_part<J>(in + lo, n, pr, dg);
-    if (t < kRows) {
-      base[t] = off[(c * 2 + side) * kRows + t];
-      run[t] = 0;
-    }
+    warp_ranks<J>(dg, n, wrun, loc);
+    if (t < kRows) base[t] = off[(c * 2 + side) * kRows + t];
     __syncthreads();
-    stable_positions<J>(dg, n, base, run, wcnt, pos);
+    if (t < kRows) (void)warp_offsets(wrun);
+    __syncthreads();
 #pragma unroll
     for (int j = 0; j < J; ++j)
-      if (pos[j] >= 0) out[pos[j]] = pr[j];
+      if (loc[j] >= 0) out[base[dg[j]] + wrun[w][dg[j]] + loc[j]] = pr[j];
     __syncthreads();
   }
 }
 
+/// Scratch ints the kernels need for E edges: each chunk's two big-bucket marks, then its two sides'
+/// 64 digit counts.
+constexpr std::int64_t scratch_ints(std::int64_t E) { return (E + kCap - 1) / kCap * 2 * (1 + kRows); }
+
 /// The four kernels after CUB's top-bits sort: `in` the sorted pairs (digits packed, not `out`),
-/// bptr the B + 1 bucket offsets, cnt scratch of (ceil(E / kCap) * 2 * kRows) ints; writes `out`
-/// (the plan's pairs) and row_ptr [N + 1].
+/// bptr the B + 1 bucket offsets, scratch of scratch_ints(E) ints; writes `out` (the plan's pairs)
+/// and row_ptr [N + 1].
 template <class Pair>
-void launch(const Pair* in, const std::int32_t* bptr, std::int64_t N, std::int64_t E, std::int32_t* cnt, Pair* out,
+void launch(const Pair* in, const std::int32_t* bptr, std::int64_t N, std::int64_t E, std::int32_t* scratch, Pair* out,
             std::int32_t* row_ptr, cudaStream_t s) {
   const std::int64_t B = (N + kRows - 1) / kRows, C = (E + kCap - 1) / kCap;
-  rank_kernel<Pair><<<unsigned(B), kThreads, 0, s>>>(in, bptr, N, B, out, row_ptr);
-  count_kernel<Pair><<<unsigned(C), kThreads, 0, s>>>(in, bptr, B, E, cnt);
+  std::int32_t *big = scratch, *cnt = scratch + 2 * C;
+  cudaMemsetAsync(big, 0xFF, std::size_t(2 * C) * sizeof(std::int32_t), s);  // -1: no big bucket
+  rank_kernel<Pair><<<unsigned(B), kThreads, 0, s>>>(in, bptr, N, B, out, row_ptr, big);
+  count_kernel<Pair><<<unsigned(C), kThreads, 0, s>>>(in, bptr, big, E, cnt);
   scan_kernel<<<unsigned(B), kThreads, 0, s>>>(bptr, N, B, cnt, row_ptr);
-  place_kernel<Pair><<<unsigned(C), kThreads, 0, s>>>(in, bptr, B, E, cnt, out);
+  place_kernel<Pair><<<unsigned(C), kThreads, 0, s>>>(in, bptr, big, E, cnt, out);
 }
 
 }  // namespace pipelink::cuda::two_level
