@@ -56,10 +56,6 @@ mutations=(
   "li copies for any row stride@src/cuda/aggregate.cu@const bool lean_issue = !wide_forced && xs > -(std::int64_t(1) << 29) && xs < (std::int64_t(1) << 29);@const bool lean_issue = !wide_forced;@1@CudaAggregate.RowStridesPastFourGigabytes"
   "edge-range split drops its second half@src/cuda/aggregate.cu@      todo.push_back({mid, e1, e.requested()});@      (void)mid;@1@CudaAggregate.OneShotEdgeRangesSplitWhereABuildRunsOutOfMemory"
   "wide-address copies take the wrong piece@src/cuda/aggregate.cu@x + std::int64_t(sr) * xs + q * 4);@x + std::int64_t(sr) * xs + (q ^ 1) * 4);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
-  "two-level rank not stable@src/cuda/two_level_sort.cuh@if (d >= 0) loc[j] = wrun[w][d] + rank;@if (d >= 0) loc[j] = wrun[w][d] + __popc(peers & ~below) - 1;@1@CudaAggregate.TwoLevelBuildIsTheSamePlan"
-  "two-level scan ignores a bucket's first chunk side@src/cuda/two_level_sort.cuh@(c * 2 + big_side(c, cf, bs)) * kRows + d@(c * 2) * kRows + d@1@CudaAggregate.TwoLevelBuildIsTheSamePlan"
-  "two-level marks ignore the side@src/cuda/two_level_sort.cuh@big[c * 2 + big_side(c, cf, bs)] = int(b)@big[c * 2] = int(b)@1@CudaAggregate.TwoLevelBuildIsTheSamePlan"
-  "two-level place skips side 1@src/cuda/two_level_sort.cuh@for (int side = 0; side < 2; ++side)@for (int side = 0; side < 1; ++side)@2@CudaAggregate.TwoLevelBuildIsTheSamePlan"
 )
 fail=0
 selected=()

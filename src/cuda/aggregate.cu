@@ -29,7 +29,6 @@
 #include "core/aggregate_plan_impl.hpp"
 #include "cuda/check.cuh"
 #include "cuda/memory.cuh"
-#include "cuda/two_level_sort.cuh"
 #include "pipelink/debug.hpp"
 #include "pipelink/ops/reference.hpp"
 #include "pipelink/registry.hpp"
@@ -205,26 +204,16 @@ __global__ void wide_keys_to_pairs_kernel(std::uint64_t* keys, const I* src, std
 }
 
 // fw (one-shot plans, float32 weights): the pair carries w[e]'s bits instead of the id e.
-// key_mask != 0 (the two-level build, narrow plans only): the key is masked to the sort's bits and
-// the destination's low 6 bits ride in src's bits 26-31 (two_level::pack_src; src masked to 26
-// bits), so that bad indices still give keys and digits inside the ranges the two-level kernels
-// index by (src/cuda/two_level_sort.cuh).
 template <class I, class K, class P>
 __global__ void init_pairs_kernel(const I* src, const I* dst, K* keys, EdgePair<P>* pairs, std::int64_t E,
-                                  std::uint64_t N, unsigned long long* first_bad, const float* fw, K key_mask = 0) {
+                                  std::uint64_t N, unsigned long long* first_bad, const float* fw) {
   for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < E;
        e += std::int64_t(gridDim.x) * blockDim.x) {
     const I s = src[e], d = dst[e];
     if (std::uint64_t(std::int64_t(s)) >= N || std::uint64_t(std::int64_t(d)) >= N)
       atomicMin(first_bad, (unsigned long long)e);
-    P ps = P(s);
-    if (key_mask) {
-      keys[e] = K(d) & key_mask;
-      ps = P(two_level::pack_src(std::uint32_t(s), std::uint32_t(d)));
-    } else {
-      keys[e] = K(d);
-    }
-    pairs[e] = EdgePair<P>{ps, fw ? P(__float_as_int(fw[e])) : P(e)};
+    keys[e] = K(d);
+    pairs[e] = EdgePair<P>{P(s), fw ? P(__float_as_int(fw[e])) : P(e)};
   }
 }
 
@@ -320,15 +309,11 @@ std::int64_t long_row_threshold() {
 //     PIPELINK_AGG_ONESHOT_CHUNKS=1 a one-shot call sorts destination ranges instead.
 //   PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (tests only; read in aggregate_one_shot): edge ranges of
 //     more edges than this fail as if out of memory, to make the unforced splits happen (0: off).
-//   PIPELINK_AGG_BUILD_TWO_LEVEL: 1 sorts a narrow plan of 17-22 key bits in two levels (CUB on
-//     the top bits, then src/cuda/two_level_sort.cuh's kernels on the low 6), the same plan; 0 (the default):
-//     one CUB sort. Opt-in until it has run on a GPU (session 11; see the kernels).
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
   std::int64_t oneshot_chunks = 0;  // 0: one plan, or edge ranges when its sort does not fit
   std::size_t build_memory = 0;     // bytes; 0: no cap
-  bool two_level = false;           // the two-level sort where the key has 17-22 bits
   std::int64_t test_range_oom_above = 0;  // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (0: off)
 };
 PlanKnobs plan_knobs() {
@@ -349,7 +334,6 @@ PlanKnobs plan_knobs() {
   k.build_chunks = read("PIPELINK_AGG_BUILD_CHUNKS", 0, 4096, 0);
   k.oneshot_chunks = read("PIPELINK_AGG_ONESHOT_CHUNKS", 0, 4096, 0);
   k.build_memory = std::size_t(read("PIPELINK_AGG_BUILD_MEMORY", 1, std::int64_t(1) << 30, 0)) << 20;
-  k.two_level = read("PIPELINK_AGG_BUILD_TWO_LEVEL", 0, 1, 0) == 1;
   k.test_range_oom_above = read("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", 0, std::int64_t(1) << 62, 0);
   return k;
 }
@@ -722,18 +706,15 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // offsets (build micro A2 against A1, products-like, H200: 2.151 against 2.206 ms with the init,
   // the same keys and pairs bitwise). The temp query and the sort must use the same count type.
   const std::uint32_t n32 = std::uint32_t(E);
-  // The two-level sort (PIPELINK_AGG_BUILD_TWO_LEVEL=1) where it saves a CUB pass: 17-22 key bits
-  // leave 11-16 for CUB (two passes instead of three). Destination ranges keep the one sort; a
-  // one-shot call's edge ranges build through here and take it too. Its bucket offsets and chunk
-  // counts (~0.25 B/edge) are allocated outside the arena and PIPELINK_AGG_BUILD_MEMORY's cap.
-  const bool use_two_level = knobs.two_level && end_bit > 16 && end_bit <= two_level::kLo + 16;
-  const int begin_bit = use_two_level ? two_level::kLo : 0;
+  // (A two-level sort, CUB on bits [6, 22) and a shared-memory rank of the low 6 bits per 64-row
+  // bucket, gave the same plan bitwise but was no faster: products-like 2.40-2.42 against 2.40 ms,
+  // power-law 2.97-3.05 against 2.40, H200, session 12; removed, in git at 35fda52.)
   // CUB's temp size depends only on the sizes: ask with null buffers first.
   std::size_t temp_bytes = 0;
   {
     cub::DoubleBuffer<K> k0(nullptr, nullptr);
     cub::DoubleBuffer<Pair> p0(nullptr, nullptr);
-    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, k0, p0, n32, begin_bit, end_bit, s));
+    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, k0, p0, n32, 0, end_bit, s));
   }
   auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
   const std::size_t kb = up(E * sizeof(K)), pb = up(E * sizeof(Pair)), arena_bytes = 2 * kb + pb + up(temp_bytes);
@@ -810,36 +791,15 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // The init kernel writes the transient pairs; an odd number of sort passes (three for 17-24
   // bits, as products-like's 22; one for a single-tile sort or at most 8 bits) leaves the result
   // in `kept`, an even one (two passes: 9-16 bits) in the transient buffer, which is then copied.
-  const K key_mask = use_two_level ? K((std::uint64_t(1) << end_bit) - 1) : K(0);
   init_pairs_kernel<I, K, std::int32_t><<<grid_for(E, 256), 256, 0, s>>>(
-      src.data_as<const I>(), dst.data_as<const I>(), keys_a, pairs_t, E, std::uint64_t(N), flag, fw, key_mask);
+      src.data_as<const I>(), dst.data_as<const I>(), keys_a, pairs_t, E, std::uint64_t(N), flag, fw);
   check_launch();
   trace.mark("init");
   // Bad indices make garbage keys, but the sort only reads bits [0, end_bit) and nothing below
   // writes outside the plan's buffers; the error is raised at the synchronization in finish_plan.
-  // (The two-level kernels index by the key's bits and the digit, which init masks to range.)
   cub::DoubleBuffer<K> keys(keys_a, keys_b);
   cub::DoubleBuffer<Pair> pairs(pairs_t, kept.as<Pair>());
-  PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, n32, begin_bit, end_bit, s));
-  if (use_two_level) {
-    // Two passes leave the pairs in the transient buffer; a single-tile sort (small E) in `kept`,
-    // which the kernels below must not read and write at once.
-    if (pairs.Current() == kept.as<Pair>())
-      PIPELINK_CUDA_CHECK(cudaMemcpyAsync(pairs_t, kept.get(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
-    trace.mark("sort");
-    const std::int64_t B = (N + two_level::kRows - 1) / two_level::kRows;
-    DeviceBuffer bptr((B + 1) * sizeof(std::int32_t), s), cnt(std::size_t(two_level::scratch_ints(E)) * sizeof(std::int32_t), s);
-    row_ptr_kernel<K, std::int32_t><<<grid_for(B + 1, 256), 256, 0, s>>>(keys.Current(), two_level::kLo, E, B,
-                                                                         bptr.as<std::int32_t>());
-    check_launch();
-    plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
-    two_level::launch<Pair>(pairs_t, bptr.as<const std::int32_t>(), N, E, cnt.as<std::int32_t>(), kept.as<Pair>(),
-                            plan.row_ptr.as<std::int32_t>(), s);
-    check_launch();
-    trace.mark("two_level");
-    plan.pairs = std::move(kept);
-    return;
-  }
+  PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, n32, 0, end_bit, s));
   if (pairs.Current() != kept.as<Pair>())
     PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
   trace.mark("sort");
