@@ -209,6 +209,9 @@ std::string AggregateBenchResult::to_json() const {
                   {"effective_gbs", v.effective_gbs},
                   {"share_of_copy_bandwidth", copy_gbs > 0 ? v.effective_gbs / copy_gbs : 0.0},
                   {"note", v.note}});
+    if (v.bitwise_differing >= 0)
+      vs.back()["bitwise_repeatability"] = {{"runs", v.bitwise_runs},
+                                            {"runs_differing_from_the_cold_call", v.bitwise_differing}};
   }
   j["variants"] = vs;
   json comps = json::array();
@@ -255,6 +258,14 @@ std::string AggregateBenchResult::to_markdown() const {
   if (!gpu)
     s += fmt::format("- output size {:.1f} MB; bound for fused extra peak: output + 16 B/edge = {:.1f} MB\n",
                      double(output_bytes) / 1e6, double(output_bytes + 16 * edges) / 1e6);
+  for (const auto& v : variants)
+    if (v.bitwise_differing >= 0)
+      s += v.bitwise_differing == 0
+               ? fmt::format("- {}: bitwise identical to its cold call in {} further runs\n", v.name, v.bitwise_runs)
+               : fmt::format("- {}: {}{} of {} further runs differ{} from its cold call bitwise{}\n", v.name,
+                             v.name == "lean" ? "" : "**", v.bitwise_differing, v.bitwise_runs,
+                             v.name == "lean" ? "" : "**",
+                             v.name == "lean" ? " (float atomics: not promised deterministic)" : "");
   for (const auto& v : variants)
     if (!v.note.empty()) s += fmt::format("- {}: {}\n", v.name, v.note);
   return s;

@@ -41,6 +41,9 @@ struct VariantResult {
   double max_abs_err = 0, rel_l2_err = 0;
   bool within_tolerance = false;
   double effective_gbs = 0;       // bytes that must move / median time
+  // Deterministic GPU paths: further runs compared bit for bit with the verified cold call's
+  // output (issue 3: the planned path bitwise identical across 10 runs). -1: not checked.
+  int bitwise_runs = 0, bitwise_differing = -1;
   std::string note;
 };
 

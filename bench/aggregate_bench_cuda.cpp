@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <numeric>
 #include <random>
@@ -198,8 +199,10 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
     v.process_peak_bytes = free_before > free_min ? std::int64_t(free_before - free_min) : 0;
     v.extra_peak_bytes = std::int64_t(cuda::memory_stats().peak - before.current);
     v.memory_exact = true;
+    Tensor cold_out;  // host copy of the verified cold call's output
     if (p.name != "plan-build") {
-      VerifyReport rep = verify_aggregate(to_device(out, Device::cpu()), oracle);
+      cold_out = to_device(out, Device::cpu());
+      VerifyReport rep = verify_aggregate(cold_out, oracle);
       v.max_abs_err = rep.max_abs_err;
       v.rel_l2_err = rep.rel_l2_err;
       v.within_tolerance = rep.within_tolerance;
@@ -230,6 +233,22 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
     v.timed = true;
     if (p.name != "plan-build") v.effective_gbs = double(r.must_move_bytes) / (v.time.median * 1e-3) / 1e9;
     say(fmt::format("{}: median {:.3f} ms (min {:.3f}, max {:.3f})", p.name, v.time.median, v.time.min, v.time.max));
+    if (p.name == "one-shot" || p.name.starts_with("planned") || p.name == "lean") {
+      // The paths promised deterministic: `repeats` more runs, each into a poisoned output (a run
+      // that skipped a row could not match), compared bit for bit with the cold call's output.
+      // After the timed samples, so that the copies back do not sit between them. Lean (float
+      // atomics, not promised) is the control: the check must be able to say "differ".
+      v.bitwise_runs = o.repeats;
+      v.bitwise_differing = 0;
+      for (int i = 0; i < o.repeats; ++i) {
+        cuda::fill_random_uniform(out, 1e30, 2e30, 7 + std::uint64_t(i));
+        p.run();
+        const Tensor again = to_device(out, Device::cpu());
+        v.bitwise_differing += std::memcmp(again.data(), cold_out.data(), std::size_t(N * F) * sizeof(float)) != 0;
+      }
+      say(fmt::format("{}: {} of {} further runs differ bitwise from the cold call", p.name, v.bitwise_differing,
+                      v.bitwise_runs));
+    }
     r.variants.push_back(v);
   }
 

@@ -179,7 +179,7 @@ echo
 grep -m1 -E "H200|H100|NVIDIA [A-Z]" "$OUT/env.txt" || true
 grep -E "tests passed|tests failed" "$OUT/tests.log" || true
 tail -n 3 "$OUT/pytest.log" 2>/dev/null || true
-grep -E "^\| |vs three-op|null test|vs default" "$OUT/bench.md" 2>/dev/null || true
+grep -E "^\| |vs three-op|null test|vs default|bitwise" "$OUT/bench.md" 2>/dev/null || true
 grep -vE "^=== |^ptxas" "$OUT/micro.log" 2>/dev/null || true
 grep -h "plan build N=" "$OUT/bench.log" 2>/dev/null | tail -n 4 || true
 cat "$OUT"/compare-*.md 2>/dev/null || true
