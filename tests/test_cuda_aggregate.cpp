@@ -1040,6 +1040,78 @@ TEST_F(CudaAggregate, LeanPathAllocatesNoScratch) {
   EXPECT_EQ(one_shot.current, before.current) << "one-shot frees its plan";
 }
 
+TEST_F(CudaAggregate, LeanSpreadOrderCountsEveryEdgeOnce) {
+  // PIPELINK_AGG_LEAN_ORDER=spread (opt-in): the lean kernel hands chunks of 32 warp steps to warps
+  // in a spread order (core/spread_order.hpp). With x = 1, no weights and identity, each output
+  // element is its row's in-degree exactly (float sums of ones below 2^24), so an edge skipped or
+  // added twice shows. Dst-sorted edges with a hub row (the input the order is for), E around the
+  // chunk sizes (64 edges at F = 64, 1024 at F = 4, 32 at F = 256, 256 at F = 3 with scalar
+  // atomics), int32 and int64 indices, float64 too; "edges" (the default order) the same. Then tanh
+  // with weights inside the tolerance, and a bad knob value an error before any write.
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  auto sorted_hub_graph = [](std::int64_t N, std::int64_t E, DType idx, std::uint64_t sd) {
+    EdgeList g = uniform_graph(N, E, sd, idx);
+    std::vector<std::int64_t> d(static_cast<std::size_t>(E));
+    for (std::int64_t e = 0; e < E; ++e) d[std::size_t(e)] = e % 3 == 0 ? 7 % N : (e * 7919) % N;
+    std::sort(d.begin(), d.end());
+    for (std::int64_t e = 0; e < E; ++e) {
+      if (idx == DType::i32) g.dst.data_as<std::int32_t>()[e] = std::int32_t(d[std::size_t(e)]);
+      else g.dst.data_as<std::int64_t>()[e] = d[std::size_t(e)];
+    }
+    return std::pair{g, d};
+  };
+  struct G {
+    std::int64_t N, E;
+    DType idx;
+  };
+  for (const char* order : {"spread", "edges"}) {
+    ScopedEnv env({{"PIPELINK_AGG_LEAN_ORDER", order}});
+    for (const G& gc : {G{1000, 1, DType::i32}, G{1000, 63, DType::i32}, G{1000, 64, DType::i64}, G{1000, 65, DType::i32},
+                        G{3000, 1025, DType::i32}, G{3000, 4097, DType::i64}, G{20000, 300001, DType::i64}}) {
+      auto [g, d] = sorted_hub_graph(gc.N, gc.E, gc.idx, seed + std::uint64_t(gc.E));
+      std::vector<std::int64_t> deg(static_cast<std::size_t>(gc.N), 0);
+      for (std::int64_t v : d) ++deg[std::size_t(v)];
+      const Tensor sg = gpu(g.src), dg = gpu(g.dst);
+      for (const std::int64_t F : {64, 4, 256, 3}) {
+        for (const DType t : {DType::f32, DType::f64}) {
+          if (t == DType::f64 && F != 64) continue;
+          SCOPED_TRACE(std::string(order) + " N=" + std::to_string(gc.N) + " E=" + std::to_string(gc.E) +
+                       " F=" + std::to_string(F) + " " + std::string(dtype_name(t)) + " " + std::string(dtype_name(gc.idx)));
+          Tensor ones = TensorBuilder().shape({gc.N, F}).dtype(t).build();
+          for (std::int64_t i = 0; i < gc.N * F; ++i)
+            t == DType::f32 ? void(ones.data_as<float>()[i] = 1.f) : void(ones.data_as<double>()[i] = 1.0);
+          Tensor out = poisoned_gpu(gc.N, F, t);
+          aggregate(gpu(ones), sg, dg, std::nullopt, out, {.transform = Transform::identity, .path = AggregatePath::lean});
+          const Tensor back = host(out);
+          std::int64_t wrong = 0;
+          for (std::int64_t r = 0; r < gc.N; ++r)
+            for (std::int64_t f = 0; f < F; ++f) {
+              const double got = t == DType::f32 ? double(back.data_as<float>()[r * F + f]) : back.data_as<double>()[r * F + f];
+              wrong += got != double(deg[std::size_t(r)]);
+            }
+          EXPECT_EQ(wrong, 0) << "elements whose count of edges is wrong";
+        }
+      }
+    }
+  }
+  ScopedEnv env({{"PIPELINK_AGG_LEAN_ORDER", "spread"}});
+  auto [g, d] = sorted_hub_graph(20000, 300001, DType::i32, seed + 5);
+  const Tensor x = random_tensor({20000, 64}, DType::f32, seed + 6, -2, 2), w = random_tensor({300001}, DType::f32, seed + 7);
+  const AggregateOracle oracle = aggregate_oracle(x, g.src, g.dst, w.view(), {}, std::nullopt);
+  const Tensor sg = gpu(g.src), dg = gpu(g.dst), xg = gpu(x), wg = gpu(w);
+  Tensor out = poisoned_gpu(20000, 64, DType::f32);
+  aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::lean});
+  const VerifyReport r = verify_aggregate(host(out), oracle);
+  EXPECT_TRUE(r.within_tolerance) << r.summary();
+  EXPECT_EQ(r.unwritten, 0) << r.summary();
+  ScopedEnv bad({{"PIPELINK_AGG_LEAN_ORDER", "zigzag"}});
+  Tensor untouched = poisoned_gpu(20000, 64, DType::f32);
+  const Tensor before = host(untouched);
+  EXPECT_THROW(aggregate(xg, sg, dg, wg.view(), untouched, {.path = AggregatePath::lean}), Error);
+  EXPECT_TRUE(bitwise_equal(host(untouched), before)) << "a bad knob value wrote to out";
+}
+
 TEST_F(CudaAggregate, PlanContractErrors) {
   EdgeList g = uniform_graph(50, 500, fresh_seed());
   Tensor sg = gpu(g.src), dg = gpu(g.dst);

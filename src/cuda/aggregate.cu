@@ -23,10 +23,12 @@
 #include <optional>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
 #include "core/aggregate_plan_impl.hpp"
+#include "core/spread_order.hpp"
 #include "cuda/check.cuh"
 #include "cuda/memory.cuh"
 #include "pipelink/debug.hpp"
@@ -1906,16 +1908,20 @@ void aggregate_one_shot(OpContext& ctx) {
 
 // ---- lean: atomic accumulation, zero scratch -------------------------------------------------
 
-template <class T, class I, int VEC>
+// Edge chunks a warp takes whole in the spread order: kLeanChunkSteps warp steps of `groups`
+// edges each (64 edges at F = 64, 512 bytes of each index array).
+constexpr int kLeanChunkSteps = 32;
+
+template <class T, class I, int VEC, bool SPREAD>
 __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__ src, const I* __restrict__ dst,
                                                            const T* __restrict__ x, std::int64_t xs,
                                                            const T* __restrict__ w, T* __restrict__ out, std::int64_t os,
-                                                           std::int64_t E, std::int64_t F, int lpe, int transform) {
+                                                           std::int64_t E, std::int64_t F, int lpe, int transform,
+                                                           std::uint64_t spread_a) {
   // Groups of `lpe` lanes per edge (F = 64 float32: 16 lanes x float4, two edges per warp step;
   // v1 used a whole warp per edge and left lanes 16-31 idle: 15.1 ms on products-like).
   const int lane = threadIdx.x % 32, groups = 32 / lpe, group = lane / lpe, gl = lane % lpe;
-  const std::int64_t step = std::int64_t(gridDim.x) * blockDim.x / 32 * groups;
-  for (std::int64_t e = (blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x) / 32 * groups + group; e < E; e += step) {
+  auto edge = [&](std::int64_t e) {
     const std::int64_t s = std::int64_t(src[e]), d = std::int64_t(dst[e]);
     const T wt = w ? __ldg(w + e) : T(1);
     for (std::int64_t f = std::int64_t(gl) * VEC; f < F; f += std::int64_t(lpe) * VEC) {
@@ -1931,37 +1937,70 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
         for (int q = 0; q < VEC; ++q) atomicAdd(o + q, phi(v[q] * wt, transform));
       }
     }
+  };
+  const std::int64_t warp = (blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x) / 32,
+                     warps = std::int64_t(gridDim.x) * blockDim.x / 32;
+  if constexpr (!SPREAD) {
+    for (std::int64_t e = warp * groups + group; e < E; e += warps * groups) edge(e);
+  } else {
+    // Chunk q of the launch is chunk (q * spread_a) mod chunks of the edge list (a bijection:
+    // core/spread_order.hpp), so the warps in flight at once work on chunks spread over the list.
+    const std::int64_t per_chunk = std::int64_t(groups) * kLeanChunkSteps, chunks = (E + per_chunk - 1) / per_chunk;
+    for (std::int64_t q = warp; q < chunks; q += warps) {
+      const std::int64_t e0 = std::int64_t(std::uint64_t(q) * spread_a % std::uint64_t(chunks)) * per_chunk;
+      for (int k = 0; k < kLeanChunkSteps; ++k) {
+        const std::int64_t e = e0 + std::int64_t(k) * groups + group;
+        if (e < E) edge(e);
+      }
+    }
   }
 }
 
-template <class T, class I>
-void launch_atomic(const OpContext& ctx, bool vec4) {
+// PIPELINK_AGG_LEAN_ORDER: "edges" (the default: consecutive warps take consecutive edges) or
+// "spread" (chunks of edges in the spread order of core/spread_order.hpp). Read at each launch,
+// so that one process can A/B them. Opt-in until measured: written in session 12 for dst-sorted
+// inputs with hub rows (power-law dst-sorted lean 50.7 ms against 9.0 random), not yet run on a GPU.
+bool lean_spread_order() {
+  const char* v = std::getenv("PIPELINK_AGG_LEAN_ORDER");
+  if (!v || !*v || std::string_view(v) == "edges") return false;
+  if (std::string_view(v) == "spread") return true;
+  throw Error(std::string("aggregate: PIPELINK_AGG_LEAN_ORDER='") + v + "' is not 'edges' or 'spread'");
+}
+
+template <class T, class I, int VEC>
+void launch_atomic_vec(const OpContext& ctx, int lpe, bool spread) {
   const TensorView &x = ctx.port("x"), &src = ctx.port("src"), &dst = ctx.port("dst"), &out = ctx.port("out");
   const cudaStream_t s = as_stream(ctx.stream);
   const std::int64_t E = ctx.dim("E"), F = ctx.dim("F");
   const T* w = ctx.has("w") ? ctx.port("w").data_as<const T>() : nullptr;
   const int tr = int(parse_transform(ctx.attr<std::string>("transform")));
+  if (spread) {
+    const std::int64_t per_chunk = std::int64_t(32 / lpe) * kLeanChunkSteps, chunks = (E + per_chunk - 1) / per_chunk;
+    atomic_edges_kernel<T, I, VEC, true><<<grid_for(chunks * 32, 256), 256, 0, s>>>(
+        src.data_as<const I>(), dst.data_as<const I>(), x.data_as<const T>(), x.stride(0), w, out.data_as<T>(),
+        out.stride(0), E, F, lpe, tr, ::pipelink::detail::spread_multiplier(std::uint64_t(chunks)));
+  } else {
+    atomic_edges_kernel<T, I, VEC, false><<<grid_for(E * lpe, 256), 256, 0, s>>>(
+        src.data_as<const I>(), dst.data_as<const I>(), x.data_as<const T>(), x.stride(0), w, out.data_as<T>(),
+        out.stride(0), E, F, lpe, tr, 1);
+  }
+  check_launch();
+}
+
+template <class T, class I>
+void launch_atomic(const OpContext& ctx, bool vec4, bool spread) {
+  const std::int64_t E = ctx.dim("E"), F = ctx.dim("F");
   if (E == 0 || F == 0) return;
   if constexpr (sizeof(T) == 4) {
-    if (vec4) {
-      const int lpe = lanes_per_edge(F, 4);
-      atomic_edges_kernel<T, I, 4><<<grid_for(E * lpe, 256), 256, 0, s>>>(src.data_as<const I>(), dst.data_as<const I>(),
-                                                                          x.data_as<const T>(), x.stride(0), w,
-                                                                          out.data_as<T>(), out.stride(0), E, F, lpe, tr);
-      check_launch();
-      return;
-    }
+    if (vec4) return launch_atomic_vec<T, I, 4>(ctx, lanes_per_edge(F, 4), spread);
   }
-  const int lpe = lanes_per_edge(F, 1);
-  atomic_edges_kernel<T, I, 1><<<grid_for(E * lpe, 256), 256, 0, s>>>(src.data_as<const I>(), dst.data_as<const I>(),
-                                                                      x.data_as<const T>(), x.stride(0), w,
-                                                                      out.data_as<T>(), out.stride(0), E, F, lpe, tr);
-  check_launch();
+  launch_atomic_vec<T, I, 1>(ctx, lanes_per_edge(F, 1), spread);
 }
 
 void aggregate_lean(OpContext& ctx, bool allow_vec4) {
   const TensorView &x = ctx.port("x"), &src = ctx.port("src"), &dst = ctx.port("dst"), &out = ctx.port("out");
   const cudaStream_t s = as_stream(ctx.stream);
+  const bool spread = lean_spread_order();  // a bad knob: before any work
   PIPELINK_CUDA_CHECK(cudaSetDevice(x.device().index));
   validate_indices("aggregate", &src, &dst, ctx.dim("N"), s);
   if (!ctx.attr<bool>("accumulate") && out.numel() > 0) zero_rows(out, s);
@@ -1969,8 +2008,8 @@ void aggregate_lean(OpContext& ctx, bool allow_vec4) {
   const bool vec4 = allow_vec4 && f32 && ctx.dim("F") % 4 == 0 && x.stride(0) % 4 == 0 && out.stride(0) % 4 == 0 &&
                     aligned16(x.data()) && aligned16(out.data());
   const bool i32 = src.dtype() == DType::i32;
-  if (f32) i32 ? launch_atomic<float, std::int32_t>(ctx, vec4) : launch_atomic<float, std::int64_t>(ctx, vec4);
-  else i32 ? launch_atomic<double, std::int32_t>(ctx, false) : launch_atomic<double, std::int64_t>(ctx, false);
+  if (f32) i32 ? launch_atomic<float, std::int32_t>(ctx, vec4, spread) : launch_atomic<float, std::int64_t>(ctx, vec4, spread);
+  else i32 ? launch_atomic<double, std::int32_t>(ctx, false, spread) : launch_atomic<double, std::int64_t>(ctx, false, spread);
 }
 
 // ---- three-op reference on CUDA --------------------------------------------------------------
