@@ -1042,9 +1042,9 @@ TEST_F(CudaAggregate, LeanPathAllocatesNoScratch) {
 
 TEST_F(CudaAggregate, LeanSpreadOrderCountsEveryEdgeOnce) {
   // PIPELINK_AGG_LEAN_ORDER=spread (opt-in): the lean kernel hands chunks of 32 warp steps to warps
-  // in a spread order (core/spread_order.hpp). With x = 1, no weights and identity, each output
-  // element is its row's in-degree exactly (float sums of ones below 2^24), so an edge skipped or
-  // added twice shows. Dst-sorted edges with a hub row (the input the order is for), E around the
+  // in a spread order (core/spread_order.hpp). With x[s] = s % 8 + 1, no weights and identity,
+  // each output element is an exact integer sum over its row's edges (below 2^24), so an edge
+  // skipped, added twice or taken for another shows. Dst-sorted edges with a hub row (the input the order is for), E around the
   // chunk sizes (64 edges at F = 64, 1024 at F = 4, 32 at F = 256, 256 at F = 3 with scalar
   // atomics), int32 and int64 indices, float64 too; "edges" (the default order) the same. Then tanh
   // with weights inside the tolerance, and a bad knob value an error before any write.
@@ -1067,30 +1067,38 @@ TEST_F(CudaAggregate, LeanSpreadOrderCountsEveryEdgeOnce) {
   };
   for (const char* order : {"spread", "edges"}) {
     ScopedEnv env({{"PIPELINK_AGG_LEAN_ORDER", order}});
+    // E = 1025 at 32-edge chunks (F = 256 float32, F = 64 float64): 33 chunks, whose first
+    // multiplier candidate (21) shares a factor with 33; the mutant "spread multiplier not
+    // coprime" relies on it.
     for (const G& gc : {G{1000, 1, DType::i32}, G{1000, 63, DType::i32}, G{1000, 64, DType::i64}, G{1000, 65, DType::i32},
                         G{3000, 1025, DType::i32}, G{3000, 4097, DType::i64}, G{20000, 300001, DType::i64}}) {
       auto [g, d] = sorted_hub_graph(gc.N, gc.E, gc.idx, seed + std::uint64_t(gc.E));
-      std::vector<std::int64_t> deg(static_cast<std::size_t>(gc.N), 0);
-      for (std::int64_t v : d) ++deg[std::size_t(v)];
+      std::vector<std::int64_t> want(static_cast<std::size_t>(gc.N), 0);
+      for (std::int64_t e = 0; e < gc.E; ++e) {
+        const std::int64_t sv = gc.idx == DType::i32 ? g.src.data_as<std::int32_t>()[e] : g.src.data_as<std::int64_t>()[e];
+        want[std::size_t(d[std::size_t(e)])] += sv % 8 + 1;
+      }
       const Tensor sg = gpu(g.src), dg = gpu(g.dst);
       for (const std::int64_t F : {64, 4, 256, 3}) {
         for (const DType t : {DType::f32, DType::f64}) {
           if (t == DType::f64 && F != 64) continue;
           SCOPED_TRACE(std::string(order) + " N=" + std::to_string(gc.N) + " E=" + std::to_string(gc.E) +
                        " F=" + std::to_string(F) + " " + std::string(dtype_name(t)) + " " + std::string(dtype_name(gc.idx)));
-          Tensor ones = TensorBuilder().shape({gc.N, F}).dtype(t).build();
-          for (std::int64_t i = 0; i < gc.N * F; ++i)
-            t == DType::f32 ? void(ones.data_as<float>()[i] = 1.f) : void(ones.data_as<double>()[i] = 1.0);
+          Tensor xs = TensorBuilder().shape({gc.N, F}).dtype(t).build();
+          for (std::int64_t i = 0; i < gc.N * F; ++i) {
+            const double v = double((i / F) % 8 + 1);
+            t == DType::f32 ? void(xs.data_as<float>()[i] = float(v)) : void(xs.data_as<double>()[i] = v);
+          }
           Tensor out = poisoned_gpu(gc.N, F, t);
-          aggregate(gpu(ones), sg, dg, std::nullopt, out, {.transform = Transform::identity, .path = AggregatePath::lean});
+          aggregate(gpu(xs), sg, dg, std::nullopt, out, {.transform = Transform::identity, .path = AggregatePath::lean});
           const Tensor back = host(out);
           std::int64_t wrong = 0;
           for (std::int64_t r = 0; r < gc.N; ++r)
             for (std::int64_t f = 0; f < F; ++f) {
               const double got = t == DType::f32 ? double(back.data_as<float>()[r * F + f]) : back.data_as<double>()[r * F + f];
-              wrong += got != double(deg[std::size_t(r)]);
+              wrong += got != double(want[std::size_t(r)]);
             }
-          EXPECT_EQ(wrong, 0) << "elements whose count of edges is wrong";
+          EXPECT_EQ(wrong, 0) << "elements whose exact sum over their row's edges is wrong";
         }
       }
     }
@@ -1108,7 +1116,12 @@ TEST_F(CudaAggregate, LeanSpreadOrderCountsEveryEdgeOnce) {
   ScopedEnv bad({{"PIPELINK_AGG_LEAN_ORDER", "zigzag"}});
   Tensor untouched = poisoned_gpu(20000, 64, DType::f32);
   const Tensor before = host(untouched);
-  EXPECT_THROW(aggregate(xg, sg, dg, wg.view(), untouched, {.path = AggregatePath::lean}), Error);
+  try {
+    aggregate(xg, sg, dg, wg.view(), untouched, {.path = AggregatePath::lean});
+    ADD_FAILURE() << "no error for PIPELINK_AGG_LEAN_ORDER=zigzag";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("PIPELINK_AGG_LEAN_ORDER"), std::string::npos) << e.what();
+  }
   EXPECT_TRUE(bitwise_equal(host(untouched), before)) << "a bad knob value wrote to out";
 }
 

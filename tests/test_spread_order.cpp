@@ -3,6 +3,7 @@
 // CPU for every count the GPU tests use and many more.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <numeric>
 #include <vector>
