@@ -1911,6 +1911,7 @@ void aggregate_one_shot(OpContext& ctx) {
 // Edge chunks a warp takes whole in the spread order: kLeanChunkSteps warp steps of `groups`
 // edges each (64 edges at F = 64, 512 bytes of each index array).
 constexpr int kLeanChunkSteps = 32;
+__host__ __device__ constexpr std::int64_t lean_chunk_edges(int lpe) { return std::int64_t(32 / lpe) * kLeanChunkSteps; }
 
 template <class T, class I, int VEC, bool SPREAD>
 __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__ src, const I* __restrict__ dst,
@@ -1945,7 +1946,7 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
   } else {
     // Chunk q of the launch is chunk (q * spread_a) mod chunks of the edge list (a bijection:
     // core/spread_order.hpp), so the warps in flight at once work on chunks spread over the list.
-    const std::int64_t per_chunk = std::int64_t(groups) * kLeanChunkSteps, chunks = (E + per_chunk - 1) / per_chunk;
+    const std::int64_t per_chunk = lean_chunk_edges(lpe), chunks = (E + per_chunk - 1) / per_chunk;
     for (std::int64_t q = warp; q < chunks; q += warps) {
       const std::int64_t e0 = std::int64_t(std::uint64_t(q) * spread_a % std::uint64_t(chunks)) * per_chunk;
       for (int k = 0; k < kLeanChunkSteps; ++k) {
@@ -1974,17 +1975,17 @@ void launch_atomic_vec(const OpContext& ctx, int lpe, bool spread) {
   const std::int64_t E = ctx.dim("E"), F = ctx.dim("F");
   const T* w = ctx.has("w") ? ctx.port("w").data_as<const T>() : nullptr;
   const int tr = int(parse_transform(ctx.attr<std::string>("transform")));
-  if (spread) {
-    const std::int64_t per_chunk = std::int64_t(32 / lpe) * kLeanChunkSteps, chunks = (E + per_chunk - 1) / per_chunk;
-    atomic_edges_kernel<T, I, VEC, true><<<grid_for(chunks * 32, 256), 256, 0, s>>>(
-        src.data_as<const I>(), dst.data_as<const I>(), x.data_as<const T>(), x.stride(0), w, out.data_as<T>(),
-        out.stride(0), E, F, lpe, tr, ::pipelink::detail::spread_multiplier(std::uint64_t(chunks)));
-  } else {
-    atomic_edges_kernel<T, I, VEC, false><<<grid_for(E * lpe, 256), 256, 0, s>>>(
-        src.data_as<const I>(), dst.data_as<const I>(), x.data_as<const T>(), x.stride(0), w, out.data_as<T>(),
-        out.stride(0), E, F, lpe, tr, 1);
+  auto launch = [&](auto kernel, std::int64_t warps, std::uint64_t spread_a) {
+    kernel<<<grid_for(warps * 32, 256), 256, 0, s>>>(src.data_as<const I>(), dst.data_as<const I>(), x.data_as<const T>(),
+                                                     x.stride(0), w, out.data_as<T>(), out.stride(0), E, F, lpe, tr, spread_a);
+    check_launch();
+  };
+  if (spread) {  // a warp a chunk
+    const std::int64_t chunks = (E + lean_chunk_edges(lpe) - 1) / lean_chunk_edges(lpe);
+    launch(atomic_edges_kernel<T, I, VEC, true>, chunks, ::pipelink::detail::spread_multiplier(std::uint64_t(chunks)));
+  } else {  // a lane group an edge
+    launch(atomic_edges_kernel<T, I, VEC, false>, (E * lpe + 31) / 32, 1);
   }
-  check_launch();
 }
 
 template <class T, class I>
