@@ -1041,12 +1041,12 @@ TEST_F(CudaAggregate, LeanPathAllocatesNoScratch) {
 }
 
 TEST_F(CudaAggregate, LeanSpreadOrderCountsEveryEdgeOnce) {
-  // PIPELINK_AGG_LEAN_ORDER=spread (opt-in): the lean kernel hands chunks of 32 warp steps to warps
+  // PIPELINK_AGG_LEAN_ORDER=spread (the default since session 13): the lean kernel hands chunks of 32 warp steps to warps
   // in a spread order (core/spread_order.hpp). With x[s] = s % 8 + 1, no weights and identity,
   // each output element is an exact integer sum over its row's edges (below 2^24), so an edge
   // skipped, added twice or taken for another shows. Dst-sorted edges with a hub row (the input the order is for), E around the
   // chunk sizes (64 edges at F = 64, 1024 at F = 4, 32 at F = 256, 256 at F = 3 with scalar
-  // atomics), int32 and int64 indices, float64 too; "edges" (the default order) the same. Then tanh
+  // atomics), int32 and int64 indices, float64 too; "edges" the same. Then tanh
   // with weights inside the tolerance, and a bad knob value an error before any write.
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
