@@ -57,6 +57,7 @@ mutations=(
   "edge-range split drops its second half@src/cuda/aggregate.cu@      todo.push_back({mid, e1, e.requested()});@      (void)mid;@1@CudaAggregate.OneShotEdgeRangesSplitWhereABuildRunsOutOfMemory"
   "lean spread skips a chunk's last step@src/cuda/aggregate.cu@for (int k = 0; k < kLeanChunkSteps; ++k)@for (int k = 0; k < kLeanChunkSteps - 1; ++k)@1@CudaAggregate.LeanSpreadOrderCountsEveryEdgeOnce"
   "spread multiplier not coprime with the chunk count@src/core/spread_order.hpp@while (std::gcd(a, q) != 1) a += 2;@(void)0;@1@CudaAggregate.LeanSpreadOrderCountsEveryEdgeOnce"
+  "lean warp loads shuffle from the group's first lane@src/cuda/aggregate.cu@const int from = k * groups + group;@const int from = k * groups;@1@CudaAggregate.LeanSpreadOrderCountsEveryEdgeOnce"
   "wide-address copies take the wrong piece@src/cuda/aggregate.cu@x + std::int64_t(sr) * xs + q * 4);@x + std::int64_t(sr) * xs + (q ^ 1) * 4);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
 )
 fail=0

@@ -1046,7 +1046,7 @@ TEST_F(CudaAggregate, LeanSpreadOrderCountsEveryEdgeOnce) {
   // each output element is an exact integer sum over its row's edges (below 2^24), so an edge
   // skipped, added twice or taken for another shows. Dst-sorted edges with a hub row (the input the order is for), E around the
   // chunk sizes (64 edges at F = 64, 1024 at F = 4, 32 at F = 256, 256 at F = 3 with scalar
-  // atomics), int32 and int64 indices, float64 too; "edges" the same. Then tanh
+  // atomics), int32 and int64 indices, float64 too; "edges" and "spread-warp-loads" the same. Then tanh
   // with weights inside the tolerance, and a bad knob value an error before any write.
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
@@ -1065,7 +1065,7 @@ TEST_F(CudaAggregate, LeanSpreadOrderCountsEveryEdgeOnce) {
     std::int64_t N, E;
     DType idx;
   };
-  for (const char* order : {"spread", "edges"}) {
+  for (const char* order : {"spread", "edges", "spread-warp-loads"}) {
     ScopedEnv env({{"PIPELINK_AGG_LEAN_ORDER", order}});
     // E = 1025 at 32-edge chunks (F = 256 float32, F = 64 float64): 33 chunks, whose first
     // multiplier candidate (21) shares a factor with 33; the mutant "spread multiplier not

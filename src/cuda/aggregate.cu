@@ -1913,7 +1913,8 @@ void aggregate_one_shot(OpContext& ctx) {
 constexpr int kLeanChunkSteps = 32;
 __host__ __device__ constexpr std::int64_t lean_chunk_edges(int lpe) { return std::int64_t(32 / lpe) * kLeanChunkSteps; }
 
-template <class T, class I, int VEC, bool SPREAD>
+// ORDER: 0 edges, 1 spread, 2 spread with warp-wide index loads (opt-in, see lean_order()).
+template <class T, class I, int VEC, int ORDER>
 __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__ src, const I* __restrict__ dst,
                                                            const T* __restrict__ x, std::int64_t xs,
                                                            const T* __restrict__ w, T* __restrict__ out, std::int64_t os,
@@ -1922,9 +1923,7 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
   // Groups of `lpe` lanes per edge (F = 64 float32: 16 lanes x float4, two edges per warp step;
   // v1 used a whole warp per edge and left lanes 16-31 idle: 15.1 ms on products-like).
   const int lane = threadIdx.x % 32, groups = 32 / lpe, group = lane / lpe, gl = lane % lpe;
-  auto edge = [&](std::int64_t e) {
-    const std::int64_t s = std::int64_t(src[e]), d = std::int64_t(dst[e]);
-    const T wt = w ? __ldg(w + e) : T(1);
+  auto row = [&](std::int64_t s, std::int64_t d, T wt) {
     for (std::int64_t f = std::int64_t(gl) * VEC; f < F; f += std::int64_t(lpe) * VEC) {
       T v[VEC];
       load_vec<T, VEC>(x + s * xs + f, v);
@@ -1939,10 +1938,34 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
       }
     }
   };
+  auto edge = [&](std::int64_t e) { row(std::int64_t(src[e]), std::int64_t(dst[e]), w ? __ldg(w + e) : T(1)); };
   const std::int64_t warp = (blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x) / 32,
                      warps = std::int64_t(gridDim.x) * blockDim.x / 32;
-  if constexpr (!SPREAD) {
+  if constexpr (ORDER == 0) {
     for (std::int64_t e = warp * groups + group; e < E; e += warps * groups) edge(e);
+  } else if constexpr (ORDER == 2) {
+    // The same chunks and steps as ORDER 1, but the warp loads 32 edges' src, dst and w at once
+    // (lane l: edge base + l; one 128-byte line per int32 array) and hands them to the lane groups
+    // by shuffles, instead of each step loading its own 8 bytes of each array. Written in session 13
+    // after the spread order measured 1.6-3.1% slower than edge order on random input: the guess is
+    // that ~8.4k warps each reading 32-byte sectors of their own chunk draw the index arrays from
+    // DRAM less efficiently than edge order's coalesced window. Not yet run on a GPU.
+    const std::int64_t per_chunk = lean_chunk_edges(lpe), chunks = (E + per_chunk - 1) / per_chunk;
+    for (std::int64_t q = warp; q < chunks; q += warps) {
+      const std::int64_t e0 = std::int64_t(std::uint64_t(q) * spread_a % std::uint64_t(chunks)) * per_chunk;
+      for (std::int64_t base = e0; base < e0 + per_chunk && base < E; base += 32) {
+        const std::int64_t mine = base + lane;
+        const bool have = mine < E;
+        const I ms = have ? src[mine] : I(0), md = have ? dst[mine] : I(0);
+        const T mw = have && w ? __ldg(w + mine) : T(1);
+        for (int k = 0; k < 32 / groups; ++k) {
+          const int from = k * groups + group;  // all lanes shuffle; only real edges are added
+          const I s = __shfl_sync(0xffffffffu, ms, from), d = __shfl_sync(0xffffffffu, md, from);
+          const T wt = __shfl_sync(0xffffffffu, mw, from);
+          if (base + from < E) row(std::int64_t(s), std::int64_t(d), wt);
+        }
+      }
+    }
   } else {
     // Chunk q of the launch is chunk (q * spread_a) mod chunks of the edge list (a bijection:
     // core/spread_order.hpp), so the warps in flight at once work on chunks spread over the list.
@@ -1966,15 +1989,19 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
 // products-like dst-sorted 8.78 -> 8.37, seed-40M dst-sorted 5.99 -> 5.51; random order it costs
 // 1.6-3.4% (products-like 13.93-13.95 -> 14.23-14.26, power-law 9.02-9.04 -> 9.30-9.36), a small
 // price for no 7x cliff. The policy cannot pick by input order: telling it would need a scan.
-bool lean_spread_order() {
+// "spread-warp-loads" (opt-in, not yet run on a GPU): the spread order with warp-wide index loads.
+// Returns the kernel's ORDER.
+int lean_order() {
   const char* v = std::getenv("PIPELINK_AGG_LEAN_ORDER");
-  if (!v || !*v || std::string_view(v) == "spread") return true;
-  if (std::string_view(v) == "edges") return false;
-  throw Error(std::string("aggregate: PIPELINK_AGG_LEAN_ORDER='") + v + "' is not 'spread' or 'edges'");
+  if (!v || !*v || std::string_view(v) == "spread") return 1;
+  if (std::string_view(v) == "edges") return 0;
+  if (std::string_view(v) == "spread-warp-loads") return 2;
+  throw Error(std::string("aggregate: PIPELINK_AGG_LEAN_ORDER='") + v +
+              "' is not 'spread', 'edges' or 'spread-warp-loads'");
 }
 
 template <class T, class I, int VEC>
-void launch_atomic_vec(const OpContext& ctx, int lpe, bool spread) {
+void launch_atomic_vec(const OpContext& ctx, int lpe, int order) {
   const TensorView &x = ctx.port("x"), &src = ctx.port("src"), &dst = ctx.port("dst"), &out = ctx.port("out");
   const cudaStream_t s = as_stream(ctx.stream);
   const std::int64_t E = ctx.dim("E"), F = ctx.dim("F");
@@ -1985,28 +2012,30 @@ void launch_atomic_vec(const OpContext& ctx, int lpe, bool spread) {
                                                      x.stride(0), w, out.data_as<T>(), out.stride(0), E, F, lpe, tr, spread_a);
     check_launch();
   };
-  if (spread) {  // a warp a chunk
+  if (order != 0) {  // a warp a chunk
     const std::int64_t chunks = (E + lean_chunk_edges(lpe) - 1) / lean_chunk_edges(lpe);
-    launch(atomic_edges_kernel<T, I, VEC, true>, chunks, ::pipelink::detail::spread_multiplier(std::uint64_t(chunks)));
+    const std::uint64_t a = ::pipelink::detail::spread_multiplier(std::uint64_t(chunks));
+    if (order == 2) launch(atomic_edges_kernel<T, I, VEC, 2>, chunks, a);
+    else launch(atomic_edges_kernel<T, I, VEC, 1>, chunks, a);
   } else {  // a lane group an edge
-    launch(atomic_edges_kernel<T, I, VEC, false>, (E * lpe + 31) / 32, 1);
+    launch(atomic_edges_kernel<T, I, VEC, 0>, (E * lpe + 31) / 32, 1);
   }
 }
 
 template <class T, class I>
-void launch_atomic(const OpContext& ctx, bool vec4, bool spread) {
+void launch_atomic(const OpContext& ctx, bool vec4, int order) {
   const std::int64_t E = ctx.dim("E"), F = ctx.dim("F");
   if (E == 0 || F == 0) return;
   if constexpr (sizeof(T) == 4) {
-    if (vec4) return launch_atomic_vec<T, I, 4>(ctx, lanes_per_edge(F, 4), spread);
+    if (vec4) return launch_atomic_vec<T, I, 4>(ctx, lanes_per_edge(F, 4), order);
   }
-  launch_atomic_vec<T, I, 1>(ctx, lanes_per_edge(F, 1), spread);
+  launch_atomic_vec<T, I, 1>(ctx, lanes_per_edge(F, 1), order);
 }
 
 void aggregate_lean(OpContext& ctx, bool allow_vec4) {
   const TensorView &x = ctx.port("x"), &src = ctx.port("src"), &dst = ctx.port("dst"), &out = ctx.port("out");
   const cudaStream_t s = as_stream(ctx.stream);
-  const bool spread = lean_spread_order();  // a bad knob: before any work
+  const int order = lean_order();  // a bad knob: before any work
   PIPELINK_CUDA_CHECK(cudaSetDevice(x.device().index));
   validate_indices("aggregate", &src, &dst, ctx.dim("N"), s);
   if (!ctx.attr<bool>("accumulate") && out.numel() > 0) zero_rows(out, s);
@@ -2014,8 +2043,8 @@ void aggregate_lean(OpContext& ctx, bool allow_vec4) {
   const bool vec4 = allow_vec4 && f32 && ctx.dim("F") % 4 == 0 && x.stride(0) % 4 == 0 && out.stride(0) % 4 == 0 &&
                     aligned16(x.data()) && aligned16(out.data());
   const bool i32 = src.dtype() == DType::i32;
-  if (f32) i32 ? launch_atomic<float, std::int32_t>(ctx, vec4, spread) : launch_atomic<float, std::int64_t>(ctx, vec4, spread);
-  else i32 ? launch_atomic<double, std::int32_t>(ctx, false, spread) : launch_atomic<double, std::int64_t>(ctx, false, spread);
+  if (f32) i32 ? launch_atomic<float, std::int32_t>(ctx, vec4, order) : launch_atomic<float, std::int64_t>(ctx, vec4, order);
+  else i32 ? launch_atomic<double, std::int32_t>(ctx, false, order) : launch_atomic<double, std::int64_t>(ctx, false, order);
 }
 
 // ---- three-op reference on CUDA --------------------------------------------------------------
