@@ -1042,11 +1042,12 @@ TEST_F(CudaAggregate, LeanPathAllocatesNoScratch) {
 
 TEST_F(CudaAggregate, LeanSpreadOrderCountsEveryEdgeOnce) {
   // PIPELINK_AGG_LEAN_ORDER=spread (the default since session 13): the lean kernel hands chunks of 32 warp steps to warps
-  // in a spread order (core/spread_order.hpp). With x[s] = s % 8 + 1, no weights and identity,
+  // in a spread order (core/spread_order.hpp). With x[s] = s % 8 + 1, identity, and no weights or w[e] = e % 3 + 1,
   // each output element is an exact integer sum over its row's edges (below 2^24), so an edge
   // skipped, added twice or taken for another shows. Dst-sorted edges with a hub row (the input the order is for), E around the
   // chunk sizes (64 edges at F = 64, 1024 at F = 4, 32 at F = 256, 256 at F = 3 with scalar
-  // atomics), int32 and int64 indices, float64 too; "edges" and "spread-warp-loads" the same. Then tanh
+  // atomics; F = 8 and 32 for the other lane counts), int32 and int64 indices, float64 too, with
+  // and without integer weights; "edges" and "spread-warp-loads" the same. Then tanh
   // with weights inside the tolerance, and a bad knob value an error before any write.
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
@@ -1073,46 +1074,64 @@ TEST_F(CudaAggregate, LeanSpreadOrderCountsEveryEdgeOnce) {
     for (const G& gc : {G{1000, 1, DType::i32}, G{1000, 63, DType::i32}, G{1000, 64, DType::i64}, G{1000, 65, DType::i32},
                         G{3000, 1025, DType::i32}, G{3000, 4097, DType::i64}, G{20000, 300001, DType::i64}}) {
       auto [g, d] = sorted_hub_graph(gc.N, gc.E, gc.idx, seed + std::uint64_t(gc.E));
-      std::vector<std::int64_t> want(static_cast<std::size_t>(gc.N), 0);
+      // want[0]: no weights; want[1]: integer weights w[e] = e % 3 + 1, so that a weight handed
+      // to the wrong edge (the warp-loads order shuffles w) shows as exactly as a wrong edge.
+      std::vector<std::int64_t> want[2] = {std::vector<std::int64_t>(static_cast<std::size_t>(gc.N), 0),
+                                           std::vector<std::int64_t>(static_cast<std::size_t>(gc.N), 0)};
       for (std::int64_t e = 0; e < gc.E; ++e) {
         const std::int64_t sv = gc.idx == DType::i32 ? g.src.data_as<std::int32_t>()[e] : g.src.data_as<std::int64_t>()[e];
-        want[std::size_t(d[std::size_t(e)])] += sv % 8 + 1;
+        want[0][std::size_t(d[std::size_t(e)])] += sv % 8 + 1;
+        want[1][std::size_t(d[std::size_t(e)])] += (sv % 8 + 1) * (e % 3 + 1);
       }
       const Tensor sg = gpu(g.src), dg = gpu(g.dst);
-      for (const std::int64_t F : {64, 4, 256, 3}) {
+      // F = 64, 8, 32, 4, 256 with float4 atomics: 16, 2, 8, 1 and 32 lanes per edge; F = 3: scalar.
+      for (const std::int64_t F : {64, 4, 256, 3, 8, 32}) {
+        if ((F == 8 || F == 32) && gc.E > 4097) continue;  // every lane count, the small graphs only
         for (const DType t : {DType::f32, DType::f64}) {
           if (t == DType::f64 && F != 64) continue;
-          SCOPED_TRACE(std::string(order) + " N=" + std::to_string(gc.N) + " E=" + std::to_string(gc.E) +
-                       " F=" + std::to_string(F) + " " + std::string(dtype_name(t)) + " " + std::string(dtype_name(gc.idx)));
-          Tensor xs = TensorBuilder().shape({gc.N, F}).dtype(t).build();
-          for (std::int64_t i = 0; i < gc.N * F; ++i) {
-            const double v = double((i / F) % 8 + 1);
-            t == DType::f32 ? void(xs.data_as<float>()[i] = float(v)) : void(xs.data_as<double>()[i] = v);
-          }
-          Tensor out = poisoned_gpu(gc.N, F, t);
-          aggregate(gpu(xs), sg, dg, std::nullopt, out, {.transform = Transform::identity, .path = AggregatePath::lean});
-          const Tensor back = host(out);
-          std::int64_t wrong = 0;
-          for (std::int64_t r = 0; r < gc.N; ++r)
-            for (std::int64_t f = 0; f < F; ++f) {
-              const double got = t == DType::f32 ? double(back.data_as<float>()[r * F + f]) : back.data_as<double>()[r * F + f];
-              wrong += got != double(want[std::size_t(r)]);
+          for (const bool weighted : {false, true}) {
+            if (weighted && F != 64 && F != 8) continue;
+            SCOPED_TRACE(std::string(order) + " N=" + std::to_string(gc.N) + " E=" + std::to_string(gc.E) + " F=" +
+                         std::to_string(F) + " " + std::string(dtype_name(t)) + " " + std::string(dtype_name(gc.idx)) +
+                         (weighted ? " weighted" : ""));
+            Tensor xs = TensorBuilder().shape({gc.N, F}).dtype(t).build();
+            for (std::int64_t i = 0; i < gc.N * F; ++i) {
+              const double v = double((i / F) % 8 + 1);
+              t == DType::f32 ? void(xs.data_as<float>()[i] = float(v)) : void(xs.data_as<double>()[i] = v);
             }
-          EXPECT_EQ(wrong, 0) << "elements whose exact sum over their row's edges is wrong";
+            Tensor ws = TensorBuilder().shape({gc.E}).dtype(t).build();
+            for (std::int64_t e = 0; e < gc.E; ++e)
+              t == DType::f32 ? void(ws.data_as<float>()[e] = float(e % 3 + 1)) : void(ws.data_as<double>()[e] = double(e % 3 + 1));
+            const Tensor wg = gpu(ws);
+            Tensor out = poisoned_gpu(gc.N, F, t);
+            aggregate(gpu(xs), sg, dg, weighted ? std::optional<TensorView>(wg.view()) : std::nullopt, out,
+                      {.transform = Transform::identity, .path = AggregatePath::lean});
+            const Tensor back = host(out);
+            std::int64_t wrong = 0;
+            for (std::int64_t r = 0; r < gc.N; ++r)
+              for (std::int64_t f = 0; f < F; ++f) {
+                const double got = t == DType::f32 ? double(back.data_as<float>()[r * F + f]) : back.data_as<double>()[r * F + f];
+                wrong += got != double(want[weighted][std::size_t(r)]);
+              }
+            EXPECT_EQ(wrong, 0) << "elements whose exact sum over their row's edges is wrong";
+          }
         }
       }
     }
   }
-  ScopedEnv env({{"PIPELINK_AGG_LEAN_ORDER", "spread"}});
   auto [g, d] = sorted_hub_graph(20000, 300001, DType::i32, seed + 5);
   const Tensor x = random_tensor({20000, 64}, DType::f32, seed + 6, -2, 2), w = random_tensor({300001}, DType::f32, seed + 7);
   const AggregateOracle oracle = aggregate_oracle(x, g.src, g.dst, w.view(), {}, std::nullopt);
   const Tensor sg = gpu(g.src), dg = gpu(g.dst), xg = gpu(x), wg = gpu(w);
-  Tensor out = poisoned_gpu(20000, 64, DType::f32);
-  aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::lean});
-  const VerifyReport r = verify_aggregate(host(out), oracle);
-  EXPECT_TRUE(r.within_tolerance) << r.summary();
-  EXPECT_EQ(r.unwritten, 0) << r.summary();
+  for (const char* order : {"spread", "spread-warp-loads"}) {
+    SCOPED_TRACE(std::string(order) + ", tanh with weights");
+    ScopedEnv env({{"PIPELINK_AGG_LEAN_ORDER", order}});
+    Tensor out = poisoned_gpu(20000, 64, DType::f32);
+    aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::lean});
+    const VerifyReport r = verify_aggregate(host(out), oracle);
+    EXPECT_TRUE(r.within_tolerance) << r.summary();
+    EXPECT_EQ(r.unwritten, 0) << r.summary();
+  }
   ScopedEnv bad({{"PIPELINK_AGG_LEAN_ORDER", "zigzag"}});
   Tensor untouched = poisoned_gpu(20000, 64, DType::f32);
   const Tensor before = host(untouched);

@@ -1945,7 +1945,7 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
     for (std::int64_t e = warp * groups + group; e < E; e += warps * groups) edge(e);
   } else if constexpr (ORDER == 2) {
     // The same chunks and steps as ORDER 1, but the warp loads 32 edges' src, dst and w at once
-    // (lane l: edge base + l; one 128-byte line per int32 array) and hands them to the lane groups
+    // (lane l: edge base + l; 128 contiguous bytes of each int32 array) and hands them to the lane groups
     // by shuffles, instead of each step loading its own 8 bytes of each array. Written in session 13
     // after the spread order measured 1.6-3.1% slower than edge order on random input: the guess is
     // that ~8.4k warps each reading 32-byte sectors of their own chunk draw the index arrays from
@@ -1961,7 +1961,7 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
         for (int k = 0; k < 32 / groups; ++k) {
           const int from = k * groups + group;  // all lanes shuffle; only real edges are added
           const I s = __shfl_sync(0xffffffffu, ms, from), d = __shfl_sync(0xffffffffu, md, from);
-          const T wt = __shfl_sync(0xffffffffu, mw, from);
+          const T wt = w ? __shfl_sync(0xffffffffu, mw, from) : T(1);  // w: the same for the whole warp
           if (base + from < E) row(std::int64_t(s), std::int64_t(d), wt);
         }
       }
@@ -1987,7 +1987,7 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
 // Read at each launch, so that one process can A/B them. Spread is the default since session 13
 // (H200, lean ms, edges -> spread in the same rounds): power-law dst-sorted 50.32 -> 7.07,
 // products-like dst-sorted 8.78 -> 8.37, seed-40M dst-sorted 5.99 -> 5.51; random order it costs
-// 1.6-3.4% (products-like 13.93-13.95 -> 14.23-14.26, power-law 9.02-9.04 -> 9.30-9.36), a small
+// 1.6-3.1% in the same rounds (products-like 13.95 -> 14.26, power-law 9.02 -> 9.30), a small
 // price for no 7x cliff. The policy cannot pick by input order: telling it would need a scan.
 // "spread-warp-loads" (opt-in, not yet run on a GPU): the spread order with warp-wide index loads.
 // Returns the kernel's ORDER.
