@@ -244,7 +244,7 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
         cuda::fill_random_uniform(out, 1e30, 2e30, 7 + std::uint64_t(i));
         p.run();
         const Tensor again = to_device(out, Device::cpu());
-        v.bitwise_differing += std::memcmp(again.data(), cold_out.data(), std::size_t(N * F) * sizeof(float)) != 0;
+        v.bitwise_differing += std::memcmp(again.data(), cold_out.data(), std::size_t(cold_out.numel()) * cold_out.view().itemsize()) != 0;
       }
       say(fmt::format("{}: {} of {} further runs differ bitwise from the cold call", p.name, v.bitwise_differing,
                       v.bitwise_runs));

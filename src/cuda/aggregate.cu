@@ -1943,40 +1943,39 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
                      warps = std::int64_t(gridDim.x) * blockDim.x / 32;
   if constexpr (ORDER == 0) {
     for (std::int64_t e = warp * groups + group; e < E; e += warps * groups) edge(e);
-  } else if constexpr (ORDER == 2) {
-    // The same chunks and steps as ORDER 1, but the warp loads 32 edges' src, dst and w at once
-    // (lane l: edge base + l; 128 contiguous bytes of each int32 array) and hands them to the lane groups
-    // by shuffles, instead of each step loading its own 8 bytes of each array. Written in session 13
-    // after the spread order measured 1.6-3.1% slower than edge order on random input: the guess is
-    // that ~8.4k warps each reading 32-byte sectors of their own chunk draw the index arrays from
-    // DRAM less efficiently than edge order's coalesced window. Not yet run on a GPU.
-    const std::int64_t per_chunk = lean_chunk_edges(lpe), chunks = (E + per_chunk - 1) / per_chunk;
-    for (std::int64_t q = warp; q < chunks; q += warps) {
-      const std::int64_t e0 = std::int64_t(std::uint64_t(q) * spread_a % std::uint64_t(chunks)) * per_chunk;
-      for (std::int64_t base = e0; base < e0 + per_chunk && base < E; base += 32) {
-        const std::int64_t mine = base + lane;
-        const bool have = mine < E;
-        const I ms = have ? src[mine] : I(0), md = have ? dst[mine] : I(0);
-        const T mw = have && w ? __ldg(w + mine) : T(1);
-        for (int k = 0; k < 32 / groups; ++k) {
-          const int from = k * groups + group;  // all lanes shuffle; only real edges are added
-          const I s = __shfl_sync(0xffffffffu, ms, from), d = __shfl_sync(0xffffffffu, md, from);
-          const T wt = w ? __shfl_sync(0xffffffffu, mw, from) : T(1);  // w: the same for the whole warp
-          if (base + from < E) row(std::int64_t(s), std::int64_t(d), wt);
-        }
-      }
-    }
   } else {
     // Chunk q of the launch is chunk (q * spread_a) mod chunks of the edge list (a bijection:
     // core/spread_order.hpp), so the warps in flight at once work on chunks spread over the list.
     const std::int64_t per_chunk = lean_chunk_edges(lpe), chunks = (E + per_chunk - 1) / per_chunk;
     for (std::int64_t q = warp; q < chunks; q += warps) {
       const std::int64_t e0 = std::int64_t(std::uint64_t(q) * spread_a % std::uint64_t(chunks)) * per_chunk;
-      // Unrolled by 4 (four edges' loads in flight before their atomics) measured no gain (session
-      // 13, H200 lean ms: products-like random 14.29 against 14.23, power-law random 9.28 / 9.36).
-      for (int k = 0; k < kLeanChunkSteps; ++k) {
-        const std::int64_t e = e0 + std::int64_t(k) * groups + group;
-        if (e < E) edge(e);
+      if constexpr (ORDER == 1) {
+        // Unrolled by 4 (four edges' loads in flight before their atomics) measured no gain (session
+        // 13, H200 lean ms: products-like random 14.29 against 14.23, power-law random 9.28 / 9.36).
+        for (int k = 0; k < kLeanChunkSteps; ++k) {
+          const std::int64_t e = e0 + std::int64_t(k) * groups + group;
+          if (e < E) edge(e);
+        }
+      } else {
+        // ORDER 2: the same steps, but the warp loads 32 edges' src, dst and w at once (lane l:
+        // edge base + l; 128 contiguous bytes of each int32 array) and hands them to the lane
+        // groups by shuffles, instead of each step loading its own 8 bytes of each array. Written
+        // in session 13 after the spread order measured 1.6-3.1% slower than edge order on random
+        // input: the guess is that ~8.4k warps each reading 32-byte sectors of their own chunk draw
+        // the index arrays from DRAM less efficiently than edge order's coalesced window. Not yet
+        // run on a GPU.
+        for (std::int64_t base = e0; base < e0 + per_chunk && base < E; base += 32) {
+          const std::int64_t mine = base + lane;
+          const bool have = mine < E;
+          const I ms = have ? src[mine] : I(0), md = have ? dst[mine] : I(0);
+          const T mw = have && w ? __ldg(w + mine) : T(1);
+          for (int k = 0; k < 32 / groups; ++k) {
+            const int from = k * groups + group;  // all lanes shuffle; only real edges are added
+            const I s = __shfl_sync(0xffffffffu, ms, from), d = __shfl_sync(0xffffffffu, md, from);
+            const T wt = w ? __shfl_sync(0xffffffffu, mw, from) : T(1);  // w: the same for the whole warp
+            if (base + from < E) row(std::int64_t(s), std::int64_t(d), wt);
+          }
+        }
       }
     }
   }
