@@ -55,9 +55,10 @@ mutations=(
   "full-device one-shot allocates the pairs it cannot hold@src/cuda/aggregate.cu@else if (!capped) kept = DeviceBuffer::try_make(E * sizeof(Pair), s);@else if (!capped) kept = DeviceBuffer(E * sizeof(Pair), s);@1@CudaAggregate.OneShotOnAFullDeviceRunsEdgeRanges"
   "li copies for any row stride@src/cuda/aggregate.cu@const bool lean_issue = !wide_forced && xs > -(std::int64_t(1) << 29) && xs < (std::int64_t(1) << 29);@const bool lean_issue = !wide_forced;@1@CudaAggregate.RowStridesPastFourGigabytes"
   "edge-range split drops its second half@src/cuda/aggregate.cu@      todo.push_back({mid, e1, e.requested()});@      (void)mid;@1@CudaAggregate.OneShotEdgeRangesSplitWhereABuildRunsOutOfMemory"
-  "lean spread skips a chunk's last step@src/cuda/aggregate.cu@for (int k = 0; k < kLeanChunkSteps; ++k)@for (int k = 0; k < kLeanChunkSteps - 1; ++k)@1@CudaAggregate.LeanSpreadOrderCountsEveryEdgeOnce"
+  "lean spread skips a chunk's last 32 edges@src/cuda/aggregate.cu@base < e0 + per_chunk && base < E; base += 32@base + 32 < e0 + per_chunk && base < E; base += 32@1@CudaAggregate.LeanSpreadOrderCountsEveryEdgeOnce"
   "spread multiplier not coprime with the chunk count@src/core/spread_order.hpp@while (std::gcd(a, q) != 1) a += 2;@(void)0;@1@CudaAggregate.LeanSpreadOrderCountsEveryEdgeOnce"
-  "lean warp loads shuffle from the group's first lane@src/cuda/aggregate.cu@const int from = k * groups + group;@const int from = k * groups;@1@CudaAggregate.LeanSpreadOrderCountsEveryEdgeOnce"
+  "lean spread shuffles from the group's first lane@src/cuda/aggregate.cu@const int from = k * groups + group;@const int from = k * groups;@1@CudaAggregate.LeanSpreadOrderCountsEveryEdgeOnce"
+  "tanh_f32 takes the exp form from 0.15@src/cuda/aggregate.cu@return a >= __uint_as_float(0x3F19999Au) ? big : small;@return a >= __uint_as_float(0x3E19999Au) ? big : small;@1@CudaAggregate.TanhIsFaithfulInEveryFloatKernel"
   "wide-address copies take the wrong piece@src/cuda/aggregate.cu@x + std::int64_t(sr) * xs + q * 4);@x + std::int64_t(sr) * xs + (q ^ 1) * 4);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
 )
 fail=0

@@ -14,14 +14,6 @@ namespace {
 
 using TanhFn = void (*)(const float*, float*, std::int64_t);
 
-double ulp_error(float got, double want) {
-  if (std::isnan(want)) return std::isnan(got) ? 0.0 : std::numeric_limits<double>::infinity();
-  // The ulp of float32 at the exact value (results that round up to 1.0f are measured in the
-  // ulp just below 1, 2^-24, not 2^-23).
-  const double ulp = want == 0 ? std::ldexp(1.0, -149) : std::ldexp(1.0, std::max(std::ilogb(want), -126) - 23);
-  return std::fabs(double(got) - want) / ulp;
-}
-
 void check_isa(const char* feature, TanhFn fn, std::uint32_t stride = 16) {
   if (std::string(feature) != "scalar" && !DeviceDesc::host().features.contains(feature))
     GTEST_SKIP() << "SKIPPED: this CPU has no " << feature;

@@ -374,6 +374,66 @@ struct ScopedEnv {
   ScopedEnv& operator=(const ScopedEnv&) = delete;
 };
 
+TEST_F(CudaAggregate, TanhIsFaithfulInEveryFloatKernel) {
+  // PROTOCOL.md's bound assumes a faithful tanh (<= 2 ulp). The float kernels use tanh_f32
+  // (src/cuda/aggregate.cu): CUDA's tanhf less its clamp to +-1 at |v| >= 9.0109. Every 64th
+  // float in [0, 10] of both signs, the floats next to its two switch points (0.6 and 9.0109),
+  // and special values, through the map kernel (phi), the planned run (the staged kernel's
+  // phi_c: one edge per row, F = 64, no weights) and the lean kernel (phi), each against tanh in
+  // float64. With PIPELINK_AGG_TANH=libm the staged kernel's tanhf must pass too.
+  std::vector<float> vals;
+  auto from_bits = [](std::uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+  };
+  for (std::uint32_t bits = 0; bits <= 0x41200000u; bits += 64)  // 10.0f
+    for (std::uint32_t sign : {0u, 0x80000000u}) vals.push_back(from_bits(bits | sign));
+  for (std::uint32_t centre : {0x3F19999Au, 0x41102CB4u})
+    for (std::uint32_t d = 0; d < 64; ++d)
+      for (std::uint32_t sign : {0u, 0x80000000u}) vals.push_back(from_bits((centre - 32 + d) | sign));
+  for (float f : {1e-40f, -1e-40f, 9.5f, -9.5f, 20.0f, 44.0f, 44.5f, -45.0f, 89.0f, 1e30f, -1e30f,
+                  std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN()})
+    vals.push_back(f);
+  while (vals.size() % 64) vals.push_back(0.5f);
+  const std::int64_t F = 64, N = std::int64_t(vals.size()) / F;
+  Tensor x = TensorBuilder().shape({N, F}).dtype(DType::f32).build();
+  std::memcpy(x.data(), vals.data(), vals.size() * sizeof(float));
+  Tensor idx = TensorBuilder().shape({N}).dtype(DType::i32).build();
+  for (std::int64_t i = 0; i < N; ++i) idx.data_as<std::int32_t>()[i] = std::int32_t(i);
+  const Tensor xg = gpu(x), ig = gpu(idx);
+  std::vector<double> want(vals.size());
+  for (std::size_t i = 0; i < vals.size(); ++i) want[i] = std::tanh(double(vals[i]));
+  auto check = [&](const char* what, const Tensor& out) {
+    const Tensor back = host(out);
+    double worst = 0;
+    float worst_x = 0;
+    for (std::size_t i = 0; i < vals.size(); ++i) {
+      const double e = ulp_error(back.data_as<float>()[i], want[i]);
+      if (!(e <= worst)) {
+        worst = e;
+        worst_x = vals[i];
+      }
+    }
+    std::printf("%s: max error %.3f ulp at x = %.9g over %zu values\n", what, worst, double(worst_x), vals.size());
+    EXPECT_LE(worst, 2.0) << what << ", at x = " << worst_x;
+  };
+  Tensor out = poisoned_gpu(N, F, DType::f32);
+  map(xg, out, Transform::tanh);
+  check("map (phi)", out);
+  const AggregatePlan plan = AggregatePlan::build(ig, ig, N);
+  for (const char* tk : {static_cast<const char*>(nullptr), "libm"}) {
+    ScopedEnv env({{"PIPELINK_AGG_TANH", tk}});
+    out = poisoned_gpu(N, F, DType::f32);
+    aggregate(plan, xg, std::optional<TensorView>{}, out);
+    check(tk ? "planned, staged kernel (phi_c), PIPELINK_AGG_TANH=libm" : "planned, staged kernel (phi_c)", out);
+  }
+  out = poisoned_gpu(N, F, DType::f32);
+  aggregate(xg, ig, ig, std::nullopt, out, {.path = AggregatePath::lean});
+  check("lean (phi)", out);
+}
+
 TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   // The LI copies (the default) and the wide-address copies (PIPELINK_AGG_STAGED_ISSUE=0, also
   // taken for row strides of 2^29 floats or more) move the same rows into the same stage slots, so
@@ -1042,12 +1102,13 @@ TEST_F(CudaAggregate, LeanPathAllocatesNoScratch) {
 
 TEST_F(CudaAggregate, LeanSpreadOrderCountsEveryEdgeOnce) {
   // PIPELINK_AGG_LEAN_ORDER=spread (the default since session 13): the lean kernel hands chunks of 32 warp steps to warps
-  // in a spread order (core/spread_order.hpp). With x[s] = s % 8 + 1, identity, and no weights or w[e] = e % 3 + 1,
+  // in a spread order (core/spread_order.hpp); each warp loads 32 edges' indices and weights at once and shuffles them
+  // to its lane groups (session 14). With x[s] = s % 8 + 1, identity, and no weights or w[e] = e % 3 + 1,
   // each output element is an exact integer sum over its row's edges (below 2^24), so an edge
   // skipped, added twice or taken for another shows. Dst-sorted edges with a hub row (the input the order is for), E around the
   // chunk sizes (64 edges at F = 64, 1024 at F = 4, 32 at F = 256, 256 at F = 3 with scalar
   // atomics; F = 8 and 32 for the other lane counts), int32 and int64 indices, float64 too, with
-  // and without integer weights; "edges" and "spread-warp-loads" the same. Then tanh
+  // and without integer weights; "edges" the same. Then tanh
   // with weights inside the tolerance, and a bad knob value an error before any write.
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
@@ -1066,7 +1127,7 @@ TEST_F(CudaAggregate, LeanSpreadOrderCountsEveryEdgeOnce) {
     std::int64_t N, E;
     DType idx;
   };
-  for (const char* order : {"spread", "edges", "spread-warp-loads"}) {
+  for (const char* order : {"spread", "edges"}) {
     ScopedEnv env({{"PIPELINK_AGG_LEAN_ORDER", order}});
     // E = 1025 at 32-edge chunks (F = 256 float32, F = 64 float64): 33 chunks, whose first
     // multiplier candidate (21) shares a factor with 33; the mutant "spread multiplier not
@@ -1075,7 +1136,7 @@ TEST_F(CudaAggregate, LeanSpreadOrderCountsEveryEdgeOnce) {
                         G{3000, 1025, DType::i32}, G{3000, 4097, DType::i64}, G{20000, 300001, DType::i64}}) {
       auto [g, d] = sorted_hub_graph(gc.N, gc.E, gc.idx, seed + std::uint64_t(gc.E));
       // want[0]: no weights; want[1]: integer weights w[e] = e % 3 + 1, so that a weight handed
-      // to the wrong edge (the warp-loads order shuffles w) shows as exactly as a wrong edge.
+      // to the wrong edge (the spread order shuffles w) shows as exactly as a wrong edge.
       std::vector<std::int64_t> want[2] = {std::vector<std::int64_t>(static_cast<std::size_t>(gc.N), 0),
                                            std::vector<std::int64_t>(static_cast<std::size_t>(gc.N), 0)};
       for (std::int64_t e = 0; e < gc.E; ++e) {
@@ -1123,7 +1184,7 @@ TEST_F(CudaAggregate, LeanSpreadOrderCountsEveryEdgeOnce) {
   const Tensor x = random_tensor({20000, 64}, DType::f32, seed + 6, -2, 2), w = random_tensor({300001}, DType::f32, seed + 7);
   const AggregateOracle oracle = aggregate_oracle(x, g.src, g.dst, w.view(), {}, std::nullopt);
   const Tensor sg = gpu(g.src), dg = gpu(g.dst), xg = gpu(x), wg = gpu(w);
-  for (const char* order : {"spread", "spread-warp-loads"}) {
+  for (const char* order : {"spread", "edges"}) {
     SCOPED_TRACE(std::string(order) + ", tanh with weights");
     ScopedEnv env({{"PIPELINK_AGG_LEAN_ORDER", order}});
     Tensor out = poisoned_gpu(20000, 64, DType::f32);

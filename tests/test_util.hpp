@@ -3,6 +3,7 @@
 // seed), poison values, and GPU-skip helpers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -53,6 +54,14 @@ inline void poison(const TensorView& v) {
 inline bool bitwise_equal(const TensorView& a, const TensorView& b) {
   return a.numel() == b.numel() && a.dtype() == b.dtype() &&
          std::memcmp(a.data(), b.data(), std::size_t(a.numel()) * a.itemsize()) == 0;
+}
+
+/// The error of a float32 result in ulps of float32 at the exact value `want` (results that round
+/// up to 1.0f are measured in the ulp just below 1, 2^-24, not 2^-23). NaN is 0 against NaN.
+inline double ulp_error(float got, double want) {
+  if (std::isnan(want)) return std::isnan(got) ? 0.0 : std::numeric_limits<double>::infinity();
+  const double ulp = want == 0 ? std::ldexp(1.0, -149) : std::ldexp(1.0, std::max(std::ilogb(want), -126) - 23);
+  return std::fabs(double(got) - want) / ulp;
 }
 
 /// Base fixture of the CUDA suites: a visible skip (never a pass) without the backend or a GPU.

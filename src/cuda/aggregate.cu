@@ -55,7 +55,29 @@ int grid_for(std::int64_t work, int block) {
 void check_launch() { PIPELINK_CUDA_CHECK(cudaGetLastError()); }
 
 // ---- elementwise phi -------------------------------------------------------------------------
-// tanhf / tanh from the CUDA math library: 2 ulp (float), never tanh.approx (PROTOCOL.md).
+// tanh_f32: CUDA 13.0's tanhf as it compiles for sm_90 (its PTX: 1 - 2 / (2^(2|v| log2 e) + 1)
+// for |v| >= 0.6, an odd polynomial below), less its clamp to exactly +-1 for |v| >= 9.0109: there
+// 2 / (e + 1) <= 2^-25 already rounds 1 - 2r to 1, so the clamp (a compare and a select, 2 of the
+// ~16 instructions) changes at most the last bit next to the threshold, where 1 and 1 - 2^-24
+// both lie within an ulp of tanh. The planned run is issue-bound (v11: 68 instructions per edge,
+// tanh ~32-36 of them, 90% of issue slots), so each instruction per tanh is ~2 per edge.
+// The error is tanhf's (<= 2 ulp; CudaMap.TanhIsFaithful checks a sweep against double). Never
+// tanh.approx (PROTOCOL.md).
+__device__ __forceinline__ float tanh_f32(float v) {
+  const float a = fabsf(v);
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(a * __uint_as_float(0x4038AA3Bu)));  // 2 log2(e)
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(e + 1.f));
+  const float big = copysignf(fmaf(r, -2.f, 1.f), v);
+  const float s = v * v;
+  float p = fmaf(__uint_as_float(0x3C80F082u), s, __uint_as_float(0xBD563CAEu));
+  p = fmaf(p, s, __uint_as_float(0x3E085941u));
+  p = fmaf(p, s, __uint_as_float(0xBEAAA9EDu));
+  const float small = fmaf(p * s, v, v);
+  return a >= __uint_as_float(0x3F19999Au) ? big : small;  // 0.6
+}
+
+// tanh (double) from the CUDA math library; float through tanh_f32. Never tanh.approx (PROTOCOL.md).
 template <class T>
 __device__ __forceinline__ T phi(T v, int transform) {
   switch (transform) {
@@ -68,7 +90,7 @@ __device__ __forceinline__ T phi(T v, int transform) {
 __device__ __forceinline__ float phi(float v, int transform) {
   switch (transform) {
     case 0: return v;
-    case 1: return tanhf(v);
+    case 1: return tanh_f32(v);
     case 2: return v > 0.f ? v : 0.f;
     default: return 1.f / (1.f + expf(-v));
   }
@@ -1189,9 +1211,10 @@ __device__ __forceinline__ void cp_wait() {
 template <int TR>
 __device__ __forceinline__ float phi_c(float v) {
   if constexpr (TR == 0) return v;
-  else if constexpr (TR == 1) return tanhf(v);
+  else if constexpr (TR == 1) return tanh_f32(v);
   else if constexpr (TR == 2) return v > 0.f ? v : 0.f;
-  else return 1.f / (1.f + expf(-v));
+  else if constexpr (TR == 3) return 1.f / (1.f + expf(-v));
+  else return tanhf(v);  // TR 4: tanhf itself, for the A/B of PIPELINK_AGG_TANH=libm
 }
 
 // Work items: warps [0, num_split) take one segment of a split row each (seg_len edges; its
@@ -1637,9 +1660,14 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
 void launch_staged(const std::int32_t* rp, const std::int32_t* fr, const EdgePair<std::int32_t>* pp, const float* xp,
                    std::int64_t xs, const float* wp, int wmode, float* op, std::int64_t os, std::int64_t groups, int tr,
                    bool acc, const StagedSegments& sg, cudaStream_t s) {
+  // PIPELINK_AGG_TANH=libm: the staged kernel with CUDA's tanhf instead of tanh_f32, read at each
+  // launch so that `bench --ab` times both in one process.
+  const char* tk = std::getenv("PIPELINK_AGG_TANH");
+  if (tr == 1 && tk && std::string_view(tk) == "libm") tr = 4;
   switch (tr) {
     case 0: launch_staged_tr<0>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, s); break;
     case 1: launch_staged_tr<1>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, s); break;
+    case 4: launch_staged_tr<4>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, s); break;
     case 2: launch_staged_tr<2>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, s); break;
     default: launch_staged_tr<3>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, s); break;
   }
@@ -1913,7 +1941,7 @@ void aggregate_one_shot(OpContext& ctx) {
 constexpr int kLeanChunkSteps = 32;
 __host__ __device__ constexpr std::int64_t lean_chunk_edges(int lpe) { return std::int64_t(32 / lpe) * kLeanChunkSteps; }
 
-// ORDER: 0 edges, 1 spread, 2 spread with warp-wide index loads (opt-in, see lean_order()).
+// ORDER: 0 edges, 1 spread (see lean_order()).
 template <class T, class I, int VEC, int ORDER>
 __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__ src, const I* __restrict__ dst,
                                                            const T* __restrict__ x, std::int64_t xs,
@@ -1949,32 +1977,23 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
     const std::int64_t per_chunk = lean_chunk_edges(lpe), chunks = (E + per_chunk - 1) / per_chunk;
     for (std::int64_t q = warp; q < chunks; q += warps) {
       const std::int64_t e0 = std::int64_t(std::uint64_t(q) * spread_a % std::uint64_t(chunks)) * per_chunk;
-      if constexpr (ORDER == 1) {
-        // Unrolled by 4 (four edges' loads in flight before their atomics) measured no gain (session
-        // 13, H200 lean ms: products-like random 14.29 against 14.23, power-law random 9.28 / 9.36).
-        for (int k = 0; k < kLeanChunkSteps; ++k) {
-          const std::int64_t e = e0 + std::int64_t(k) * groups + group;
-          if (e < E) edge(e);
-        }
-      } else {
-        // ORDER 2: the same steps, but the warp loads 32 edges' src, dst and w at once (lane l:
-        // edge base + l; 128 contiguous bytes of each int32 array) and hands them to the lane
-        // groups by shuffles, instead of each step loading its own 8 bytes of each array. Written
-        // in session 13 after the spread order measured 1.6-3.1% slower than edge order on random
-        // input: the guess is that ~8.4k warps each reading 32-byte sectors of their own chunk draw
-        // the index arrays from DRAM less efficiently than edge order's coalesced window. Not yet
-        // run on a GPU.
-        for (std::int64_t base = e0; base < e0 + per_chunk && base < E; base += 32) {
-          const std::int64_t mine = base + lane;
-          const bool have = mine < E;
-          const I ms = have ? src[mine] : I(0), md = have ? dst[mine] : I(0);
-          const T mw = have && w ? __ldg(w + mine) : T(1);
-          for (int k = 0; k < 32 / groups; ++k) {
-            const int from = k * groups + group;  // all lanes shuffle; only real edges are added
-            const I s = __shfl_sync(0xffffffffu, ms, from), d = __shfl_sync(0xffffffffu, md, from);
-            const T wt = w ? __shfl_sync(0xffffffffu, mw, from) : T(1);  // w: the same for the whole warp
-            if (base + from < E) row(std::int64_t(s), std::int64_t(d), wt);
-          }
+      // The warp loads 32 edges' src, dst and w at once (lane l: edge base + l; 128 contiguous
+      // bytes of each int32 array) and hands them to the lane groups by shuffles. Each step
+      // loading its own 8 bytes of each array instead (session 13's spread loop) was 2-4% slower
+      // on random input (H200, lean ms, same rounds: products-like 14.05 against 13.70,
+      // power-law 9.16 against 8.82; dst-sorted 8.39 / 8.40 and 7.04 / 6.91). Unrolling that
+      // loop by 4 had measured no gain (14.29 against 14.23), so the cost was the index arrays'
+      // sector use, not loads in flight.
+      for (std::int64_t base = e0; base < e0 + per_chunk && base < E; base += 32) {
+        const std::int64_t mine = base + lane;
+        const bool have = mine < E;
+        const I ms = have ? src[mine] : I(0), md = have ? dst[mine] : I(0);
+        const T mw = have && w ? __ldg(w + mine) : T(1);
+        for (int k = 0; k < 32 / groups; ++k) {
+          const int from = k * groups + group;  // all lanes shuffle; only real edges are added
+          const I s = __shfl_sync(0xffffffffu, ms, from), d = __shfl_sync(0xffffffffu, md, from);
+          const T wt = w ? __shfl_sync(0xffffffffu, mw, from) : T(1);  // w: the same for the whole warp
+          if (base + from < E) row(std::int64_t(s), std::int64_t(d), wt);
         }
       }
     }
@@ -1985,18 +2004,16 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
 // core/spread_order.hpp) or "edges" (consecutive warps take consecutive edges).
 // Read at each launch, so that one process can A/B them. Spread is the default since session 13
 // (H200, lean ms, edges -> spread in the same rounds): power-law dst-sorted 50.32 -> 7.07,
-// products-like dst-sorted 8.78 -> 8.37, seed-40M dst-sorted 5.99 -> 5.51; random order it costs
-// 1.6-3.1% in the same rounds (products-like 13.95 -> 14.26, power-law 9.02 -> 9.30), a small
-// price for no 7x cliff. The policy cannot pick by input order: telling it would need a scan.
-// "spread-warp-loads" (opt-in, not yet run on a GPU): the spread order with warp-wide index loads.
+// products-like dst-sorted 8.78 -> 8.37, seed-40M dst-sorted 5.99 -> 5.51. With warp-wide index
+// loads (session 14) it no longer costs anything in random order either (products-like 13.73
+// edges against 13.70 spread, power-law 8.86 against 8.82, same rounds). The policy cannot pick
+// by input order: telling it would need a scan.
 // Returns the kernel's ORDER.
 int lean_order() {
   const char* v = std::getenv("PIPELINK_AGG_LEAN_ORDER");
   if (!v || !*v || std::string_view(v) == "spread") return 1;
   if (std::string_view(v) == "edges") return 0;
-  if (std::string_view(v) == "spread-warp-loads") return 2;
-  throw Error(std::string("aggregate: PIPELINK_AGG_LEAN_ORDER='") + v +
-              "' is not 'spread', 'edges' or 'spread-warp-loads'");
+  throw Error(std::string("aggregate: PIPELINK_AGG_LEAN_ORDER='") + v + "' is not 'spread' or 'edges'");
 }
 
 template <class T, class I, int VEC>
@@ -2014,8 +2031,7 @@ void launch_atomic_vec(const OpContext& ctx, int lpe, int order) {
   if (order != 0) {  // a warp a chunk
     const std::int64_t chunks = (E + lean_chunk_edges(lpe) - 1) / lean_chunk_edges(lpe);
     const std::uint64_t a = ::pipelink::detail::spread_multiplier(std::uint64_t(chunks));
-    if (order == 2) launch(atomic_edges_kernel<T, I, VEC, 2>, chunks, a);
-    else launch(atomic_edges_kernel<T, I, VEC, 1>, chunks, a);
+    launch(atomic_edges_kernel<T, I, VEC, 1>, chunks, a);
   } else {  // a lane group an edge
     launch(atomic_edges_kernel<T, I, VEC, 0>, (E * lpe + 31) / 32, 1);
   }
