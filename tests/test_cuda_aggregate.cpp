@@ -380,7 +380,8 @@ TEST_F(CudaAggregate, TanhIsFaithfulInEveryFloatKernel) {
   // float in [0, 10] of both signs, the floats next to its two switch points (0.6 and 9.0109),
   // and special values, through the map kernel (phi), the planned run (the staged kernel's
   // phi_c: one edge per row, F = 64, no weights) and the lean kernel (phi), each against tanh in
-  // float64. With PIPELINK_AGG_TANH=libm the staged kernel's tanhf must pass too.
+  // float64 (H200, session 14: 1.782 ulp at most, tanhf's own figure; the CPU kernels' 1.50).
+  // With PIPELINK_AGG_TANH=libm the staged kernel's tanhf must pass too.
   std::vector<float> vals;
   auto from_bits = [](std::uint32_t b) {
     float f;
@@ -405,11 +406,19 @@ TEST_F(CudaAggregate, TanhIsFaithfulInEveryFloatKernel) {
   const Tensor xg = gpu(x), ig = gpu(idx);
   std::vector<double> want(vals.size());
   for (std::size_t i = 0; i < vals.size(); ++i) want[i] = std::tanh(double(vals[i]));
-  auto check = [&](const char* what, const Tensor& out) {
+  // atomics_ftz: the lean kernel adds with float atomics, which flush subnormal inputs and results
+  // to zero (PTX ISA, red/atom .add.f32), so a tanh below 2^-126 arrives as 0 there (seen on the
+  // H200: 8.4M subnormal ulps at x = 1.17548538e-38); such values must read +-0 and the rest are
+  // measured.
+  auto check = [&](const char* what, const Tensor& out, bool atomics_ftz = false) {
     const Tensor back = host(out);
     double worst = 0;
     float worst_x = 0;
     for (std::size_t i = 0; i < vals.size(); ++i) {
+      if (atomics_ftz && std::fabs(want[i]) < double(std::numeric_limits<float>::min())) {
+        EXPECT_EQ(back.data_as<float>()[i], 0.0f) << what << ", subnormal tanh(" << vals[i] << ")";
+        continue;
+      }
       const double e = ulp_error(back.data_as<float>()[i], want[i]);
       if (!(e <= worst)) {
         worst = e;
@@ -431,7 +440,7 @@ TEST_F(CudaAggregate, TanhIsFaithfulInEveryFloatKernel) {
   }
   out = poisoned_gpu(N, F, DType::f32);
   aggregate(xg, ig, ig, std::nullopt, out, {.path = AggregatePath::lean});
-  check("lean (phi)", out);
+  check("lean (phi)", out, true);
 }
 
 TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
