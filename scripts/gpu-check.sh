@@ -129,11 +129,13 @@ done
 # once per process work here, unlike AB=).
 for v in ${VARIANTS:-}; do
   tag=${v%%:*}; vars=${v#*:}
-  for w in ${WORKLOADS:-arxiv-like products-like power-law}; do
-    md="$OUT/variant-$w-${ORDER:-random}-$tag.md"
-    step "bench $w ${ORDER:-random} [$tag]" bench.log env ${vars//,/ } $cli bench aggregate --workload "$w" --device cuda \
-      --order "${ORDER:-random}" --no-null-test --json "$OUT/variant-$w-${ORDER:-random}-$tag.json" --markdown "$md"
-    [ -f "$md" ] && { printf '\n### variant %s (%s), null test skipped\n\n' "$tag" "${vars//,/ }"; cat "$md"; } >>"$OUT/variants.md" && rm -f "$md"
+  for o in ${ORDER:-random}; do
+    for w in ${WORKLOADS:-arxiv-like products-like power-law}; do
+      md="$OUT/variant-$w-$o-$tag.md"
+      step "bench $w $o [$tag]" bench.log env ${vars//,/ } $cli bench aggregate --workload "$w" --device cuda \
+        --order "$o" --no-null-test --json "$OUT/variant-$w-$o-$tag.json" --markdown "$md"
+      [ -f "$md" ] && { printf '\n### variant %s (%s), null test skipped\n\n' "$tag" "${vars//,/ }"; cat "$md"; } >>"$OUT/variants.md" && rm -f "$md"
+    done
   done
 done
 # INSTR=1: instructions, issue and occupancy of the first staged-kernel launch (the one-shot's run) per workload (and

@@ -48,7 +48,7 @@ mutations=(
   "one-shot ranges overwrite each other@src/cuda/aggregate.cu@    opts.accumulate = true;@    (void)0;@1@CudaAggregate.OneShotInEdgeRanges"
   "li copies give both half-warps the same edge@src/cuda/aggregate.cu@const int e = c * 2 + (lane >> 4);@const int e = c * 2;@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
   "one-shot ranges skip the index check@src/cuda/aggregate.cu@validate_indices(\"aggregate\", &src, &dst, N, as_stream(ctx.stream));@(void)0;@1@CudaAggregate.OneShotInEdgeRanges"
-  "one-shot ranges all take the first weights@src/cuda/aggregate.cu@if (w) wk = range(*w, e0, n);@if (w) wk = range(*w, 0, n);@1@CudaAggregate.OneShotInEdgeRanges"
+  "one-shot ranges all take the first weights@src/cuda/aggregate.cu@if (w) wk = w->slice_rows(e0, e1);@if (w) wk = w->slice_rows(0, e1 - e0);@1@CudaAggregate.OneShotInEdgeRanges"
   "ranges sort one bit short@src/cuda/aggregate.cu@bits_for(hi - lo), s));@bits_for(hi - lo) - 1, s));@1@CudaAggregate.PlanBuiltInDestinationRangesIsTheSamePlan"
   "build memory cap ignored@src/cuda/aggregate.cu@const bool capped = chunks == 0 && knobs.build_memory > 0 && arena_bytes > knobs.build_memory;@const bool capped = false;@1@CudaAggregate.BuildMemoryCapSortsRangesAndOneShotRunsEdgeRanges"
   "short one-shot keeps one plan@src/cuda/aggregate.cu@K == 0 ? &edge_ranges : nullptr@nullptr@1@CudaAggregate.BuildMemoryCapSortsRangesAndOneShotRunsEdgeRanges"

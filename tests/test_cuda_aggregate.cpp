@@ -1,6 +1,7 @@
 // The backend harness for the message-passing ops: every CUDA path (one-shot, planned, lean,
 // three-op) against the float64 oracle with the PROTOCOL.md tolerance and against the CPU
 // backend, on fresh random inputs and poisoned outputs. Without a GPU: a visible SKIPPED.
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
@@ -414,9 +415,10 @@ TEST_F(CudaAggregate, TanhIsFaithfulInEveryFloatKernel) {
     const Tensor back = host(out);
     double worst = 0;
     float worst_x = 0;
+    std::int64_t unflushed = 0;
     for (std::size_t i = 0; i < vals.size(); ++i) {
       if (atomics_ftz && std::fabs(want[i]) < double(std::numeric_limits<float>::min())) {
-        EXPECT_EQ(back.data_as<float>()[i], 0.0f) << what << ", subnormal tanh(" << vals[i] << ")";
+        unflushed += back.data_as<float>()[i] != 0.0f;
         continue;
       }
       const double e = ulp_error(back.data_as<float>()[i], want[i]);
@@ -427,10 +429,20 @@ TEST_F(CudaAggregate, TanhIsFaithfulInEveryFloatKernel) {
     }
     std::printf("%s: max error %.3f ulp at x = %.9g over %zu values\n", what, worst, double(worst_x), vals.size());
     EXPECT_LE(worst, 2.0) << what << ", at x = " << worst_x;
+    EXPECT_EQ(unflushed, 0) << what << ": subnormal tanh values not read as 0";
   };
   Tensor out = poisoned_gpu(N, F, DType::f32);
   map(xg, out, Transform::tanh);
   check("map (phi)", out);
+  {  // tanh(-0) = -0 (map writes phi's value as it is; the aggregate paths add it to +0)
+    const Tensor back = host(out);
+    const float* b = back.data_as<float>();
+    for (std::size_t i = 0; i < vals.size(); ++i) {
+      if (vals[i] == 0.0f) {
+        EXPECT_EQ(std::signbit(b[i]), std::signbit(vals[i])) << "tanh(" << vals[i] << ") = " << b[i];
+      }
+    }
+  }
   const AggregatePlan plan = AggregatePlan::build(ig, ig, N);
   for (const char* tk : {static_cast<const char*>(nullptr), "libm"}) {
     ScopedEnv env({{"PIPELINK_AGG_TANH", tk}});
@@ -441,6 +453,19 @@ TEST_F(CudaAggregate, TanhIsFaithfulInEveryFloatKernel) {
   out = poisoned_gpu(N, F, DType::f32);
   aggregate(xg, ig, ig, std::nullopt, out, {.path = AggregatePath::lean});
   check("lean (phi)", out, true);
+  // A bad PIPELINK_AGG_TANH is an error that names the knob, raised before anything is written.
+  ScopedEnv bad({{"PIPELINK_AGG_TANH", "fast"}});
+  Tensor untouched = poisoned_gpu(N, F, DType::f32);
+  try {
+    aggregate(plan, xg, std::optional<TensorView>{}, untouched);
+    ADD_FAILURE() << "PIPELINK_AGG_TANH=fast was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("PIPELINK_AGG_TANH"), std::string::npos) << e.what();
+  }
+  const Tensor after = host(untouched);
+  std::int64_t written = 0;
+  for (std::int64_t i = 0; i < N * F; ++i) written += !std::isnan(after.data_as<float>()[i]);
+  EXPECT_EQ(written, 0) << "elements written before the bad knob's error";
 }
 
 TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {

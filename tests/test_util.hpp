@@ -57,9 +57,11 @@ inline bool bitwise_equal(const TensorView& a, const TensorView& b) {
 }
 
 /// The error of a float32 result in ulps of float32 at the exact value `want` (results that round
-/// up to 1.0f are measured in the ulp just below 1, 2^-24, not 2^-23). NaN is 0 against NaN.
+/// up to 1.0f are measured in the ulp just below 1, 2^-24, not 2^-23). NaN is 0 against NaN and
+/// infinite against anything else, either way round (a NaN error would slip past `e <= worst`).
 inline double ulp_error(float got, double want) {
-  if (std::isnan(want)) return std::isnan(got) ? 0.0 : std::numeric_limits<double>::infinity();
+  if (std::isnan(want) || std::isnan(got))
+    return std::isnan(want) && std::isnan(got) ? 0.0 : std::numeric_limits<double>::infinity();
   const double ulp = want == 0 ? std::ldexp(1.0, -149) : std::ldexp(1.0, std::max(std::ilogb(want), -126) - 23);
   return std::fabs(double(got) - want) / ulp;
 }

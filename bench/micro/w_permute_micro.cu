@@ -1,0 +1,250 @@
+// Standalone micro-benchmark (not part of the library build): weights in edge order brought into a
+// plan's order per call in two cache-friendly passes, against the planned run's random gather.
+//
+//   nvcc -O3 -std=c++20 -arch=sm_90 bench/micro/w_permute_micro.cu -o wpm && ./wpm [E]
+//   (gpu-check: MICRO=w_permute_micro.cu)
+//
+// Why (docs/perf-notes.md v17): the planned run with w in edge order (products-like, H200) takes
+// 5.24-5.29 ms; given w already in plan order it takes 4.06. The difference, ~1.2 ms, is the
+// w[edge id] gather: one random 4-byte read per edge, which DRAM serves as 64 bytes (ncu, v11:
+// 3.9 GB). A permutation done as two passes whose every access is coalesced or stays in shared
+// memory moves ~20 bytes per edge instead:
+//   pass 1 (a block per tile of T consecutive edges): w of the tile into shared memory at its
+//     tile-local place (edges grouped by destination bucket, tl[e], 2 bytes an edge), then each
+//     warp copies whole runs (one bucket's edges of this tile) to the bucket's region of `inter`
+//     (4 + 2 read, 4 written; per tile a table of each run's start in the tile and in `inter`).
+//   pass 2 (a block per bucket of B consecutive plan positions): the bucket's region of `inter`
+//     into shared memory (coalesced), then out[p] = region[lidx[p]] for the bucket's positions
+//     (4 + 2 read, 4 written; may write `inter` in place, so the call needs E x 4 bytes of scratch).
+// Count: ~20.4 bytes an edge, 1.26 GB on products-like: ~0.3 ms at 4.2 TB/s, against the gather's
+// ~72 bytes an edge (4 B of id, 64 B DRAM per weight, 4 B written: 4.5 GB, ~1.0-1.2 ms).
+// Expected: P (both passes) 0.3-0.45 ms against G0 (the gather alone, as a separate kernel)
+// 1.0-1.2 ms. If so, planned with w in edge order ~4.06 + P = ~4.4-4.5 ms against 5.24-5.29.
+// The plan would keep tl and lidx (2 + 2 bytes an edge) in place of the 4-byte edge id, plus the
+// run tables (~0.35 bytes an edge at T = B = 32768), so ~8.7 B/edge as now, plus E x 4 bytes of
+// scratch per call. Building those structures (S, printed once; not optimised) would add to the
+// plan build: a cost to weigh against the runs a plan serves.
+//
+// Every variant's output is compared bitwise with the gather's (a permutation is exact).
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+
+#include <cstring>
+
+#include "micro_harness.cuh"
+
+namespace {
+
+using micro::dalloc;
+using micro::i64;
+using u16 = std::uint16_t;
+using u32 = std::uint32_t;
+
+constexpr int kThreads = 1024;
+
+__global__ void iota_u32(u32* v, i64 n) {
+  for (i64 i = blockIdx.x * i64(blockDim.x) + threadIdx.x; i < n; i += i64(gridDim.x) * blockDim.x) v[i] = u32(i);
+}
+__global__ void keys_from_dst(const i64* dst, u32* k, i64 n) {
+  for (i64 i = blockIdx.x * i64(blockDim.x) + threadIdx.x; i < n; i += i64(gridDim.x) * blockDim.x) k[i] = u32(dst[i]);
+}
+// G0: the production run's access, as its own kernel: out[p] = w[perm[p]].
+__global__ void gather_w(const u32* __restrict__ perm, const float* __restrict__ w, float* __restrict__ out, i64 E) {
+  for (i64 p = blockIdx.x * i64(blockDim.x) + threadIdx.x; p < E; p += i64(gridDim.x) * blockDim.x)
+    out[p] = __ldg(w + perm[p]);
+}
+__global__ void scatter_pos(const u32* perm, u32* pos, i64 E) {
+  for (i64 p = blockIdx.x * i64(blockDim.x) + threadIdx.x; p < E; p += i64(gridDim.x) * blockDim.x) pos[perm[p]] = u32(p);
+}
+// key of edge e for the tile-local grouping: (tile, bucket of its plan position).
+__global__ void tile_bucket_keys(const u32* pos, u32* key, u32* bkt, i64 E, int T, int B, i64 nb) {
+  for (i64 e = blockIdx.x * i64(blockDim.x) + threadIdx.x; e < E; e += i64(gridDim.x) * blockDim.x) {
+    const u32 b = pos[e] / u32(B);
+    bkt[e] = b;
+    key[e] = u32((e / T) * nb + b);
+  }
+}
+__global__ void count_runs(const u32* key, u32* cnt, i64 E) {
+  for (i64 e = blockIdx.x * i64(blockDim.x) + threadIdx.x; e < E; e += i64(gridDim.x) * blockDim.x) atomicAdd(cnt + key[e], 1u);
+}
+// s[k]: the edge at place k of the tile-grouped order; tiles stay whole, so its tile-local place is k mod T.
+__global__ void tile_local_places(const u32* s, u16* tl, i64 E, int T) {
+  for (i64 k = blockIdx.x * i64(blockDim.x) + threadIdx.x; k < E; k += i64(gridDim.x) * blockDim.x) tl[s[k]] = u16(k % T);
+}
+// r[k]: the edge at place k of `inter` (edges stably grouped by bucket).
+__global__ void inter_places(const u32* r, u32* q, i64 E) {
+  for (i64 k = blockIdx.x * i64(blockDim.x) + threadIdx.x; k < E; k += i64(gridDim.x) * blockDim.x) q[r[k]] = u32(k);
+}
+__global__ void bucket_local(const u32* perm, const u32* q, u16* lidx, i64 E, int B) {
+  for (i64 p = blockIdx.x * i64(blockDim.x) + threadIdx.x; p < E; p += i64(gridDim.x) * blockDim.x)
+    lidx[p] = u16(q[perm[p]] - u32(p / B) * u32(B));
+}
+// Per tile t and bucket b: the run's start in the tile (u16; nb + 1 entries a tile, the last the
+// tile's length) and in inter (i32; any value for an empty run).
+__global__ void run_tables(const u32* start, const u32* cnt, const u32* s, const u32* q, u16* rs, u32* ds, i64 tiles,
+                           i64 nb, i64 E, int T) {
+  const i64 n = tiles * (nb + 1);
+  for (i64 i = blockIdx.x * i64(blockDim.x) + threadIdx.x; i < n; i += i64(gridDim.x) * blockDim.x) {
+    const i64 t = i / (nb + 1), b = i % (nb + 1);
+    const i64 len = E - t * T < T ? E - t * T : i64(T);
+    if (b == nb) {
+      rs[i] = u16(len);
+      continue;
+    }
+    const i64 g = start[t * nb + b];
+    rs[i] = u16(g - t * T);
+    ds[t * nb + b] = cnt[t * nb + b] ? q[s[g]] : 0u;
+  }
+}
+
+// Pass 1: a block per tile.
+__global__ void __launch_bounds__(kThreads) pass1(const float* __restrict__ w, const u16* __restrict__ tl,
+                                                  const u16* __restrict__ rs, const u32* __restrict__ ds,
+                                                  float* __restrict__ inter, i64 E, int T, i64 nb) {
+  extern __shared__ float smem[];
+  const i64 t = blockIdx.x, t0 = t * T;
+  const int len = int(E - t0 < T ? E - t0 : i64(T));
+  for (int i = threadIdx.x; i < len; i += kThreads) smem[tl[t0 + i]] = __ldg(w + t0 + i);
+  __syncthreads();
+  const u16* r = rs + t * (nb + 1);
+  const u32* d = ds + t * nb;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (i64 b = warp; b < nb; b += kThreads / 32) {
+    const int a = r[b], n = r[b + 1] - a;
+    const u32 o = d[b];
+    for (int j = lane; j < n; j += 32) inter[o + j] = smem[a + j];
+  }
+}
+
+// Pass 2: a block per bucket; out may be inter (in place: the whole region is read first).
+__global__ void __launch_bounds__(kThreads) pass2(const float* inter, const u16* __restrict__ lidx, float* out, i64 E,
+                                                  int B) {
+  extern __shared__ float smem[];
+  const i64 p0 = i64(blockIdx.x) * B;
+  const int len = int(E - p0 < B ? E - p0 : i64(B));
+  for (int i = threadIdx.x; i < len; i += kThreads) smem[i] = inter[p0 + i];
+  __syncthreads();
+  for (int i = threadIdx.x; i < len; i += kThreads) out[p0 + i] = smem[lidx[p0 + i]];
+}
+
+template <class K, class V>
+void sort_pairs(const K* kin, K* kout, const V* vin, V* vout, i64 n, int bits) {
+  std::size_t temp = 0;
+  CK(cub::DeviceRadixSort::SortPairs(nullptr, temp, kin, kout, vin, vout, int(n), 0, bits));
+  void* tmp = nullptr;
+  CK(cudaMalloc(&tmp, temp));
+  CK(cub::DeviceRadixSort::SortPairs(tmp, temp, kin, kout, vin, vout, int(n), 0, bits));
+  CK(cudaFree(tmp));
+}
+int bits_for(i64 v) {
+  int b = 1;
+  while ((i64(1) << b) < v) ++b;
+  return b;
+}
+
+bool same_bits(const float* a, const float* b, i64 n) {
+  std::vector<float> ha(n), hb(n);
+  CK(cudaMemcpy(ha.data(), a, n * 4, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(hb.data(), b, n * 4, cudaMemcpyDeviceToHost));
+  return std::memcmp(ha.data(), hb.data(), std::size_t(n) * 4) == 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const i64 E = micro::edge_count_arg(argc, argv), N = 2449029;
+  if (E < 0) return 2;
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device %s, %d SMs, L2 %d MB; N=%lld E=%lld\n", prop.name, prop.multiProcessorCount,
+              prop.l2CacheSize >> 20, (long long)N, (long long)E);
+  const int blocks = prop.multiProcessorCount * 8;
+  i64 *src = dalloc<i64>(E), *dst = dalloc<i64>(E);
+  float* w = dalloc<float>(E);
+  micro::gen_edges<<<blocks, 256>>>(src, dst, w, E, N, 1);
+  CK(cudaGetLastError());
+  // The plan's order: a stable sort of the edge ids by destination (the production plan's order).
+  u32 *keys = dalloc<u32>(E), *keys_s = dalloc<u32>(E), *ids = dalloc<u32>(E), *perm = dalloc<u32>(E);
+  keys_from_dst<<<blocks, 256>>>(dst, keys, E);
+  iota_u32<<<blocks, 256>>>(ids, E);
+  CK(cudaGetLastError());
+  sort_pairs(keys, keys_s, ids, perm, E, bits_for(N));
+  CK(cudaFree(src));
+  CK(cudaFree(dst));
+  float *ref = dalloc<float>(E), *inter = dalloc<float>(E), *out = dalloc<float>(E);
+  micro::report("G0 gather w[perm[p]] (the planned run's access)",
+                micro::timed([&] { gather_w<<<blocks, 256>>>(perm, w, ref, E); }));
+
+  u32 *pos = dalloc<u32>(E), *bkt = dalloc<u32>(E), *key1 = dalloc<u32>(E), *s = dalloc<u32>(E), *r = dalloc<u32>(E),
+      *q = dalloc<u32>(E);
+  u16 *tl = dalloc<u16>(E), *lidx = dalloc<u16>(E);
+  for (const int TB : {32768, 16384}) {
+    const int T = TB, B = TB;
+    const i64 tiles = (E + T - 1) / T, nb = (E + B - 1) / B;
+    u32 *cnt = dalloc<u32>(tiles * nb), *start = dalloc<u32>(tiles * nb), *ds = dalloc<u32>(tiles * nb);
+    u16* rs = dalloc<u16>(tiles * (nb + 1));
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    CK(cudaEventRecord(a));
+    scatter_pos<<<blocks, 256>>>(perm, pos, E);
+    tile_bucket_keys<<<blocks, 256>>>(pos, key1, bkt, E, T, B, nb);
+    iota_u32<<<blocks, 256>>>(ids, E);
+    CK(cudaGetLastError());
+    sort_pairs(key1, keys_s, ids, s, E, bits_for(tiles * nb));  // tile-grouped order
+    tile_local_places<<<blocks, 256>>>(s, tl, E, T);
+    sort_pairs(bkt, keys_s, ids, r, E, bits_for(nb));  // inter: edges stably grouped by bucket
+    inter_places<<<blocks, 256>>>(r, q, E);
+    bucket_local<<<blocks, 256>>>(perm, q, lidx, E, B);
+    CK(cudaMemset(cnt, 0, tiles * nb * 4));
+    count_runs<<<blocks, 256>>>(key1, cnt, E);
+    {
+      std::size_t temp = 0;
+      CK(cub::DeviceScan::ExclusiveSum(nullptr, temp, cnt, start, int(tiles * nb)));
+      void* tmp = nullptr;
+      CK(cudaMalloc(&tmp, temp));
+      CK(cub::DeviceScan::ExclusiveSum(tmp, temp, cnt, start, int(tiles * nb)));
+      CK(cudaFree(tmp));
+    }
+    run_tables<<<blocks, 256>>>(start, cnt, s, q, rs, ds, tiles, nb, E, T);
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float build_ms = 0;
+    CK(cudaEventElapsedTime(&build_ms, a, b));
+    CK(cudaGetLastError());
+    char name[96], note[160];
+    std::snprintf(note, sizeof note, "tiles %lld, buckets %lld, run tables %.2f B/edge", (long long)tiles, (long long)nb,
+                  double(tiles * nb * 4 + tiles * (nb + 1) * 2) / double(E));
+    std::printf("T = B = %d: S structures built in %.2f ms (one run, unoptimised, allocations included)  %s\n", T,
+                double(build_ms), note);
+    const int smem1 = T * 4, smem2 = B * 4;
+    CK(cudaFuncSetAttribute(pass1, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
+    CK(cudaFuncSetAttribute(pass2, cudaFuncAttributeMaxDynamicSharedMemorySize, smem2));
+    auto p1 = [&] { pass1<<<int(tiles), kThreads, smem1>>>(w, tl, rs, ds, inter, E, T, nb); };
+    auto p2 = [&](float* o) { pass2<<<int(nb), kThreads, smem2>>>(inter, lidx, o, E, B); };
+    std::snprintf(name, sizeof name, "P1 pass 1 (T=%d)", T);
+    micro::report(name, micro::timed(p1));
+    std::snprintf(name, sizeof name, "P2 pass 2 (B=%d) to its own buffer", B);
+    micro::report(name, micro::timed([&] { p2(out); }));
+    std::snprintf(name, sizeof name, "P  pass 1 + pass 2 (T=B=%d)", T);
+    micro::report(name, micro::timed([&] {
+                    p1();
+                    p2(out);
+                  }),
+                  same_bits(out, ref, E) ? "OK (bitwise the gather's)" : "MISMATCH");
+    CK(cudaMemset(out, 0, E * 4));
+    std::snprintf(name, sizeof name, "Pi pass 1 + pass 2 in place (T=B=%d)", T);
+    micro::report(name, micro::timed([&] {
+                    p1();
+                    p2(inter);
+                  }),
+                  same_bits(inter, ref, E) ? "OK (bitwise the gather's)" : "MISMATCH");
+    CK(cudaFree(cnt));
+    CK(cudaFree(start));
+    CK(cudaFree(ds));
+    CK(cudaFree(rs));
+  }
+  micro::report("copy of E floats (read + write, for scale)",
+                micro::timed([&] { CK(cudaMemcpyAsync(out, w, E * 4, cudaMemcpyDeviceToDevice)); }));
+  return 0;
+}
