@@ -21,8 +21,11 @@
 // Expected: P (both passes) 0.3-0.45 ms against G0 (the gather alone, as a separate kernel)
 // 1.0-1.2 ms. If so, planned with w in edge order ~4.06 + P = ~4.4-4.5 ms against 5.24-5.29.
 // The plan would keep tl and lidx (2 + 2 bytes an edge) in place of the 4-byte edge id, plus the
-// run tables (~0.35 bytes an edge at T = B = 32768), so ~8.7 B/edge as now, plus E x 4 bytes of
-// scratch per call. Building those structures (S, printed once; not optimised) would add to the
+// run tables (0.15 / 0.35 / 0.62 bytes an edge at T = B = 49152 / 32768 / 24576, the three
+// configurations run), so ~8.5-9 B/edge as now, plus E x 4 bytes of scratch per call.
+// Pass 1 comes in two copy modes (a warp a run; a thread a slot); P, Ps and Pi combine them.
+// A review before any run (session 14) found the checks evaluated before the samples they were
+// to check (argument order) and pass 1 waiting on a global load per run; both mended. Building those structures (S, printed once; not optimised) would add to the
 // plan build: a cost to weigh against the runs a plan serves.
 //
 // Every variant's output is compared bitwise with the gather's (a permutation is exact).
@@ -30,6 +33,7 @@
 #include <cub/device/device_scan.cuh>
 
 #include <cstring>
+#include <functional>
 
 #include "micro_harness.cuh"
 
@@ -97,22 +101,41 @@ __global__ void run_tables(const u32* start, const u32* cnt, const u32* s, const
   }
 }
 
-// Pass 1: a block per tile.
+// Pass 1: a block per tile. The tile's run tables are staged in shared memory beside its w (read
+// from global memory run by run, each warp would wait on a dependent load per run: ~59 runs a warp
+// at T = 32768). SEARCH = false: a warp copies whole runs (~17-39 floats: half its lanes or more
+// busy); true: a thread per shared-memory slot finds its run by binary search over the tile's run
+// starts (every lane busy, ~11 shared loads per edge).
+template <bool SEARCH>
 __global__ void __launch_bounds__(kThreads) pass1(const float* __restrict__ w, const u16* __restrict__ tl,
                                                   const u16* __restrict__ rs, const u32* __restrict__ ds,
                                                   float* __restrict__ inter, i64 E, int T, i64 nb) {
   extern __shared__ float smem[];
+  u32* dsm = reinterpret_cast<u32*>(smem + T);
+  u16* rsm = reinterpret_cast<u16*>(dsm + nb);
   const i64 t = blockIdx.x, t0 = t * T;
   const int len = int(E - t0 < T ? E - t0 : i64(T));
   for (int i = threadIdx.x; i < len; i += kThreads) smem[tl[t0 + i]] = __ldg(w + t0 + i);
+  for (i64 i = threadIdx.x; i < nb; i += kThreads) dsm[i] = ds[t * nb + i];
+  for (i64 i = threadIdx.x; i <= nb; i += kThreads) rsm[i] = rs[t * (nb + 1) + i];
   __syncthreads();
-  const u16* r = rs + t * (nb + 1);
-  const u32* d = ds + t * nb;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (i64 b = warp; b < nb; b += kThreads / 32) {
-    const int a = r[b], n = r[b + 1] - a;
-    const u32 o = d[b];
-    for (int j = lane; j < n; j += 32) inter[o + j] = smem[a + j];
+  if constexpr (SEARCH) {
+    for (int i = threadIdx.x; i < len; i += kThreads) {
+      i64 lo = 0, hi = nb - 1;  // the last run b with rsm[b] <= i (empty runs share their start: take the last)
+      while (lo < hi) {
+        const i64 mid = (lo + hi + 1) / 2;
+        if (rsm[mid] <= i) lo = mid;
+        else hi = mid - 1;
+      }
+      inter[dsm[lo] + (i - rsm[lo])] = smem[i];
+    }
+  } else {
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (i64 b = warp; b < nb; b += kThreads / 32) {
+      const int a = rsm[b], n = rsm[b + 1] - a;
+      const u32 o = dsm[b];
+      for (int j = lane; j < n; j += 32) inter[o + j] = smem[a + j];
+    }
   }
 }
 
@@ -178,20 +201,21 @@ int main(int argc, char** argv) {
   u32 *pos = dalloc<u32>(E), *bkt = dalloc<u32>(E), *key1 = dalloc<u32>(E), *s = dalloc<u32>(E), *r = dalloc<u32>(E),
       *q = dalloc<u32>(E);
   u16 *tl = dalloc<u16>(E), *lidx = dalloc<u16>(E);
-  for (const int TB : {32768, 16384}) {
+  // T = B: 49152 (192 KB of w a block, runs of ~39 floats), 32768 (128 KB, ~17), 24576 (96 KB: two
+  // blocks an SM, runs of ~10). u16 places and run starts need T, B <= 65535.
+  for (const int TB : {49152, 32768, 24576}) {
     const int T = TB, B = TB;
     const i64 tiles = (E + T - 1) / T, nb = (E + B - 1) / B;
     u32 *cnt = dalloc<u32>(tiles * nb), *start = dalloc<u32>(tiles * nb), *ds = dalloc<u32>(tiles * nb);
     u16* rs = dalloc<u16>(tiles * (nb + 1));
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    CK(cudaEventRecord(a));
+    cudaEvent_t ev0, ev1;
+    CK(cudaEventCreate(&ev0));
+    CK(cudaEventCreate(&ev1));
+    CK(cudaEventRecord(ev0));
     scatter_pos<<<blocks, 256>>>(perm, pos, E);
     tile_bucket_keys<<<blocks, 256>>>(pos, key1, bkt, E, T, B, nb);
-    iota_u32<<<blocks, 256>>>(ids, E);
     CK(cudaGetLastError());
-    sort_pairs(key1, keys_s, ids, s, E, bits_for(tiles * nb));  // tile-grouped order
+    sort_pairs(key1, keys_s, ids, s, E, bits_for(tiles * nb));  // tile-grouped order (ids: 0, 1, 2, ...)
     tile_local_places<<<blocks, 256>>>(s, tl, E, T);
     sort_pairs(bkt, keys_s, ids, r, E, bits_for(nb));  // inter: edges stably grouped by bucket
     inter_places<<<blocks, 256>>>(r, q, E);
@@ -207,38 +231,42 @@ int main(int argc, char** argv) {
       CK(cudaFree(tmp));
     }
     run_tables<<<blocks, 256>>>(start, cnt, s, q, rs, ds, tiles, nb, E, T);
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
+    CK(cudaEventRecord(ev1));
+    CK(cudaEventSynchronize(ev1));
     float build_ms = 0;
-    CK(cudaEventElapsedTime(&build_ms, a, b));
+    CK(cudaEventElapsedTime(&build_ms, ev0, ev1));
     CK(cudaGetLastError());
     char name[96], note[160];
     std::snprintf(note, sizeof note, "tiles %lld, buckets %lld, run tables %.2f B/edge", (long long)tiles, (long long)nb,
                   double(tiles * nb * 4 + tiles * (nb + 1) * 2) / double(E));
-    std::printf("T = B = %d: S structures built in %.2f ms (one run, unoptimised, allocations included)  %s\n", T,
-                double(build_ms), note);
-    const int smem1 = T * 4, smem2 = B * 4;
-    CK(cudaFuncSetAttribute(pass1, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
+    std::printf("T = B = %d: S structures built in %.2f ms (one run, unoptimised; CUB scratch allocations and first "
+                "launches included)  %s\n",
+                T, double(build_ms), note);
+    const int smem1 = int(T * 4 + nb * 4 + (nb + 1) * 2), smem2 = B * 4;
+    CK(cudaFuncSetAttribute(pass1<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
+    CK(cudaFuncSetAttribute(pass1<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
     CK(cudaFuncSetAttribute(pass2, cudaFuncAttributeMaxDynamicSharedMemorySize, smem2));
-    auto p1 = [&] { pass1<<<int(tiles), kThreads, smem1>>>(w, tl, rs, ds, inter, E, T, nb); };
+    auto p1 = [&](bool search) {
+      if (search) pass1<true><<<int(tiles), kThreads, smem1>>>(w, tl, rs, ds, inter, E, T, nb);
+      else pass1<false><<<int(tiles), kThreads, smem1>>>(w, tl, rs, ds, inter, E, T, nb);
+    };
     auto p2 = [&](float* o) { pass2<<<int(nb), kThreads, smem2>>>(inter, lidx, o, E, B); };
-    std::snprintf(name, sizeof name, "P1 pass 1 (T=%d)", T);
-    micro::report(name, micro::timed(p1));
-    std::snprintf(name, sizeof name, "P2 pass 2 (B=%d) to its own buffer", B);
-    micro::report(name, micro::timed([&] { p2(out); }));
-    std::snprintf(name, sizeof name, "P  pass 1 + pass 2 (T=B=%d)", T);
-    micro::report(name, micro::timed([&] {
-                    p1();
-                    p2(out);
-                  }),
-                  same_bits(out, ref, E) ? "OK (bitwise the gather's)" : "MISMATCH");
-    CK(cudaMemset(out, 0, E * 4));
-    std::snprintf(name, sizeof name, "Pi pass 1 + pass 2 in place (T=B=%d)", T);
-    micro::report(name, micro::timed([&] {
-                    p1();
-                    p2(inter);
-                  }),
-                  same_bits(inter, ref, E) ? "OK (bitwise the gather's)" : "MISMATCH");
+    // Each line: the samples first, then the check of what the last sample left (a NaN poison
+    // first, so that a slot never written shows).
+    auto line = [&](const char* label, const std::function<void()>& f, const float* result) {
+      CK(cudaMemset(out, 0xFF, E * 4));
+      CK(cudaMemset(inter, 0xFF, E * 4));
+      const std::vector<float> t = micro::timed(f);
+      const bool ok = result == nullptr || same_bits(result, ref, E);
+      std::snprintf(name, sizeof name, "%s (T=B=%d)", label, T);
+      micro::report(name, t, result == nullptr ? "" : ok ? "OK (bitwise the gather's)" : "MISMATCH");
+    };
+    line("P1 pass 1, a warp a run", [&] { p1(false); }, nullptr);
+    line("P1s pass 1, a thread a slot", [&] { p1(true); }, nullptr);
+    line("P2 pass 2 alone, to its own buffer", [&] { p2(out); }, nullptr);
+    line("P  pass 1 (warp a run) + pass 2", [&] { p1(false); p2(out); }, out);
+    line("Ps pass 1 (thread a slot) + pass 2", [&] { p1(true); p2(out); }, out);
+    line("Pi pass 1 (warp a run) + pass 2 in place", [&] { p1(false); p2(inter); }, inter);
     CK(cudaFree(cnt));
     CK(cudaFree(start));
     CK(cudaFree(ds));

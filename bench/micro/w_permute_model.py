@@ -41,6 +41,10 @@ for E, N, T in [(100000, 3000, 4096), (65536, 500, 4096), (12345, 50, 1024), (40
         for b in range(nb):
             a, n = rs[t, b], rs[t, b+1] - rs[t, b]
             inter[ds[t, b]:ds[t, b]+n] = sm[a:a+n]
+        # pass1<true>: a thread a slot, its run the last b with rs[t, b] <= i
+        i = np.arange(ln)
+        b = np.searchsorted(rs[t, :nb], i, side='right') - 1
+        assert np.array_equal(inter[ds[t, b] + (i - rs[t, b])].view(np.uint32), sm[:ln].view(np.uint32))
     out = np.full(E, np.nan, np.float32)
     for b in range(nb):                  # pass 2
         p0 = b*B; ln = min(B, E - p0)
