@@ -1949,8 +1949,9 @@ void aggregate_one_shot(OpContext& ctx) {
 constexpr int kLeanChunkSteps = 32;
 __host__ __device__ constexpr std::int64_t lean_chunk_edges(int lpe) { return std::int64_t(32 / lpe) * kLeanChunkSteps; }
 
-// ORDER: 0 edges, 1 spread (see lean_order()).
-template <class T, class I, int VEC, int ORDER>
+// SPREAD: warps take chunks in the spread order, else lane groups take consecutive edges (see
+// lean_spread_order()).
+template <class T, class I, int VEC, bool SPREAD>
 __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__ src, const I* __restrict__ dst,
                                                            const T* __restrict__ x, std::int64_t xs,
                                                            const T* __restrict__ w, T* __restrict__ out, std::int64_t os,
@@ -1977,7 +1978,7 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
   auto edge = [&](std::int64_t e) { row(std::int64_t(src[e]), std::int64_t(dst[e]), w ? __ldg(w + e) : T(1)); };
   const std::int64_t warp = (blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x) / 32,
                      warps = std::int64_t(gridDim.x) * blockDim.x / 32;
-  if constexpr (ORDER == 0) {
+  if constexpr (!SPREAD) {
     for (std::int64_t e = warp * groups + group; e < E; e += warps * groups) edge(e);
   } else {
     // Chunk q of the launch is chunk (q * spread_a) mod chunks of the edge list (a bijection:
@@ -2016,16 +2017,15 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
 // loads (session 14) it no longer costs anything in random order either (products-like 13.73
 // edges against 13.70 spread, power-law 8.86 against 8.82, same rounds). The policy cannot pick
 // by input order: telling it would need a scan.
-// Returns the kernel's ORDER.
-int lean_order() {
+bool lean_spread_order() {
   const char* v = std::getenv("PIPELINK_AGG_LEAN_ORDER");
-  if (!v || !*v || std::string_view(v) == "spread") return 1;
-  if (std::string_view(v) == "edges") return 0;
+  if (!v || !*v || std::string_view(v) == "spread") return true;
+  if (std::string_view(v) == "edges") return false;
   throw Error(std::string("aggregate: PIPELINK_AGG_LEAN_ORDER='") + v + "' is not 'spread' or 'edges'");
 }
 
 template <class T, class I, int VEC>
-void launch_atomic_vec(const OpContext& ctx, int lpe, int order) {
+void launch_atomic_vec(const OpContext& ctx, int lpe, bool spread) {
   const TensorView &x = ctx.port("x"), &src = ctx.port("src"), &dst = ctx.port("dst"), &out = ctx.port("out");
   const cudaStream_t s = as_stream(ctx.stream);
   const std::int64_t E = ctx.dim("E"), F = ctx.dim("F");
@@ -2036,29 +2036,29 @@ void launch_atomic_vec(const OpContext& ctx, int lpe, int order) {
                                                      x.stride(0), w, out.data_as<T>(), out.stride(0), E, F, lpe, tr, spread_a);
     check_launch();
   };
-  if (order != 0) {  // a warp a chunk
+  if (spread) {  // a warp a chunk
     const std::int64_t chunks = (E + lean_chunk_edges(lpe) - 1) / lean_chunk_edges(lpe);
     const std::uint64_t a = ::pipelink::detail::spread_multiplier(std::uint64_t(chunks));
-    launch(atomic_edges_kernel<T, I, VEC, 1>, chunks, a);
+    launch(atomic_edges_kernel<T, I, VEC, true>, chunks, a);
   } else {  // a lane group an edge
-    launch(atomic_edges_kernel<T, I, VEC, 0>, (E * lpe + 31) / 32, 1);
+    launch(atomic_edges_kernel<T, I, VEC, false>, (E * lpe + 31) / 32, 1);
   }
 }
 
 template <class T, class I>
-void launch_atomic(const OpContext& ctx, bool vec4, int order) {
+void launch_atomic(const OpContext& ctx, bool vec4, bool spread) {
   const std::int64_t E = ctx.dim("E"), F = ctx.dim("F");
   if (E == 0 || F == 0) return;
   if constexpr (sizeof(T) == 4) {
-    if (vec4) return launch_atomic_vec<T, I, 4>(ctx, lanes_per_edge(F, 4), order);
+    if (vec4) return launch_atomic_vec<T, I, 4>(ctx, lanes_per_edge(F, 4), spread);
   }
-  launch_atomic_vec<T, I, 1>(ctx, lanes_per_edge(F, 1), order);
+  launch_atomic_vec<T, I, 1>(ctx, lanes_per_edge(F, 1), spread);
 }
 
 void aggregate_lean(OpContext& ctx, bool allow_vec4) {
   const TensorView &x = ctx.port("x"), &src = ctx.port("src"), &dst = ctx.port("dst"), &out = ctx.port("out");
   const cudaStream_t s = as_stream(ctx.stream);
-  const int order = lean_order();  // a bad knob: before any work
+  const bool spread = lean_spread_order();  // a bad knob: before any work
   PIPELINK_CUDA_CHECK(cudaSetDevice(x.device().index));
   validate_indices("aggregate", &src, &dst, ctx.dim("N"), s);
   if (!ctx.attr<bool>("accumulate") && out.numel() > 0) zero_rows(out, s);
@@ -2066,8 +2066,8 @@ void aggregate_lean(OpContext& ctx, bool allow_vec4) {
   const bool vec4 = allow_vec4 && f32 && ctx.dim("F") % 4 == 0 && x.stride(0) % 4 == 0 && out.stride(0) % 4 == 0 &&
                     aligned16(x.data()) && aligned16(out.data());
   const bool i32 = src.dtype() == DType::i32;
-  if (f32) i32 ? launch_atomic<float, std::int32_t>(ctx, vec4, order) : launch_atomic<float, std::int64_t>(ctx, vec4, order);
-  else i32 ? launch_atomic<double, std::int32_t>(ctx, false, order) : launch_atomic<double, std::int64_t>(ctx, false, order);
+  if (f32) i32 ? launch_atomic<float, std::int32_t>(ctx, vec4, spread) : launch_atomic<float, std::int64_t>(ctx, vec4, spread);
+  else i32 ? launch_atomic<double, std::int32_t>(ctx, false, spread) : launch_atomic<double, std::int64_t>(ctx, false, spread);
 }
 
 // ---- three-op reference on CUDA --------------------------------------------------------------
