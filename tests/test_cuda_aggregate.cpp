@@ -1114,6 +1114,93 @@ TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
   }
 }
 
+// The w permutation (PIPELINK_AGG_W_PERMUTE, src/cuda/aggregate.cu): a planned run given w in
+// edge order first brings w into plan order through tiles and buckets of T edges, then runs as
+// with w in plan order. A permutation is exact, so every tile size must give the gather's bits:
+// one tile (E < T), a last partial tile, T = 64 (hundreds of tiles and buckets, runs of 0-2
+// edges), hub rows (segments) and F = 3 (the register walk), accumulating too; then again on the
+// built tables, and from a plan built on one stream and run on another.
+TEST_F(CudaAggregate, WeightPermutationGivesTheGatherBits) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 6000;
+  EdgeList uniform = uniform_graph(N, 200003, seed, DType::i32);
+  EdgeList hubs = uniform_graph(N, 150000, seed + 1);
+  for (std::int64_t e = 0; e < 150000; ++e)
+    if (e % 3 == 0) hubs.dst.data_as<std::int64_t>()[e] = e % 2 ? 7 : N - 1;  // two rows of 25,000 edges
+  cuda::Stream other;
+  for (const EdgeList* g : {&uniform, &hubs}) {
+    const std::int64_t E = g->num_edges();
+    Tensor sg = gpu(g->src), dg = gpu(g->dst), wg = gpu(random_tensor({E}, DType::f32, seed + 2));
+    for (std::int64_t F : {64, 3}) {
+      SCOPED_TRACE("E=" + std::to_string(E) + " F=" + std::to_string(F));
+      Tensor xg = gpu(random_tensor({N, F}, DType::f32, seed + 3, -2, 2));
+      Tensor init = gpu(random_tensor({N, F}, DType::f32, seed + 4));
+      auto run = [&](const AggregatePlan& plan, bool accumulate, void* stream) {
+        Tensor out = accumulate ? gpu(host(init)) : poisoned_gpu(N, F, DType::f32);
+        AggregateOptions o{Transform::tanh, accumulate};
+        o.stream = stream;
+        aggregate(plan, xg, wg.view(), out, o);
+        if (stream) cuda::synchronize();
+        return host(out);
+      };
+      std::optional<Tensor> gathered[2];
+      {
+        ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "off"}});
+        AggregatePlan plan = AggregatePlan::build(sg, dg, N);
+        for (bool acc : {false, true}) gathered[acc] = run(plan, acc, nullptr);
+        EXPECT_EQ(plan.bytes(), AggregatePlan::build(sg, dg, N).bytes()) << "off built tables";
+      }
+      for (const char* tile : {"64", "4096", "65504"}) {
+        SCOPED_TRACE(std::string("PIPELINK_AGG_W_PERMUTE=") + tile);
+        ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", tile}});
+        AggregatePlan plan = AggregatePlan::build(sg, dg, N);
+        const std::size_t before = plan.bytes();
+        for (int rep = 0; rep < 2; ++rep)  // rep 1 runs on the tables rep 0 built
+          for (bool acc : {false, true}) EXPECT_TRUE(bitwise_equal(run(plan, acc, nullptr), *gathered[acc])) << "rep " << rep;
+        EXPECT_GE(plan.bytes(), before + std::size_t(E) * 4) << "tl and lidx not counted in the plan's bytes";
+        // Built on the default stream, first run (and tables built) from another stream.
+        AggregatePlan fresh = AggregatePlan::build(sg, dg, N);
+        EXPECT_TRUE(bitwise_equal(run(fresh, false, other.get()), *gathered[0]));
+      }
+    }
+  }
+  // Through the harness too (the oracle, the CPU backend, one-shot's and plan order's bits).
+  {
+    ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "96"}});
+    check_case({3000, 40000, 64, DType::i32});
+    check_case({500, 7000, 5});
+    check_case({1, 999, 64});
+    check_case({10, 1, 64});
+  }
+  ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "65504"}});
+  check_case({2000, 30000, 64});  // one tile, one bucket
+}
+
+TEST_F(CudaAggregate, WeightPermutationKnobErrorsComeFirst) {
+  const auto seed = fresh_seed();
+  EdgeList g = uniform_graph(100, 1000, seed, DType::i32);
+  Tensor sg = gpu(g.src), dg = gpu(g.dst), xg = gpu(random_tensor({100, 64}, DType::f32, seed + 1));
+  Tensor wg = gpu(random_tensor({1000}, DType::f32, seed + 2));
+  AggregatePlan plan = AggregatePlan::build(sg, dg, 100);
+  Tensor out = poisoned_gpu(100, 64, DType::f32);
+  const Tensor before = host(out);
+  for (const char* bad : {"on", "32", "100", "65536", "4096x", "-64"}) {
+    ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", bad}});
+    try {
+      aggregate(plan, xg, wg.view(), out);
+      ADD_FAILURE() << "PIPELINK_AGG_W_PERMUTE=" << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("PIPELINK_AGG_W_PERMUTE"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(bitwise_equal(host(out), before)) << "a bad knob wrote the output";
+  for (const char* good : {"", "auto", "off", "64", "65504"}) {
+    ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", good}});
+    EXPECT_NO_THROW(aggregate(plan, xg, wg.view(), out)) << good;
+  }
+}
+
 TEST_F(CudaAggregate, LeanPathAllocatesNoScratch) {
   const auto seed = fresh_seed();
   EdgeList g = uniform_graph(20000, 1000000, seed);

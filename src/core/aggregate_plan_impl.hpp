@@ -1,5 +1,7 @@
 #pragma once
 // Backend side of pipelink::AggregatePlan: each backend implements Impl and installs a builder.
+#include <atomic>
+
 #include "pipelink/ops/aggregate.hpp"
 
 namespace pipelink {
@@ -9,7 +11,7 @@ struct AggregatePlan::Impl {
   Device device;
   std::int64_t num_nodes = 0;
   std::int64_t num_edges = 0;
-  std::size_t bytes = 0;
+  std::atomic<std::size_t> bytes{0};  // grows where a backend adds tables at a later run (CUDA: the w permutation)
   std::uint64_t id = 0;  // set by AggregatePlan::build
   /// x, w, out already checked against the plan (shapes, dtypes, device); w may be null. With
   /// w_in_plan_order, w[k] is the weight of the plan's k-th edge (permute's output), else w[edge id].

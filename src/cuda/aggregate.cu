@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <climits>
+#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -472,6 +473,18 @@ class BuildTrace {
   std::vector<Mark> marks_;
 };
 
+// The w permutation's tables (see "w permutation" below), kept by the plan once built.
+struct WPermTables {
+  int T = 0;                       // edges a tile = plan positions a bucket (<= 65535: u16 places)
+  std::int64_t tiles = 0, nb = 0;  // tiles of the edge order, buckets of the plan order
+  int smem1 = 0;                   // pass 1's dynamic shared memory
+  DeviceBuffer tl;    // u16 [E]: edge e's place in its tile's shared memory (grouped by bucket)
+  DeviceBuffer lidx;  // u16 [E]: plan position p's place in its bucket's region
+  DeviceBuffer rs;    // u16 [tiles * (nb + 1)]: each run's start in its tile, then the tile's length
+  DeviceBuffer ds;    // u32 [tiles * nb]: each run's start in the scratch buffer
+  std::size_t bytes() const { return tl.bytes() + lidx.bytes() + rs.bytes() + ds.bytes(); }
+};
+
 struct CudaPlan final : AggregatePlan::Impl {
   bool wide = false;      // 64-bit row_ptr / pairs (N or E >= 2^31)
   DeviceBuffer row_ptr;   // P [N + 1]
@@ -488,6 +501,13 @@ struct CudaPlan final : AggregatePlan::Impl {
   std::int64_t long_row = kLongRow;
   std::int64_t num_long = 0;  // long rows that are not split
   DeviceBuffer long_rows;     // P [num_long]
+  // Weights in edge order brought into plan order per call (v18, "w permutation" below): built at
+  // the first run that wants it, on `stream`; runs on other streams wait for `wperm_done`.
+  std::mutex wperm_mu;
+  bool wperm_tried = false;
+  std::unique_ptr<WPermTables> wperm;
+  cudaEvent_t wperm_done = nullptr;
+  const WPermTables* weights_permutation(int tile, cudaStream_t s);
   // The plan is built (and its buffers are freed) on `stream`, which must outlive the plan. A run
   // on another stream waits for `built`, and the plan's stream then waits for that run (`used`),
   // so neither reads a plan still being built nor frees one still being read.
@@ -524,6 +544,7 @@ struct CudaPlan final : AggregatePlan::Impl {
   ~CudaPlan() override {
     if (built) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(built));
     if (used) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(used));
+    if (wperm_done) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(wperm_done));
   }
   void run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
            bool w_in_plan_order) override;
@@ -1782,6 +1803,242 @@ __global__ void permute_edges_kernel(const PlanPair<P>* __restrict__ pairs, int 
     out[k] = in[pair_id(pairs[k], src_bits)];
 }
 
+// ---- w permutation: weights in edge order brought into plan order per call (v18) ------------
+//
+// The planned run given w in edge order reads w[edge id] in plan order: one random 4-byte read
+// per edge, which DRAM serves as 64 bytes (ncu, v11: 3.9 GB on products-like). Given w already in
+// plan order the same run took 4.06 ms against 5.24-5.29 (H200, v17). So a call first brings w
+// into plan order in two passes whose every global access is coalesced, into E x 4 bytes of
+// scratch, and then runs as with w in plan order (the same weights in the same order: the same
+// bits):
+//   pass 1, a block per tile of T consecutive edges: the tile's w into shared memory at tl[e]
+//     (the tile's edges grouped by the bucket of their plan position, stably), then each warp
+//     copies whole runs (one bucket's edges of this tile) to that bucket's region of the scratch;
+//   pass 2, a block per bucket of T consecutive plan positions: the region into shared memory,
+//     then written back in place in plan order through lidx[p].
+// Bytes: ~20 an edge (1.26 GB on products-like) against the gather's ~72.
+// Measured first as bench/micro/w_permute_micro.cu (H200, products-like, session 15): both passes
+// 0.446 ms at T = 49152 (0.502 at 32768, 0.551 at 24576) against 1.595 ms for the gather as a
+// kernel of its own; a thread per slot in pass 1 instead of a warp per run: 1.017 ms.
+// Tables: tl and lidx, 2 + 2 bytes an edge, and the run tables, 6 bytes per (tile, bucket) pair,
+// which grow as E^2 / T^2 (0.15 B/edge on products-like); built at the plan's first run that wants
+// them (lazily: one-shot calls and weights in plan order never pay), from one stable radix sort.
+constexpr int kWPermThreads = 1024;
+constexpr int kWPermTile = 49152;                   // the micro's fastest of 49152, 32768, 24576
+constexpr std::int64_t kWPermMinEdges = 1 << 22;    // auto: below this w (16 MB) sits in L2 anyway; not measured
+constexpr double kWPermMaxTableBytesPerEdge = 0.5;  // auto: the run tables' growth (E^2) capped
+
+// PIPELINK_AGG_W_PERMUTE: unset or "auto" (kWPermTile where E >= kWPermMinEdges and the tables stay
+// under kWPermMaxTableBytesPerEdge), "off" (the w[edge id] gather), or a tile size T, a multiple of
+// 32 in [64, 65504], used at any E (tests; the A/B of tile sizes). Returns 0 for the gather.
+int w_permute_tile(std::int64_t E) {
+  const char* v = std::getenv("PIPELINK_AGG_W_PERMUTE");
+  const std::string_view k = v ? v : "";
+  if (k.empty() || k == "auto") {
+    const double t = double((E + kWPermTile - 1) / kWPermTile);
+    return E >= kWPermMinEdges && t * t * 6.0 <= kWPermMaxTableBytesPerEdge * double(E) ? kWPermTile : 0;
+  }
+  if (k == "off") return 0;
+  char* end = nullptr;
+  const long long t = std::strtoll(v, &end, 10);
+  if (*end != '\0' || t < 64 || t > 65504 || t % 32 != 0)
+    throw Error(std::string("aggregate: PIPELINK_AGG_W_PERMUTE='") + v +
+                "' is not 'auto', 'off' or a tile size (a multiple of 32 in [64, 65504])");
+  return int(t);
+}
+
+using u16 = std::uint16_t;
+using u32 = std::uint32_t;
+
+__global__ void wperm_positions_kernel(const EdgePair<std::int32_t>* __restrict__ pairs, u32* __restrict__ pos,
+                                       std::int64_t E) {
+  for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < E; k += std::int64_t(gridDim.x) * blockDim.x)
+    pos[pairs[k].id] = u32(k);
+}
+// Edge e's key: (bucket of its plan position, its tile), bucket-major; the runs' sizes counted in
+// both layouts (bucket-major: the scratch order; tile-major: each tile's shared-memory order).
+__global__ void wperm_keys_kernel(const u32* __restrict__ pos, u32* __restrict__ key, u32* __restrict__ iota,
+                                  u32* __restrict__ cnt_bt, u32* __restrict__ cnt_tb, std::int64_t E, int T,
+                                  std::int64_t tiles, std::int64_t nb) {
+  for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < E; e += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t b = pos[e] / u32(T), t = e / T;
+    key[e] = u32(b * tiles + t);
+    iota[e] = u32(e);
+    atomicAdd(cnt_bt + b * tiles + t, 1u);
+    atomicAdd(cnt_tb + t * nb + b, 1u);
+  }
+}
+// r[k]: the edge at scratch place k (edges stably sorted by key: bucket, tile, edge id). d_bt and
+// s_tb: exclusive sums of the counts, i.e. each run's first scratch place and t * T + its first
+// place in tile t's shared memory. q[e] = k (reuses pos's buffer).
+__global__ void wperm_places_kernel(const u32* __restrict__ key_s, const u32* __restrict__ r, const u32* __restrict__ d_bt,
+                                    const u32* __restrict__ s_tb, u16* __restrict__ tl, u32* __restrict__ q,
+                                    std::int64_t E, int T, std::int64_t tiles, std::int64_t nb) {
+  for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < E; k += std::int64_t(gridDim.x) * blockDim.x) {
+    const u32 e = r[k], key = key_s[k];
+    const std::int64_t b = key / tiles, t = key % tiles;
+    tl[e] = u16(std::int64_t(s_tb[t * nb + b]) - t * T + (k - std::int64_t(d_bt[key])));
+    q[e] = u32(k);
+  }
+}
+__global__ void wperm_lidx_kernel(const EdgePair<std::int32_t>* __restrict__ pairs, const u32* __restrict__ q,
+                                  u16* __restrict__ lidx, std::int64_t E, int T) {
+  for (std::int64_t p = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; p < E; p += std::int64_t(gridDim.x) * blockDim.x)
+    lidx[p] = u16(std::int64_t(q[pairs[p].id]) - p / T * T);
+}
+__global__ void wperm_tables_kernel(const u32* __restrict__ s_tb, const u32* __restrict__ d_bt, u16* __restrict__ rs,
+                                    u32* __restrict__ ds, std::int64_t E, int T, std::int64_t tiles, std::int64_t nb) {
+  const std::int64_t n = tiles * (nb + 1);
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n; i += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t t = i / (nb + 1), b = i % (nb + 1);
+    if (b == nb) {
+      rs[i] = u16(std::min<std::int64_t>(T, E - t * T));
+    } else {
+      rs[i] = u16(std::int64_t(s_tb[t * nb + b]) - t * T);
+      ds[t * nb + b] = d_bt[b * tiles + t];
+    }
+  }
+}
+
+// Pass 1: a block per tile; its run tables staged in shared memory beside its w (read run by run
+// from global memory, each warp would wait on a dependent load per run). A warp copies whole runs
+// (~39 floats on products-like); a thread per slot (binary search over the run starts) took
+// 0.84 ms against 0.27 in the micro.
+__global__ void __launch_bounds__(kWPermThreads) wperm_pass1_kernel(const float* __restrict__ w, const u16* __restrict__ tl,
+                                                                    const u16* __restrict__ rs, const u32* __restrict__ ds,
+                                                                    float* __restrict__ scratch, std::int64_t E, int T,
+                                                                    std::int64_t nb) {
+  extern __shared__ __align__(16) unsigned char wperm_smem[];
+  float* const sw = reinterpret_cast<float*>(wperm_smem);
+  u32* const dsm = reinterpret_cast<u32*>(sw + T);
+  u16* const rsm = reinterpret_cast<u16*>(dsm + nb);
+  const std::int64_t t = blockIdx.x, t0 = t * T;
+  const int len = int(std::min<std::int64_t>(T, E - t0));
+  for (int i = threadIdx.x; i < len; i += kWPermThreads) sw[tl[t0 + i]] = __ldg(w + t0 + i);
+  for (std::int64_t i = threadIdx.x; i < nb; i += kWPermThreads) dsm[i] = ds[t * nb + i];
+  for (std::int64_t i = threadIdx.x; i <= nb; i += kWPermThreads) rsm[i] = rs[t * (nb + 1) + i];
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (std::int64_t b = warp; b < nb; b += kWPermThreads / 32) {
+    const int a = rsm[b], n = rsm[b + 1] - a;
+    float* const o = scratch + dsm[b];
+    for (int j = lane; j < n; j += 32) o[j] = sw[a + j];
+  }
+}
+// Pass 2: a block per bucket, in place (the block reads its whole region before it writes).
+__global__ void __launch_bounds__(kWPermThreads) wperm_pass2_kernel(float* scratch, const u16* __restrict__ lidx,
+                                                                    std::int64_t E, int T) {
+  extern __shared__ __align__(16) unsigned char wperm_smem[];
+  float* const sw = reinterpret_cast<float*>(wperm_smem);
+  const std::int64_t p0 = std::int64_t(blockIdx.x) * T;
+  const int len = int(std::min<std::int64_t>(T, E - p0));
+  for (int i = threadIdx.x; i < len; i += kWPermThreads) sw[i] = scratch[p0 + i];
+  __syncthreads();
+  for (int i = threadIdx.x; i < len; i += kWPermThreads) scratch[p0 + i] = sw[lidx[p0 + i]];
+}
+
+// The tables for tile size T, built on `s` (the plan's stream), or nullptr where they would not
+// fit: pass 1's shared memory, the (tile, bucket) count, or the device's memory for the build's
+// ~20 transient bytes an edge (then the plan keeps the gather).
+std::unique_ptr<WPermTables> build_w_permutation(const CudaPlan& plan, int T, cudaStream_t s) {
+  const std::int64_t E = plan.num_edges;
+  auto t = std::make_unique<WPermTables>();
+  t->T = T;
+  t->tiles = t->nb = (E + T - 1) / T;
+  const std::int64_t tiles = t->tiles, nb = t->nb, cells = tiles * nb;
+  int optin = 0;
+  PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, plan.device.index));
+  const std::int64_t smem1 = std::int64_t(T) * 4 + nb * 4 + (nb + 1) * 2, smem2 = std::int64_t(T) * 4;
+  if (E == 0 || cells >= (std::int64_t(1) << 28) || smem1 > optin || smem2 > optin) return nullptr;
+  t->smem1 = int(smem1);
+  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass1_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  const auto* pairs = plan.pairs.as<const EdgePair<std::int32_t>>();
+  const std::uint32_t n32 = std::uint32_t(E);
+  const int key_bits = bits_for(cells);
+  std::size_t sort_bytes = 0, scan_bytes = 0;
+  PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const u32*>(nullptr),
+                                                      static_cast<u32*>(nullptr), static_cast<const u32*>(nullptr),
+                                                      static_cast<u32*>(nullptr), n32, 0, key_bits, s));
+  PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const u32*>(nullptr),
+                                                    static_cast<u32*>(nullptr), cells, s));
+  auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
+  const std::size_t eb = up(std::size_t(E) * 4), cb = up(std::size_t(cells) * 4);
+  DeviceBuffer arena = DeviceBuffer::try_make(5 * eb + 4 * cb + up(std::max(sort_bytes, scan_bytes)), s);
+  if (!arena.get()) return nullptr;
+  t->tl = DeviceBuffer::try_make(std::size_t(E) * 2, s);
+  t->lidx = DeviceBuffer::try_make(std::size_t(E) * 2, s);
+  t->rs = DeviceBuffer::try_make(std::size_t(tiles * (nb + 1)) * 2, s);
+  t->ds = DeviceBuffer::try_make(std::size_t(cells) * 4, s);
+  if (!t->tl.get() || !t->lidx.get() || !t->rs.get() || !t->ds.get()) return nullptr;
+  char* base = arena.as<char>();
+  u32* pos = reinterpret_cast<u32*>(base);  // later q
+  u32* key = reinterpret_cast<u32*>(base + eb);
+  u32* key_s = reinterpret_cast<u32*>(base + 2 * eb);
+  u32* iota = reinterpret_cast<u32*>(base + 3 * eb);
+  u32* r = reinterpret_cast<u32*>(base + 4 * eb);
+  u32* cnt_bt = reinterpret_cast<u32*>(base + 5 * eb);
+  u32* cnt_tb = reinterpret_cast<u32*>(base + 5 * eb + cb);
+  u32* d_bt = reinterpret_cast<u32*>(base + 5 * eb + 2 * cb);
+  u32* s_tb = reinterpret_cast<u32*>(base + 5 * eb + 3 * cb);
+  void* temp = base + 5 * eb + 4 * cb;
+  const int grid = grid_for(E, 256);
+  PIPELINK_CUDA_CHECK(cudaMemsetAsync(cnt_bt, 0, 2 * cb, s));  // cnt_bt and cnt_tb
+  wperm_positions_kernel<<<grid, 256, 0, s>>>(pairs, pos, E);
+  check_launch();
+  wperm_keys_kernel<<<grid, 256, 0, s>>>(pos, key, iota, cnt_bt, cnt_tb, E, T, tiles, nb);
+  check_launch();
+  PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp, scan_bytes, cnt_bt, d_bt, cells, s));
+  PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp, scan_bytes, cnt_tb, s_tb, cells, s));
+  PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, sort_bytes, key, key_s, iota, r, n32, 0, key_bits, s));
+  wperm_places_kernel<<<grid, 256, 0, s>>>(key_s, r, d_bt, s_tb, t->tl.as<u16>(), pos, E, T, tiles, nb);
+  check_launch();
+  wperm_lidx_kernel<<<grid, 256, 0, s>>>(pairs, pos, t->lidx.as<u16>(), E, T);
+  check_launch();
+  wperm_tables_kernel<<<grid_for(tiles * (nb + 1), 256), 256, 0, s>>>(s_tb, d_bt, t->rs.as<u16>(), t->ds.as<u32>(), E, T,
+                                                                      tiles, nb);
+  check_launch();
+  return t;  // arena: freed in stream order behind the kernels that read it
+}
+
+const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
+  std::lock_guard lock(wperm_mu);
+  if (!wperm_tried) {
+    wperm_tried = true;  // once: a failed build (no room) leaves the plan on the gather
+    cudaEvent_t ev = nullptr;
+    PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    wperm_done = ev;
+    // On the plan's stream, so that the tables are freed there with the plan's other buffers; a
+    // run on another stream has waited for the build (wait_for_build) and now waits for this.
+    std::unique_ptr<WPermTables> t = build_w_permutation(*this, tile, stream);
+    PIPELINK_CUDA_CHECK(cudaEventRecord(wperm_done, stream));
+    if (t) {
+      bytes += t->bytes();
+      if (log_level() <= LogLevel::debug)
+        ::pipelink::detail::log_message(
+            LogLevel::debug, "aggregate: plan " + std::to_string(id) + ": w permutation tables for T = " + std::to_string(tile) +
+                                 ", " + std::to_string(t->tiles) + " tiles and buckets, " + std::to_string(t->bytes()) + " B");
+    } else if (log_level() <= LogLevel::info) {
+      ::pipelink::detail::log_message(LogLevel::info, "aggregate: plan " + std::to_string(id) +
+                                                          ": no w permutation tables (no room, or too many tiles for "
+                                                          "T = " + std::to_string(tile) + "); w is gathered per edge");
+    }
+    wperm = std::move(t);
+  }
+  if (!wperm) return nullptr;
+  if (s != stream) PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(s, wperm_done, 0));
+  return wperm.get();
+}
+
+// w (float32, edge order) into plan order in `scratch`, on s.
+void permute_w_two_pass(const WPermTables& t, const float* w, float* scratch, std::int64_t E, cudaStream_t s) {
+  wperm_pass1_kernel<<<int(t.tiles), kWPermThreads, t.smem1, s>>>(w, t.tl.as<const u16>(), t.rs.as<const u16>(),
+                                                                  t.ds.as<const u32>(), scratch, E, t.T, t.nb);
+  check_launch();
+  wperm_pass2_kernel<<<int(t.nb), kWPermThreads, t.T * int(sizeof(float)), s>>>(scratch, t.lidx.as<const u16>(), E, t.T);
+  check_launch();
+}
+
 void CudaPlan::permute(const TensorView& w, const TensorView& out, void* stream_arg) {
   if (w_in_pairs) throw Error("aggregate: internal error: permute_weights on a plan with weights in its pairs");
   const cudaStream_t s = as_stream(stream_arg);
@@ -1805,7 +2062,8 @@ void CudaPlan::permute(const TensorView& w, const TensorView& out, void* stream_
 
 void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
                    bool w_in_plan_order) {
-  (void)staged_tanh_libm();  // a bad knob: before any work
+  (void)staged_tanh_libm();  // bad knobs: before any work
+  (void)w_permute_tile(num_edges);
   const cudaStream_t s = as_stream(opts.stream);
   on_stream(s, [&] { run_on(x, w, out, opts, w_in_plan_order, s); });
 }
@@ -1813,6 +2071,20 @@ void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& o
 void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
                       bool w_in_plan_order, cudaStream_t s) {
   const bool f64 = x.dtype() == DType::f64;
+  if (w && !w_in_plan_order && !w_in_pairs && !wide && !f64 && w->dtype() == DType::f32 && num_edges > 0 &&
+      x.dim(1) > 0 && num_nodes > 0) {
+    if (const int tile = w_permute_tile(num_edges)) {
+      if (const WPermTables* t = weights_permutation(tile, s)) {
+        // E x 4 bytes for this call; where the device has no room, the gather below.
+        DeviceBuffer scratch = DeviceBuffer::try_make(std::size_t(num_edges) * sizeof(float), s);
+        if (scratch.get()) {
+          permute_w_two_pass(*t, w->data_as<const float>(), scratch.as<float>(), num_edges, s);
+          const TensorView wp(scratch.get(), DType::f32, w->device(), {num_edges});
+          return launch_rows<float, std::int32_t>(*this, x, &wp, true, out, opts, s);
+        }
+      }
+    }
+  }
   if (wide) {
     if (f64) launch_rows<double, std::int64_t>(*this, x, w, w_in_plan_order, out, opts, s);
     else launch_rows<float, std::int64_t>(*this, x, w, w_in_plan_order, out, opts, s);
