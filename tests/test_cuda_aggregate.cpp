@@ -1151,7 +1151,7 @@ TEST_F(CudaAggregate, WeightPermutationGivesTheGatherBits) {
         for (bool acc : {false, true}) gathered[acc] = run(plan, acc, nullptr);
         EXPECT_EQ(plan.bytes(), AggregatePlan::build(sg, dg, N).bytes()) << "off built tables";
       }
-      for (const char* tile : {"64", "4096", "65504"}) {
+      for (const char* tile : {"64", "4096", "49152"}) {
         SCOPED_TRACE(std::string("PIPELINK_AGG_W_PERMUTE=") + tile);
         ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", tile}});
         AggregatePlan plan = AggregatePlan::build(sg, dg, N);
@@ -1173,7 +1173,7 @@ TEST_F(CudaAggregate, WeightPermutationGivesTheGatherBits) {
     check_case({1, 999, 64});
     check_case({10, 1, 64});
   }
-  ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "65504"}});
+  ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "49152"}});
   check_case({2000, 30000, 64});  // one tile, one bucket
 }
 
@@ -1185,7 +1185,7 @@ TEST_F(CudaAggregate, WeightPermutationKnobErrorsComeFirst) {
   AggregatePlan plan = AggregatePlan::build(sg, dg, 100);
   Tensor out = poisoned_gpu(100, 64, DType::f32);
   const Tensor before = host(out);
-  for (const char* bad : {"on", "32", "100", "65536", "4096x", "-64"}) {
+  for (const char* bad : {"on", "32", "100", "49184", "65504", "4096x", "-64"}) {
     ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", bad}});
     try {
       aggregate(plan, xg, wg.view(), out);
@@ -1195,7 +1195,7 @@ TEST_F(CudaAggregate, WeightPermutationKnobErrorsComeFirst) {
     }
   }
   EXPECT_TRUE(bitwise_equal(host(out), before)) << "a bad knob wrote the output";
-  for (const char* good : {"", "auto", "off", "64", "65504"}) {
+  for (const char* good : {"", "auto", "off", "64", "49152"}) {
     ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", good}});
     EXPECT_NO_THROW(aggregate(plan, xg, wg.view(), out)) << good;
   }
