@@ -1177,6 +1177,35 @@ TEST_F(CudaAggregate, WeightPermutationGivesTheGatherBits) {
   check_case({2000, 30000, 64});  // one tile, one bucket
 }
 
+// Unset, the permutation runs from 2^22 edges on, on plans without split rows (power-law, whose
+// hub rows are split, measured faster with the gather): the plan's bytes grow at the first run
+// given w in edge order, or stay.
+TEST_F(CudaAggregate, WeightPermutationAutoSkipsSplitRows) {
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_W_PERMUTE", "PIPELINK_AGG_SEGMENT");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 200000, E = std::int64_t(1) << 22;
+  EdgeList g = uniform_graph(N, E, seed, DType::i32);
+  Tensor xg = gpu(random_tensor({N, 64}, DType::f32, seed + 1, -2, 2)), wg = gpu(random_tensor({E}, DType::f32, seed + 2));
+  for (bool hub : {false, true}) {
+    SCOPED_TRACE(hub ? "a hub row (split)" : "no split rows");
+    if (hub)
+      for (std::int64_t e = 0; e < E; e += 1000) g.dst.data_as<std::int32_t>()[e] = 5;  // ~4200 edges: > 1024
+    Tensor sg = gpu(g.src), dg = gpu(g.dst);
+    Tensor ref = poisoned_gpu(N, 64, DType::f32), out = poisoned_gpu(N, 64, DType::f32);
+    {
+      ScopedEnv off({{"PIPELINK_AGG_W_PERMUTE", "off"}});
+      aggregate(AggregatePlan::build(sg, dg, N), xg, wg.view(), ref);
+    }
+    AggregatePlan plan = AggregatePlan::build(sg, dg, N);
+    const std::size_t before = plan.bytes();
+    aggregate(plan, xg, wg.view(), out);
+    EXPECT_TRUE(bitwise_equal(host(out), host(ref)));
+    if (hub) EXPECT_EQ(plan.bytes(), before) << "tables built on a plan with split rows";
+    else EXPECT_GE(plan.bytes(), before + std::size_t(E) * 4) << "no tables at 2^22 edges";
+  }
+}
+
 TEST_F(CudaAggregate, WeightPermutationKnobErrorsComeFirst) {
   const auto seed = fresh_seed();
   EdgeList g = uniform_graph(100, 1000, seed, DType::i32);

@@ -1828,17 +1828,24 @@ constexpr int kWPermTile = 49152;                   // the micro's fastest of 49
 constexpr std::int64_t kWPermMinEdges = 1 << 22;    // auto: below this w (16 MB) sits in L2 anyway; not measured
 constexpr double kWPermMaxTableBytesPerEdge = 0.5;  // auto: the run tables' growth (E^2) capped
 
-// PIPELINK_AGG_W_PERMUTE: unset or "auto" (kWPermTile where E >= kWPermMinEdges and the tables stay
-// under kWPermMaxTableBytesPerEdge), "off" (the w[edge id] gather), or a tile size T, a multiple of
+// PIPELINK_AGG_W_PERMUTE: unset or "auto" (kWPermTile where E >= kWPermMinEdges, the tables stay
+// under kWPermMaxTableBytesPerEdge and the plan has no split rows), "off" (the w[edge id] gather),
+// or a tile size T, a multiple of
 // 32 in [64, 49152], used at any E (tests; the A/B of tile sizes). Returns 0 for the gather. (Pass 1
 // holds T floats and 6 bytes per bucket in shared memory: sm_90 gives a block 227 KB, so a T of
 // 65504 (the u16 limit) never fit; session 15's first run of the test found the plan on the gather.)
-int w_permute_tile(std::int64_t E) {
+// Why not on graphs with split rows (hubs of more than the segment length): measured on the H200
+// (session 15, `bench --ab`, same rounds), the permutation won on products-like (planned 4.48
+// against 5.08 ms for the gather) and lost on power-law (4.87 against 4.49): there x's hub rows
+// come from L2, DRAM has room for the gather's sectors beside the run, and the permutation's
+// ~0.45 ms is added in front. Split rows are the plan's cheap sign of such skew; a graph with hubs
+// and little reuse of x would be misjudged (not measured).
+int w_permute_tile(std::int64_t E, bool split_rows) {
   const char* v = std::getenv("PIPELINK_AGG_W_PERMUTE");
   const std::string_view k = v ? v : "";
   if (k.empty() || k == "auto") {
     const double t = double((E + kWPermTile - 1) / kWPermTile);
-    return E >= kWPermMinEdges && t * t * 6.0 <= kWPermMaxTableBytesPerEdge * double(E) ? kWPermTile : 0;
+    return E >= kWPermMinEdges && !split_rows && t * t * 6.0 <= kWPermMaxTableBytesPerEdge * double(E) ? kWPermTile : 0;
   }
   if (k == "off") return 0;
   char* end = nullptr;
@@ -2065,7 +2072,7 @@ void CudaPlan::permute(const TensorView& w, const TensorView& out, void* stream_
 void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
                    bool w_in_plan_order) {
   (void)staged_tanh_libm();  // bad knobs: before any work
-  (void)w_permute_tile(num_edges);
+  (void)w_permute_tile(num_edges, num_segments > 0);
   const cudaStream_t s = as_stream(opts.stream);
   on_stream(s, [&] { run_on(x, w, out, opts, w_in_plan_order, s); });
 }
@@ -2075,7 +2082,7 @@ void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView
   const bool f64 = x.dtype() == DType::f64;
   if (w && !w_in_plan_order && !w_in_pairs && !wide && !f64 && w->dtype() == DType::f32 && num_edges > 0 &&
       x.dim(1) > 0 && num_nodes > 0) {
-    if (const int tile = w_permute_tile(num_edges)) {
+    if (const int tile = w_permute_tile(num_edges, num_segments > 0)) {
       if (const WPermTables* t = weights_permutation(tile, s)) {
         // E x 4 bytes for this call; where the device has no room, the gather below.
         DeviceBuffer scratch = DeviceBuffer::try_make(std::size_t(num_edges) * sizeof(float), s);
