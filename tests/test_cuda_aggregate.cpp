@@ -663,6 +663,7 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
     };
     std::size_t one_peak = 0;
     AggregatePlan one = build_measured(one_peak);
+    const std::size_t one_bytes = one.bytes();  // before its run: a run may add the w permutation's tables
     aggregate(one, x, w.view(), ref);
     const Tensor ref_host = host(ref);
     // The plan's edge order itself: edge ids permuted into it (exact in float32 below 2^24).
@@ -676,7 +677,7 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
       ScopedEnv env({{"PIPELINK_AGG_BUILD_CHUNKS", k}});
       std::size_t peak = 0;
       AggregatePlan plan = build_measured(peak);
-      EXPECT_EQ(plan.bytes(), one.bytes());
+      EXPECT_EQ(plan.bytes(), one_bytes);
       Tensor out = poisoned_gpu(N, F, DType::f32);
       aggregate(plan, x, w.view(), out);
       EXPECT_TRUE(bitwise_equal(ref_host, host(out))) << "the ranges' plan differs from the one sort's";
@@ -1117,10 +1118,13 @@ TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
 // The w permutation (PIPELINK_AGG_W_PERMUTE, src/cuda/aggregate.cu): a planned run given w in
 // edge order first brings w into plan order through tiles and buckets of T edges, then runs as
 // with w in plan order. A permutation is exact, so every tile size must give the gather's bits:
-// one tile (E < T), a last partial tile, T = 64 (hundreds of tiles and buckets, runs of 0-2
-// edges), hub rows (segments) and F = 3 (the register walk), accumulating too; then again on the
-// built tables, and from a plan built on one stream and run on another.
+// one tile (E < T), a last partial tile, E a multiple of T, T = 64 (thousands of tiles and
+// buckets, runs of 0-2 edges), hub rows (segments) and F = 3 (the register walk), accumulating
+// too; then again on the built tables, and from a plan built on one stream and run on another.
+// Tile sizes up to 32768 (128 KB of shared memory in pass 1: sm_80 has room); the default 49152
+// runs in WeightPermutationAutoSkipsSplitRows.
 TEST_F(CudaAggregate, WeightPermutationGivesTheGatherBits) {
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_FORCE_WIDE");  // wide plans keep the gather
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const std::int64_t N = 6000;
@@ -1151,7 +1155,7 @@ TEST_F(CudaAggregate, WeightPermutationGivesTheGatherBits) {
         for (bool acc : {false, true}) gathered[acc] = run(plan, acc, nullptr);
         EXPECT_EQ(plan.bytes(), AggregatePlan::build(sg, dg, N).bytes()) << "off built tables";
       }
-      for (const char* tile : {"64", "4096", "49152"}) {
+      for (const char* tile : {"64", "4096", "32768"}) {
         SCOPED_TRACE(std::string("PIPELINK_AGG_W_PERMUTE=") + tile);
         ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", tile}});
         AggregatePlan plan = AggregatePlan::build(sg, dg, N);
@@ -1173,15 +1177,16 @@ TEST_F(CudaAggregate, WeightPermutationGivesTheGatherBits) {
     check_case({1, 999, 64});
     check_case({10, 1, 64});
   }
-  ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "49152"}});
+  ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "32768"}});
   check_case({2000, 30000, 64});  // one tile, one bucket
+  check_case({2000, 65536, 64});  // two full tiles, two full buckets
 }
 
 // Unset, the permutation runs from 2^22 edges on, on plans without split rows (power-law, whose
 // hub rows are split, measured faster with the gather): the plan's bytes grow at the first run
 // given w in edge order, or stay.
 TEST_F(CudaAggregate, WeightPermutationAutoSkipsSplitRows) {
-  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_W_PERMUTE", "PIPELINK_AGG_SEGMENT");
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_W_PERMUTE", "PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const std::int64_t N = 200000, E = std::int64_t(1) << 22;

@@ -1946,19 +1946,27 @@ __global__ void __launch_bounds__(kWPermThreads) wperm_pass2_kernel(float* scrat
   for (int i = threadIdx.x; i < len; i += kWPermThreads) scratch[p0 + i] = sw[lidx[p0 + i]];
 }
 
-// The tables for tile size T, built on `s` (the plan's stream), or nullptr where they would not
-// fit: pass 1's shared memory, the (tile, bucket) count, or the device's memory for the build's
-// ~20 transient bytes an edge (then the plan keeps the gather).
+// The tables for tile size T (shrunk to fit the device's shared memory), built on `s` (the plan's
+// stream), or nullptr where they would not fit: the (tile, bucket) count, or the device's memory
+// for the build's 20 transient bytes an edge beside the 4 kept (then the plan keeps the gather).
 std::unique_ptr<WPermTables> build_w_permutation(const CudaPlan& plan, int T, cudaStream_t s) {
   const std::int64_t E = plan.num_edges;
+  if (E == 0) return nullptr;
+  int optin = 0;
+  PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, plan.device.index));
+  // Pass 1 holds T floats and 6 bytes per bucket. Where that does not fit (sm_80 gives a block
+  // 163 KB, sm_86 99 KB, against sm_90's 227 KB), T shrinks in steps of 1024 (not measured there).
+  auto smem1_for = [E](std::int64_t tt) {
+    const std::int64_t b = (E + tt - 1) / tt;
+    return tt * 4 + b * 4 + (b + 1) * 2;
+  };
+  while (T > 1024 && smem1_for(T) > optin) T -= 1024;
   auto t = std::make_unique<WPermTables>();
   t->T = T;
   t->tiles = t->nb = (E + T - 1) / T;
   const std::int64_t tiles = t->tiles, nb = t->nb, cells = tiles * nb;
-  int optin = 0;
-  PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, plan.device.index));
-  const std::int64_t smem1 = std::int64_t(T) * 4 + nb * 4 + (nb + 1) * 2, smem2 = std::int64_t(T) * 4;
-  if (E == 0 || cells >= (std::int64_t(1) << 28) || smem1 > optin || smem2 > optin) return nullptr;
+  const std::int64_t smem1 = smem1_for(T), smem2 = std::int64_t(T) * 4;
+  if (cells >= (std::int64_t(1) << 28) || smem1 > optin || smem2 > optin) return nullptr;
   t->smem1 = int(smem1);
   PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass1_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
   PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
@@ -1966,9 +1974,10 @@ std::unique_ptr<WPermTables> build_w_permutation(const CudaPlan& plan, int T, cu
   const std::uint32_t n32 = std::uint32_t(E);
   const int key_bits = bits_for(cells);
   std::size_t sort_bytes = 0, scan_bytes = 0;
-  PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, static_cast<const u32*>(nullptr),
-                                                      static_cast<u32*>(nullptr), static_cast<const u32*>(nullptr),
-                                                      static_cast<u32*>(nullptr), n32, 0, key_bits, s));
+  {  // DoubleBuffer form: CUB's temp storage then holds no copies of the keys and values
+    cub::DoubleBuffer<u32> k0(nullptr, nullptr), v0(nullptr, nullptr);
+    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, k0, v0, n32, 0, key_bits, s));
+  }
   PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const u32*>(nullptr),
                                                     static_cast<u32*>(nullptr), cells, s));
   auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
@@ -1999,8 +2008,10 @@ std::unique_ptr<WPermTables> build_w_permutation(const CudaPlan& plan, int T, cu
   check_launch();
   PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp, scan_bytes, cnt_bt, d_bt, cells, s));
   PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp, scan_bytes, cnt_tb, s_tb, cells, s));
-  PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, sort_bytes, key, key_s, iota, r, n32, 0, key_bits, s));
-  wperm_places_kernel<<<grid, 256, 0, s>>>(key_s, r, d_bt, s_tb, t->tl.as<u16>(), pos, E, T, tiles, nb);
+  cub::DoubleBuffer<u32> keys(key, key_s), vals(iota, r);
+  PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, sort_bytes, keys, vals, n32, 0, key_bits, s));
+  wperm_places_kernel<<<grid, 256, 0, s>>>(keys.Current(), vals.Current(), d_bt, s_tb, t->tl.as<u16>(), pos, E, T,
+                                           tiles, nb);
   check_launch();
   wperm_lidx_kernel<<<grid, 256, 0, s>>>(pairs, pos, t->lidx.as<u16>(), E, T);
   check_launch();
@@ -2010,22 +2021,47 @@ std::unique_ptr<WPermTables> build_w_permutation(const CudaPlan& plan, int T, cu
   return t;  // arena: freed in stream order behind the kernels that read it
 }
 
+// The tables are built once per plan, with the tile size of the first run that asks (a later
+// PIPELINK_AGG_W_PERMUTE=T does not rebuild them; `off` is honoured at every run).
 const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
   std::lock_guard lock(wperm_mu);
   if (!wperm_tried) {
+    // Not while either stream is being captured into a CUDA graph: the tables would be
+    // allocations of that graph. Such runs gather, and a later uncaptured run builds them.
+    // (Asking about the legacy stream while another stream captures is itself an error: taken
+    // as a capture, and cleared.)
+    auto capturing = [](cudaStream_t q) {
+      cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
+      if (cudaStreamIsCapturing(q, &c) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return true;
+      }
+      return c != cudaStreamCaptureStatusNone;
+    };
+    if (capturing(s) || capturing(stream)) return nullptr;
     wperm_tried = true;  // once: a failed build (no room) leaves the plan on the gather
     cudaEvent_t ev = nullptr;
     PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     wperm_done = ev;
     // On the plan's stream, so that the tables are freed there with the plan's other buffers; a
     // run on another stream has waited for the build (wait_for_build) and now waits for this.
-    std::unique_ptr<WPermTables> t = build_w_permutation(*this, tile, stream);
+    // (So that one run also waits for whatever else is queued on the plan's stream by then.)
+    // A build that throws leaves the plan on the gather, which then reports any lasting error.
+    std::unique_ptr<WPermTables> t;
+    try {
+      t = build_w_permutation(*this, tile, stream);
+    } catch (const std::exception& e) {
+      if (log_level() <= LogLevel::warn)
+        ::pipelink::detail::log_message(LogLevel::warn, "aggregate: plan " + std::to_string(id) +
+                                                          ": building the w permutation's tables failed (" + e.what() +
+                                                          "); w is gathered per edge");
+    }
     PIPELINK_CUDA_CHECK(cudaEventRecord(wperm_done, stream));
     if (t) {
       bytes += t->bytes();
       if (log_level() <= LogLevel::debug)
         ::pipelink::detail::log_message(
-            LogLevel::debug, "aggregate: plan " + std::to_string(id) + ": w permutation tables for T = " + std::to_string(tile) +
+            LogLevel::debug, "aggregate: plan " + std::to_string(id) + ": w permutation tables for T = " + std::to_string(t->T) +
                                  ", " + std::to_string(t->tiles) + " tiles and buckets, " + std::to_string(t->bytes()) + " B");
     } else if (log_level() <= LogLevel::info) {
       ::pipelink::detail::log_message(LogLevel::info, "aggregate: plan " + std::to_string(id) +
@@ -2072,7 +2108,7 @@ void CudaPlan::permute(const TensorView& w, const TensorView& out, void* stream_
 void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
                    bool w_in_plan_order) {
   (void)staged_tanh_libm();  // bad knobs: before any work
-  (void)w_permute_tile(num_edges, num_segments > 0);
+  if (!w_in_pairs) (void)w_permute_tile(num_edges, num_segments > 0);  // one-shot plans never permute
   const cudaStream_t s = as_stream(opts.stream);
   on_stream(s, [&] { run_on(x, w, out, opts, w_in_plan_order, s); });
 }
