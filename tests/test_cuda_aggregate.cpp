@@ -1211,6 +1211,87 @@ TEST_F(CudaAggregate, WeightPermutationAutoSkipsSplitRows) {
   }
 }
 
+// PIPELINK_AGG_W_PERMUTE_COMPACT=1: when a plan builds its permutation tables it drops its edge
+// ids (the pairs become their src column), so every later run reads w in plan order and w in
+// edge order is always permuted, float64 through its two 32-bit halves. Every kind of run on the
+// compact plan must give the bits of a plan that gathers: float32 and float64 w, no w, weights in
+// plan order, permute_weights itself, the knob turned off afterwards, another stream; and the
+// compact plan keeps exactly 4 bytes an edge less than the plan with its pairs and tables.
+TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_FORCE_WIDE");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 6000;
+  EdgeList uniform = uniform_graph(N, 200003, seed, DType::i32);
+  EdgeList hubs = uniform_graph(N, 150000, seed + 1);
+  for (std::int64_t e = 0; e < 150000; ++e)
+    if (e % 3 == 0) hubs.dst.data_as<std::int64_t>()[e] = e % 2 ? 7 : N - 1;
+  cuda::Stream other;
+  for (const EdgeList* g : {&uniform, &hubs}) {
+    const std::int64_t E = g->num_edges();
+    Tensor sg = gpu(g->src), dg = gpu(g->dst);
+    Tensor w = random_tensor({E}, DType::f32, seed + 2), wd = random_tensor({E}, DType::f64, seed + 3);
+    Tensor wg = gpu(w), wdg = gpu(wd);
+    for (std::int64_t F : {64, 3}) {
+      SCOPED_TRACE("E=" + std::to_string(E) + " F=" + std::to_string(F));
+      Tensor xg = gpu(random_tensor({N, F}, DType::f32, seed + 4, -2, 2));
+      Tensor xdg = gpu(random_tensor({N, F}, DType::f64, seed + 5, -2, 2));
+      auto run = [&](const AggregatePlan& plan, const TensorView& x, const std::optional<TensorView>& wv, void* stream) {
+        Tensor out = poisoned_gpu(N, F, x.dtype());
+        AggregateOptions o;
+        o.stream = stream;
+        aggregate(plan, x, wv, out, o);
+        if (stream) cuda::synchronize();
+        return host(out);
+      };
+      auto permuted = [&](const AggregatePlan& plan, const TensorView& wv) {
+        Tensor out = gpu(random_tensor({E}, wv.dtype(), seed + 6));
+        (void)plan.permute_weights(wv, out.view());
+        return host(out);
+      };
+      std::optional<Tensor> ref32, ref64, ref_nw, perm32, perm64;
+      {
+        ScopedEnv off({{"PIPELINK_AGG_W_PERMUTE", "off"}});
+        AggregatePlan r = AggregatePlan::build(sg, dg, N);
+        ref32 = run(r, xg, wg.view(), nullptr);
+        ref64 = run(r, xdg, wdg.view(), nullptr);
+        ref_nw = run(r, xg, std::nullopt, nullptr);
+        perm32 = permuted(r, wg.view());
+        perm64 = permuted(r, wdg.view());
+      }
+      ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "4096"}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", "1"}});
+      AggregatePlan c = AggregatePlan::build(sg, dg, N);
+      std::size_t kept_bytes = 0;
+      {
+        ScopedEnv keep({{"PIPELINK_AGG_W_PERMUTE_COMPACT", "0"}});
+        AggregatePlan k = AggregatePlan::build(sg, dg, N);
+        EXPECT_TRUE(bitwise_equal(run(k, xg, wg.view(), nullptr), *ref32));
+        kept_bytes = k.bytes();
+      }
+      EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "first run (tables built, plan compacted)";
+      EXPECT_EQ(c.bytes() + std::size_t(E) * 4, kept_bytes) << "a compact plan keeps 4 bytes an edge less";
+      EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "second run";
+      EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), other.get()), *ref32)) << "another stream";
+      EXPECT_TRUE(bitwise_equal(run(c, xdg, wdg.view(), nullptr), *ref64)) << "float64 w, permuted by halves";
+      EXPECT_TRUE(bitwise_equal(run(c, xg, std::nullopt, nullptr), *ref_nw)) << "no w";
+      EXPECT_TRUE(bitwise_equal(permuted(c, wg.view()), *perm32)) << "permute_weights, float32";
+      EXPECT_TRUE(bitwise_equal(permuted(c, wdg.view()), *perm64)) << "permute_weights, float64";
+      {
+        Tensor wp = gpu(w), out = poisoned_gpu(N, F, DType::f32);
+        aggregate(c, xg, c.permute_weights(wg.view(), wp.view()), out);
+        EXPECT_TRUE(bitwise_equal(host(out), *ref32)) << "weights in plan order";
+      }
+      {
+        ScopedEnv off({{"PIPELINK_AGG_W_PERMUTE", "off"}});  // a compact plan cannot gather: it permutes anyway
+        EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "knob off after compaction";
+      }
+    }
+  }
+  ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "96"}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", "1"}});
+  check_case({3000, 40000, 64, DType::i32});
+  check_case({500, 7000, 5});
+}
+
 TEST_F(CudaAggregate, WeightPermutationKnobErrorsComeFirst) {
   const auto seed = fresh_seed();
   EdgeList g = uniform_graph(100, 1000, seed, DType::i32);
@@ -1219,13 +1300,17 @@ TEST_F(CudaAggregate, WeightPermutationKnobErrorsComeFirst) {
   AggregatePlan plan = AggregatePlan::build(sg, dg, 100);
   Tensor out = poisoned_gpu(100, 64, DType::f32);
   const Tensor before = host(out);
-  for (const char* bad : {"on", "32", "100", "49184", "65504", "4096x", "-64"}) {
-    ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", bad}});
+  for (auto [name, bad] : {std::pair{"PIPELINK_AGG_W_PERMUTE", "on"}, std::pair{"PIPELINK_AGG_W_PERMUTE", "32"},
+                            std::pair{"PIPELINK_AGG_W_PERMUTE", "100"}, std::pair{"PIPELINK_AGG_W_PERMUTE", "49184"},
+                            std::pair{"PIPELINK_AGG_W_PERMUTE", "65504"}, std::pair{"PIPELINK_AGG_W_PERMUTE", "4096x"},
+                            std::pair{"PIPELINK_AGG_W_PERMUTE", "-64"}, std::pair{"PIPELINK_AGG_W_PERMUTE_COMPACT", "yes"},
+                            std::pair{"PIPELINK_AGG_W_PERMUTE_COMPACT", "2"}}) {
+    ScopedEnv env({{name, bad}});
     try {
       aggregate(plan, xg, wg.view(), out);
-      ADD_FAILURE() << "PIPELINK_AGG_W_PERMUTE=" << bad << " was accepted";
+      ADD_FAILURE() << name << "=" << bad << " was accepted";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("PIPELINK_AGG_W_PERMUTE"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
     }
   }
   EXPECT_TRUE(bitwise_equal(host(out), before)) << "a bad knob wrote the output";

@@ -192,8 +192,19 @@ __device__ __forceinline__ std::int64_t pair_id(std::uint64_t p, int src_bits) {
 //   kWPlanOrder w[k] at the plan position k (weights from AggregatePlan::permute_weights);
 //   kWInPairs   the pair's id field holds w's float32 bits (one-shot plans: the build put w in
 //               the sorted pairs in place of the ids, so the run reads no w of its own).
-// The same weights in the same order, so the same bits in all three.
-enum : int { kWById = 0, kWPlanOrder = 1, kWInPairs = 2 };
+//   kWCompact   as kWPlanOrder, on a compact plan: `pairs` points to its int32 src array (the
+//               ids are gone; PIPELINK_AGG_W_PERMUTE_COMPACT, see "w permutation" below).
+// The same weights in the same order, so the same bits in all of them.
+enum : int { kWById = 0, kWPlanOrder = 1, kWInPairs = 2, kWCompact = 3 };
+__host__ __device__ __forceinline__ bool w_plan_order(int wmode) { return wmode == kWPlanOrder || wmode == kWCompact; }
+// Plan entry k: the pair, or on a compact plan (narrow only) its src with a zero id.
+template <class Pair>
+__device__ __forceinline__ Pair load_pair(const Pair* pairs, std::int64_t k, int wmode) {
+  if constexpr (std::is_same_v<Pair, EdgePair<std::int32_t>>) {
+    if (wmode == kWCompact) return Pair{reinterpret_cast<const std::int32_t*>(pairs)[k], 0};
+  }
+  return pairs[k];
+}
 template <class T, class Pair>
 __device__ __forceinline__ T edge_weight(const T* w, int wmode, std::int64_t k, Pair e, int src_bits) {
   // Folded plans are narrow and float32 only (build_plan_for), so the other instantiations
@@ -201,7 +212,7 @@ __device__ __forceinline__ T edge_weight(const T* w, int wmode, std::int64_t k, 
   if constexpr (std::is_same_v<T, float> && std::is_same_v<Pair, EdgePair<std::int32_t>>) {
     if (wmode == kWInPairs) return __int_as_float(e.id);
   }
-  return __ldg(w + (wmode == kWPlanOrder ? k : pair_id(e, src_bits)));
+  return __ldg(w + (w_plan_order(wmode) ? k : pair_id(e, src_bits)));
 }
 
 // Wide plans: key = dst << id_bits | edge id, sorted on the dst bits only (stable, so edge ids
@@ -507,6 +518,14 @@ struct CudaPlan final : AggregatePlan::Impl {
   bool wperm_tried = false;
   std::unique_ptr<WPermTables> wperm;
   cudaEvent_t wperm_done = nullptr;
+  // Compact (PIPELINK_AGG_W_PERMUTE_COMPACT=1 when the tables are built): the pairs are replaced
+  // by their src column, so every run reads w in plan order (kWCompact) and w in edge order is
+  // always permuted first. Set once, under wperm_mu, with runs serialized by run_mu.
+  bool compact = false;
+  DeviceBuffer srcs;  // int32 [E], compact plans only
+  // Held while a run or permute queues its work: a compaction frees the pairs, which another
+  // host thread's run must not be reading.
+  std::mutex run_mu;
   const WPermTables* weights_permutation(int tile, cudaStream_t s);
   // The plan is built (and its buffers are freed) on `stream`, which must outlive the plan. A run
   // on another stream waits for `built`, and the plan's stream then waits for that run (`used`),
@@ -1046,7 +1065,6 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
   if (r0 >= r1) return;
   const std::int64_t kbase = row_ptr[r0];
   const P n = P(std::int64_t(row_ptr[r1]) - kbase);  // this group's edges, relative to kbase
-  const PlanPair<P>* gp = pairs + kbase;
   const std::int64_t tile = std::int64_t(lpe) * VEC * CH;
   for (std::int64_t f0 = 0; f0 < F; f0 += tile) {
     // Row ends (relative), lpe rows at a time, one per lane.
@@ -1108,7 +1126,7 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
       std::int64_t my_src = 0;
       T my_w = T(1);
       if (P(gl) < cn) {
-        const PlanPair<P> e = gp[k0 + gl];
+        const PlanPair<P> e = load_pair(pairs, kbase + std::int64_t(k0) + gl, wmode);
         my_src = pair_src(e, src_bits);
         if (w) my_w = edge_weight(w, wmode, kbase + std::int64_t(k0) + gl, e, src_bits);
       }
@@ -1284,8 +1302,12 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     kbase = row_ptr[r0];
     n = row_ptr[r1] - kbase;  // this group's edges, relative to kbase
   }
-  const EdgePair<std::int32_t>* gp = pairs + kbase;
-  const float* const wq = wmode == kWPlanOrder && w ? w + kbase : w;  // in plan order: wq[k], else w[edge id]
+  const float* const wq = w_plan_order(wmode) && w ? w + kbase : w;  // in plan order: wq[k], else w[edge id]
+  // The group's plan entries: pairs, or a compact plan's src array (kWCompact).
+  const EdgePair<std::int32_t>* const gp = pairs + kbase;
+  const std::int32_t* const gs = reinterpret_cast<const std::int32_t*>(pairs) + kbase;
+  const bool compact = wmode == kWCompact;
+  auto entry = [&](int k) { return compact ? EdgePair<std::int32_t>{gs[k], 0} : gp[k]; };
   // Row ends (relative), 32 rows at a time, one per lane.
   int r = r0, rbase = r0;
   int win = !seg && rbase + lane < r1 ? row_ptr[rbase + lane + 1] - kbase : n;
@@ -1339,12 +1361,12 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
   while (r < r1) {  // one pass of the ring per run of rows between split rows
     const int kb = rbeg;
     EdgePair<std::int32_t> pnext{0, 0};
-    if (lane < SE && kb + lane < n) pnext = gp[kb + lane];
+    if (lane < SE && kb + lane < n) pnext = entry(kb + lane);
     auto issue = [&](int j) {  // stage j: edges kb + j*SE ..., into slot j % S
       const int k0 = kb + j * SE;
       const EdgePair<std::int32_t> p = pnext;
       const int kn = k0 + SE + lane;
-      if (lane < SE && kn < n) pnext = gp[kn];
+      if (lane < SE && kn < n) pnext = entry(kn);
       if (k0 < n) {
         if constexpr (LI) {
           const unsigned slot_s = piece_s + unsigned((j % S) * SE * F * int(sizeof(float)));
@@ -1368,7 +1390,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
           // kWInPairs: a plain store into the slot; the stage's reader passes the same
           // cp_wait + __syncwarp as for the copies, and the slot's last reader synced before.
           if (wmode == kWInPairs) wts[(j % S) * SE + lane] = __int_as_float(p.id);
-          else cp_async4(wts + (j % S) * SE + lane, wq + (wmode == kWPlanOrder ? k0 + lane : p.id));
+          else cp_async4(wts + (j % S) * SE + lane, wq + (w_plan_order(wmode) ? k0 + lane : p.id));
         }
       }
       cp_commit();  // empty groups too: wait_group counts stay uniform
@@ -1482,7 +1504,7 @@ __global__ void __launch_bounds__(256) segments_kernel(const P* __restrict__ row
       std::int64_t my_src = 0;
       T my_w = T(1);
       if (k < end) {
-        const PlanPair<P> e = pairs[k];
+        const PlanPair<P> e = load_pair(pairs, k, wmode);
         my_src = pair_src(e, src_bits);
         if (w) my_w = edge_weight(w, wmode, k, e, src_bits);
       }
@@ -1727,13 +1749,15 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   const int lpe = lanes_per_edge(F, vec);
   const bool two_chunks = (F + vec - 1) / vec > 32;  // F > 128 float32 with float4: two vectors per lane per tile
   const auto* rp = plan.row_ptr.as<const P>();
-  const auto* pp = plan.pairs.as<const PlanPair<P>>();
+  const auto* pp = plan.compact ? static_cast<const PlanPair<P>*>(plan.srcs.get()) : plan.pairs.as<const PlanPair<P>>();
   const int sb = plan.src_bits;
   // A one-shot plan's pairs hold the weights (built from this call's w, float32): the kernels
   // read them there, and `wp` only says that there are weights.
   if (plan.w_in_pairs && (!w || w->dtype() != DType::f32 || plan.wide || wplan))
     throw Error("aggregate: internal error: a plan with weights in its pairs run without its float32 weights");
-  const int wmode = plan.w_in_pairs ? kWInPairs : wplan ? kWPlanOrder : kWById;
+  if (plan.compact && w && !wplan)
+    throw Error("aggregate: internal error: a compact plan run with w in edge order (no edge ids to gather by)");
+  const int wmode = plan.w_in_pairs ? kWInPairs : plan.compact ? kWCompact : wplan ? kWPlanOrder : kWById;
   const T* wp = plan.w_in_pairs ? reinterpret_cast<const T*>(pp) : w ? w->data_as<const T>() : nullptr;
   const T* xp = x.data_as<const T>();
   T* op = out.data_as<T>();
@@ -1856,8 +1880,25 @@ int w_permute_tile(std::int64_t E, bool split_rows) {
   return int(t);
 }
 
+// PIPELINK_AGG_W_PERMUTE_COMPACT: "1" compacts a plan when its tables are built (its pairs
+// become their src column: 4 bytes an edge less, so 8.32 instead of 12.47 B/edge on
+// products-like, and 4 bytes less read by each run); unset or "0" keeps the pairs. Opt-in until
+// it has run on a GPU (written in session 15 after the device time ran out).
+bool w_permute_compact() {
+  const char* v = std::getenv("PIPELINK_AGG_W_PERMUTE_COMPACT");
+  if (!v || !*v || std::string_view(v) == "0") return false;
+  if (std::string_view(v) == "1") return true;
+  throw Error(std::string("aggregate: PIPELINK_AGG_W_PERMUTE_COMPACT='") + v + "' is not '0' or '1'");
+}
+
 using u16 = std::uint16_t;
 using u32 = std::uint32_t;
+
+__global__ void compact_srcs_kernel(const EdgePair<std::int32_t>* __restrict__ pairs, std::int32_t* __restrict__ srcs,
+                                    std::int64_t E) {
+  for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < E; k += std::int64_t(gridDim.x) * blockDim.x)
+    srcs[k] = pairs[k].src;
+}
 
 __global__ void wperm_positions_kernel(const EdgePair<std::int32_t>* __restrict__ pairs, u32* __restrict__ pos,
                                        std::int64_t E) {
@@ -1912,38 +1953,42 @@ __global__ void wperm_tables_kernel(const u32* __restrict__ s_tb, const u32* __r
 // Pass 1: a block per tile; its run tables staged in shared memory beside its w (read run by run
 // from global memory, each warp would wait on a dependent load per run). A warp copies whole runs
 // (~39 floats on products-like); a thread per slot (binary search over the run starts) took
-// 0.84 ms against 0.27 in the micro.
-__global__ void __launch_bounds__(kWPermThreads) wperm_pass1_kernel(const float* __restrict__ w, const u16* __restrict__ tl,
+// 0.84 ms against 0.27 in the micro. Both passes move 32-bit words: float w in one launch
+// (STRIDE 1), float64 w as its two halves (STRIDE 2, half 0 then 1; compact plans only, which
+// cannot gather).
+template <int STRIDE>
+__global__ void __launch_bounds__(kWPermThreads) wperm_pass1_kernel(const u32* __restrict__ w, const u16* __restrict__ tl,
                                                                     const u16* __restrict__ rs, const u32* __restrict__ ds,
-                                                                    float* __restrict__ scratch, std::int64_t E, int T,
-                                                                    std::int64_t nb) {
+                                                                    u32* __restrict__ scratch, std::int64_t E, int T,
+                                                                    std::int64_t nb, int half) {
   extern __shared__ __align__(16) unsigned char wperm_smem[];
-  float* const sw = reinterpret_cast<float*>(wperm_smem);
-  u32* const dsm = reinterpret_cast<u32*>(sw + T);
+  u32* const sw = reinterpret_cast<u32*>(wperm_smem);
+  u32* const dsm = sw + T;
   u16* const rsm = reinterpret_cast<u16*>(dsm + nb);
   const std::int64_t t = blockIdx.x, t0 = t * T;
   const int len = int(std::min<std::int64_t>(T, E - t0));
-  for (int i = threadIdx.x; i < len; i += kWPermThreads) sw[tl[t0 + i]] = __ldg(w + t0 + i);
+  for (int i = threadIdx.x; i < len; i += kWPermThreads) sw[tl[t0 + i]] = __ldg(w + (t0 + i) * STRIDE + half);
   for (std::int64_t i = threadIdx.x; i < nb; i += kWPermThreads) dsm[i] = ds[t * nb + i];
   for (std::int64_t i = threadIdx.x; i <= nb; i += kWPermThreads) rsm[i] = rs[t * (nb + 1) + i];
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (std::int64_t b = warp; b < nb; b += kWPermThreads / 32) {
     const int a = rsm[b], n = rsm[b + 1] - a;
-    float* const o = scratch + dsm[b];
-    for (int j = lane; j < n; j += 32) o[j] = sw[a + j];
+    u32* const o = scratch + std::int64_t(dsm[b]) * STRIDE + half;
+    for (int j = lane; j < n; j += 32) o[j * STRIDE] = sw[a + j];
   }
 }
 // Pass 2: a block per bucket, in place (the block reads its whole region before it writes).
-__global__ void __launch_bounds__(kWPermThreads) wperm_pass2_kernel(float* scratch, const u16* __restrict__ lidx,
-                                                                    std::int64_t E, int T) {
+template <int STRIDE>
+__global__ void __launch_bounds__(kWPermThreads) wperm_pass2_kernel(u32* scratch, const u16* __restrict__ lidx,
+                                                                    std::int64_t E, int T, int half) {
   extern __shared__ __align__(16) unsigned char wperm_smem[];
-  float* const sw = reinterpret_cast<float*>(wperm_smem);
+  u32* const sw = reinterpret_cast<u32*>(wperm_smem);
   const std::int64_t p0 = std::int64_t(blockIdx.x) * T;
   const int len = int(std::min<std::int64_t>(T, E - p0));
-  for (int i = threadIdx.x; i < len; i += kWPermThreads) sw[i] = scratch[p0 + i];
+  for (int i = threadIdx.x; i < len; i += kWPermThreads) sw[i] = scratch[(p0 + i) * STRIDE + half];
   __syncthreads();
-  for (int i = threadIdx.x; i < len; i += kWPermThreads) scratch[p0 + i] = sw[lidx[p0 + i]];
+  for (int i = threadIdx.x; i < len; i += kWPermThreads) scratch[(p0 + i) * STRIDE + half] = sw[lidx[p0 + i]];
 }
 
 // The tables for tile size T (shrunk to fit the device's shared memory), built on `s` (the plan's
@@ -1968,8 +2013,10 @@ std::unique_ptr<WPermTables> build_w_permutation(const CudaPlan& plan, int T, cu
   const std::int64_t smem1 = smem1_for(T), smem2 = std::int64_t(T) * 4;
   if (cells >= (std::int64_t(1) << 28) || smem1 > optin || smem2 > optin) return nullptr;
   t->smem1 = int(smem1);
-  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass1_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass2_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass1_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass2_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass1_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass2_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
   const auto* pairs = plan.pairs.as<const EdgePair<std::int32_t>>();
   const std::uint32_t n32 = std::uint32_t(E);
   const int key_bits = bits_for(cells);
@@ -2056,6 +2103,22 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
                                                           ": building the w permutation's tables failed (" + e.what() +
                                                           "); w is gathered per edge");
     }
+    if (t && w_permute_compact()) {
+      // The pairs become their src column. Freed on the plan's stream: behind every run queued
+      // so far (runs hold run_mu while they queue, and a run on another stream makes the plan's
+      // stream wait for it: hold_frees_for). A compact plan cannot gather by edge id again.
+      DeviceBuffer sb = DeviceBuffer::try_make(std::size_t(num_edges) * sizeof(std::int32_t), stream);
+      if (sb.get()) {
+        compact_srcs_kernel<<<grid_for(num_edges, 256), 256, 0, stream>>>(pairs.as<const EdgePair<std::int32_t>>(),
+                                                                         sb.as<std::int32_t>(), num_edges);
+        check_launch();
+        bytes -= pairs.bytes();
+        bytes += sb.bytes();
+        pairs.reset();
+        srcs = std::move(sb);
+        compact = true;
+      }
+    }
     PIPELINK_CUDA_CHECK(cudaEventRecord(wperm_done, stream));
     if (t) {
       bytes += t->bytes();
@@ -2075,20 +2138,43 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
   return wperm.get();
 }
 
-// w (float32, edge order) into plan order in `scratch`, on s.
-void permute_w_two_pass(const WPermTables& t, const float* w, float* scratch, std::int64_t E, cudaStream_t s) {
-  wperm_pass1_kernel<<<int(t.tiles), kWPermThreads, t.smem1, s>>>(w, t.tl.as<const u16>(), t.rs.as<const u16>(),
-                                                                  t.ds.as<const u32>(), scratch, E, t.T, t.nb);
-  check_launch();
-  wperm_pass2_kernel<<<int(t.nb), kWPermThreads, t.T * int(sizeof(float)), s>>>(scratch, t.lidx.as<const u16>(), E, t.T);
-  check_launch();
+// w (edge order; 4- or 8-byte elements) into plan order in `scratch` (E elements, not w), on s.
+void permute_w_two_pass(const WPermTables& t, const void* w, void* scratch, std::int64_t E, std::size_t itemsize,
+                        cudaStream_t s) {
+  const auto* w32 = static_cast<const u32*>(w);
+  auto* s32 = static_cast<u32*>(scratch);
+  const u16* tl = t.tl.as<const u16>();
+  const u16* rs = t.rs.as<const u16>();
+  const u32* ds = t.ds.as<const u32>();
+  const u16* lidx = t.lidx.as<const u16>();
+  const int smem2 = t.T * int(sizeof(u32));
+  if (itemsize == 4) {
+    wperm_pass1_kernel<1><<<int(t.tiles), kWPermThreads, t.smem1, s>>>(w32, tl, rs, ds, s32, E, t.T, t.nb, 0);
+    check_launch();
+    wperm_pass2_kernel<1><<<int(t.nb), kWPermThreads, smem2, s>>>(s32, lidx, E, t.T, 0);
+    check_launch();
+    return;
+  }
+  for (int half = 0; half < 2; ++half) {
+    wperm_pass1_kernel<2><<<int(t.tiles), kWPermThreads, t.smem1, s>>>(w32, tl, rs, ds, s32, E, t.T, t.nb, half);
+    check_launch();
+    wperm_pass2_kernel<2><<<int(t.nb), kWPermThreads, smem2, s>>>(s32, lidx, E, t.T, half);
+    check_launch();
+  }
 }
 
 void CudaPlan::permute(const TensorView& w, const TensorView& out, void* stream_arg) {
   if (w_in_pairs) throw Error("aggregate: internal error: permute_weights on a plan with weights in its pairs");
   const cudaStream_t s = as_stream(stream_arg);
+  std::lock_guard lock(run_mu);
   on_stream(s, [&] {  // permute: after the build, and the plan's frees after it
     if (num_edges == 0) return;
+    if (compact) {  // no edge ids: the two passes, straight into out (w and out do not overlap)
+      const WPermTables* t = weights_permutation(0, s);
+      if (!t) throw Error("aggregate: internal error: a compact plan without its w permutation tables");
+      permute_w_two_pass(*t, w.data(), out.data(), num_edges, w.itemsize(), s);
+      return;
+    }
     const int grid = grid_for(num_edges, 256);
     auto go = [&](auto t) {
       using T = decltype(t);
@@ -2108,23 +2194,40 @@ void CudaPlan::permute(const TensorView& w, const TensorView& out, void* stream_
 void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
                    bool w_in_plan_order) {
   (void)staged_tanh_libm();  // bad knobs: before any work
-  if (!w_in_pairs) (void)w_permute_tile(num_edges, num_segments > 0);  // one-shot plans never permute
+  if (!w_in_pairs) {  // one-shot plans never permute
+    (void)w_permute_tile(num_edges, num_segments > 0);
+    (void)w_permute_compact();
+  }
   const cudaStream_t s = as_stream(opts.stream);
+  std::lock_guard lock(run_mu);
   on_stream(s, [&] { run_on(x, w, out, opts, w_in_plan_order, s); });
 }
 
 void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
                       bool w_in_plan_order, cudaStream_t s) {
   const bool f64 = x.dtype() == DType::f64;
-  if (w && !w_in_plan_order && !w_in_pairs && !wide && !f64 && w->dtype() == DType::f32 && num_edges > 0 &&
-      x.dim(1) > 0 && num_nodes > 0) {
-    if (const int tile = w_permute_tile(num_edges, num_segments > 0)) {
+  if (w && !w_in_plan_order && !w_in_pairs && !wide && num_edges > 0 && x.dim(1) > 0 && num_nodes > 0) {
+    // A compact plan always permutes (it has no edge ids); otherwise float32 w where the knob says.
+    const bool f32 = !f64 && w->dtype() == DType::f32;
+    const int tile = compact || !f32 ? 0 : w_permute_tile(num_edges, num_segments > 0);
+    if (compact || tile > 0) {
       if (const WPermTables* t = weights_permutation(tile, s)) {
-        // E x 4 bytes for this call; where the device has no room, the gather below.
-        DeviceBuffer scratch = DeviceBuffer::try_make(std::size_t(num_edges) * sizeof(float), s);
+        // E elements for this call; where the device has no room, the gather below (or, on a
+        // compact plan, which cannot gather, an error).
+        const std::size_t isz = w->itemsize(), need = std::size_t(num_edges) * isz;
+        DeviceBuffer scratch = DeviceBuffer::try_make(need, s);
+        if (!scratch.get() && compact) {
+          std::size_t free_b = 0, total_b = 0;
+          PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+          throw OutOfMemoryError(need, free_b, "aggregate: a compact plan's run needs " + std::to_string(need) +
+                                                   " bytes of scratch to bring w into the plan's order, and the device "
+                                                   "has no room; pass w in plan order (AggregatePlan::permute_weights) "
+                                                   "or free device memory");
+        }
         if (scratch.get()) {
-          permute_w_two_pass(*t, w->data_as<const float>(), scratch.as<float>(), num_edges, s);
-          const TensorView wp(scratch.get(), DType::f32, w->device(), {num_edges});
+          permute_w_two_pass(*t, w->data(), scratch.get(), num_edges, isz, s);
+          const TensorView wp(scratch.get(), w->dtype(), w->device(), {num_edges});
+          if (f64) return launch_rows<double, std::int32_t>(*this, x, &wp, true, out, opts, s);
           return launch_rows<float, std::int32_t>(*this, x, &wp, true, out, opts, s);
         }
       }
