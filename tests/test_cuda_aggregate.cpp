@@ -1224,9 +1224,11 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
   const std::int64_t N = 6000;
   EdgeList uniform = uniform_graph(N, 200003, seed, DType::i32);
   EdgeList hubs = uniform_graph(N, 150000, seed + 1);
-  for (std::int64_t e = 0; e < 150000; ++e)
-    if (e % 3 == 0) hubs.dst.data_as<std::int64_t>()[e] = e % 2 ? 7 : N - 1;
-  cuda::Stream other;
+  for (std::int64_t e = 0; e < 150000; ++e) {
+    if (e % 3 == 0) hubs.dst.data_as<std::int64_t>()[e] = e % 2 ? 7 : N - 1;  // split rows
+    else if (e < 2000 && e % 7 == 1) hubs.dst.data_as<std::int64_t>()[e] = 11;  // a long row (~200 edges)
+  }
+  cuda::Stream other, third;
   for (const EdgeList* g : {&uniform, &hubs}) {
     const std::int64_t E = g->num_edges();
     Tensor sg = gpu(g->src), dg = gpu(g->dst);
@@ -1236,9 +1238,11 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
       SCOPED_TRACE("E=" + std::to_string(E) + " F=" + std::to_string(F));
       Tensor xg = gpu(random_tensor({N, F}, DType::f32, seed + 4, -2, 2));
       Tensor xdg = gpu(random_tensor({N, F}, DType::f64, seed + 5, -2, 2));
-      auto run = [&](const AggregatePlan& plan, const TensorView& x, const std::optional<TensorView>& wv, void* stream) {
-        Tensor out = poisoned_gpu(N, F, x.dtype());
-        AggregateOptions o;
+      Tensor init = random_tensor({N, F}, DType::f32, seed + 7);
+      auto run = [&](const AggregatePlan& plan, const TensorView& x, const std::optional<TensorView>& wv, void* stream,
+                     bool accumulate = false) {
+        Tensor out = accumulate ? gpu(init) : poisoned_gpu(N, F, x.dtype());
+        AggregateOptions o{Transform::tanh, accumulate};
         o.stream = stream;
         aggregate(plan, x, wv, out, o);
         if (stream) cuda::synchronize();
@@ -1249,13 +1253,15 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
         (void)plan.permute_weights(wv, out.view());
         return host(out);
       };
-      std::optional<Tensor> ref32, ref64, ref_nw, perm32, perm64;
+      std::optional<Tensor> ref32, ref64, ref_nw, ref64_nw, ref_acc, perm32, perm64;
       {
         ScopedEnv off({{"PIPELINK_AGG_W_PERMUTE", "off"}});
         AggregatePlan r = AggregatePlan::build(sg, dg, N);
         ref32 = run(r, xg, wg.view(), nullptr);
         ref64 = run(r, xdg, wdg.view(), nullptr);
         ref_nw = run(r, xg, std::nullopt, nullptr);
+        ref64_nw = run(r, xdg, std::nullopt, nullptr);
+        ref_acc = run(r, xg, wg.view(), nullptr, true);
         perm32 = permuted(r, wg.view());
         perm64 = permuted(r, wdg.view());
       }
@@ -1274,6 +1280,8 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
       EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), other.get()), *ref32)) << "another stream";
       EXPECT_TRUE(bitwise_equal(run(c, xdg, wdg.view(), nullptr), *ref64)) << "float64 w, permuted by halves";
       EXPECT_TRUE(bitwise_equal(run(c, xg, std::nullopt, nullptr), *ref_nw)) << "no w";
+      EXPECT_TRUE(bitwise_equal(run(c, xdg, std::nullopt, nullptr), *ref64_nw)) << "float64 x, no w";
+      EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr, true), *ref_acc)) << "accumulate";
       EXPECT_TRUE(bitwise_equal(permuted(c, wg.view()), *perm32)) << "permute_weights, float32";
       EXPECT_TRUE(bitwise_equal(permuted(c, wdg.view()), *perm64)) << "permute_weights, float64";
       {
@@ -1284,6 +1292,21 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
       {
         ScopedEnv off({{"PIPELINK_AGG_W_PERMUTE", "off"}});  // a compact plan cannot gather: it permutes anyway
         EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "knob off after compaction";
+      }
+      {
+        // Compacted by a run on the default stream after a run on `third` (which recorded the
+        // plan's `built` event then): a later run on `third` without w must still wait for the
+        // src column. (The first review of this code found that wait missing.)
+        AggregatePlan c2 = AggregatePlan::build(sg, dg, N);
+        EXPECT_TRUE(bitwise_equal(run(c2, xg, std::nullopt, third.get()), *ref_nw));
+        Tensor out_w = poisoned_gpu(N, F, DType::f32), out_nw = poisoned_gpu(N, F, DType::f32);
+        aggregate(c2, xg, wg.view(), out_w);  // compacts, queued on the default stream
+        AggregateOptions o;
+        o.stream = third.get();
+        aggregate(c2, xg, std::nullopt, out_nw, o);  // queued without a host wait in between
+        cuda::synchronize();
+        EXPECT_TRUE(bitwise_equal(host(out_w), *ref32));
+        EXPECT_TRUE(bitwise_equal(host(out_nw), *ref_nw)) << "a run on another stream right after the compaction";
       }
     }
   }

@@ -522,6 +522,7 @@ struct CudaPlan final : AggregatePlan::Impl {
   // by their src column, so every run reads w in plan order (kWCompact) and w in edge order is
   // always permuted first. Set once, under wperm_mu, with runs serialized by run_mu.
   bool compact = false;
+  bool captured = false;  // a run was captured into a CUDA graph: its replays read the pairs, so no compaction
   DeviceBuffer srcs;  // int32 [E], compact plans only
   // Held while a run or permute queues its work: a compaction frees the pairs, which another
   // host thread's run must not be reading.
@@ -1880,6 +1881,17 @@ int w_permute_tile(std::int64_t E, bool split_rows) {
   return int(t);
 }
 
+// Whether work queued on q now would be captured into a CUDA graph. (Asking about the legacy
+// stream while another stream captures is itself an error: taken as a capture, and cleared.)
+bool stream_capturing(cudaStream_t q) {
+  cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(q, &c) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  return c != cudaStreamCaptureStatusNone;
+}
+
 // PIPELINK_AGG_W_PERMUTE_COMPACT: "1" compacts a plan when its tables are built (its pairs
 // become their src column: 4 bytes an edge less, so 8.32 instead of 12.47 B/edge on
 // products-like, and 4 bytes less read by each run); unset or "0" keeps the pairs. Opt-in until
@@ -2075,17 +2087,7 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
   if (!wperm_tried) {
     // Not while either stream is being captured into a CUDA graph: the tables would be
     // allocations of that graph. Such runs gather, and a later uncaptured run builds them.
-    // (Asking about the legacy stream while another stream captures is itself an error: taken
-    // as a capture, and cleared.)
-    auto capturing = [](cudaStream_t q) {
-      cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
-      if (cudaStreamIsCapturing(q, &c) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return true;
-      }
-      return c != cudaStreamCaptureStatusNone;
-    };
-    if (capturing(s) || capturing(stream)) return nullptr;
+    if (stream_capturing(s) || stream_capturing(stream)) return nullptr;
     wperm_tried = true;  // once: a failed build (no room) leaves the plan on the gather
     cudaEvent_t ev = nullptr;
     PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
@@ -2103,7 +2105,7 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
                                                           ": building the w permutation's tables failed (" + e.what() +
                                                           "); w is gathered per edge");
     }
-    if (t && w_permute_compact()) {
+    if (t && w_permute_compact() && !captured) {
       // The pairs become their src column. Freed on the plan's stream: behind every run queued
       // so far (runs hold run_mu while they queue, and a run on another stream makes the plan's
       // stream wait for it: hold_frees_for). A compact plan cannot gather by edge id again.
@@ -2167,6 +2169,7 @@ void CudaPlan::permute(const TensorView& w, const TensorView& out, void* stream_
   if (w_in_pairs) throw Error("aggregate: internal error: permute_weights on a plan with weights in its pairs");
   const cudaStream_t s = as_stream(stream_arg);
   std::lock_guard lock(run_mu);
+  if (!compact && !w_in_pairs && w_permute_compact() && stream_capturing(s)) captured = true;
   on_stream(s, [&] {  // permute: after the build, and the plan's frees after it
     if (num_edges == 0) return;
     if (compact) {  // no edge ids: the two passes, straight into out (w and out do not overlap)
@@ -2200,12 +2203,16 @@ void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& o
   }
   const cudaStream_t s = as_stream(opts.stream);
   std::lock_guard lock(run_mu);
+  if (!compact && !w_in_pairs && w_permute_compact() && stream_capturing(s)) captured = true;
   on_stream(s, [&] { run_on(x, w, out, opts, w_in_plan_order, s); });
 }
 
 void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
                       bool w_in_plan_order, cudaStream_t s) {
   const bool f64 = x.dtype() == DType::f64;
+  // A compact plan's src column was written on the plan's stream after `built` was recorded:
+  // every run on another stream waits for it (with or without w).
+  if (compact && s != stream) PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(s, wperm_done, 0));
   if (w && !w_in_plan_order && !w_in_pairs && !wide && num_edges > 0 && x.dim(1) > 0 && num_nodes > 0) {
     // A compact plan always permutes (it has no edge ids); otherwise float32 w where the knob says.
     const bool f32 = !f64 && w->dtype() == DType::f32;
