@@ -111,6 +111,29 @@ def test_cuda_weights_in_plan_order_give_the_same_bits(rng):
 
 
 @cuda
+@pytest.mark.parametrize("compact", ["0", "1"])
+def test_cuda_w_permutation_on_torch_streams(rng, monkeypatch, compact):
+    # PIPELINK_AGG_W_PERMUTE=T (read at each run): a planned call brings w into the plan's order
+    # in two passes on torch's current stream before it sums; the bits are the gather's. With
+    # PIPELINK_AGG_W_PERMUTE_COMPACT=1 the plan drops its edge ids at that first call.
+    x, src, dst, w = graph(rng, 5000, 200000, 64, device="cuda")
+    monkeypatch.setenv("PIPELINK_AGG_W_PERMUTE", "off")
+    gathered = pipelink.AggregatePlan(src, dst, x.shape[0])(x, w)
+    monkeypatch.setenv("PIPELINK_AGG_W_PERMUTE", "1024")
+    monkeypatch.setenv("PIPELINK_AGG_W_PERMUTE_COMPACT", compact)
+    plan = pipelink.AggregatePlan(src, dst, x.shape[0])
+    before = plan.nbytes
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):  # tables built and w permuted for a run on a non-default stream
+        y = plan(x, w)
+        y2 = plan(x, w)
+    s.synchronize()
+    assert torch.equal(y, gathered) and torch.equal(y2, gathered)
+    assert plan.nbytes != before  # the tables (and, compact, 4 bytes an edge less)
+    check(y, x, src, dst, w)
+
+
+@cuda
 def test_runs_on_the_callers_stream_without_a_sync(rng):
     # x is produced on a side stream by work long enough that reading it early would see
     # garbage; aggregate is called inside the same stream context and its result is consumed
