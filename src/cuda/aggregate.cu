@@ -1855,10 +1855,10 @@ constexpr double kWPermMaxTableBytesPerEdge = 0.5;  // auto: the run tables' gro
 
 // PIPELINK_AGG_W_PERMUTE: unset or "auto" (kWPermTile where E >= kWPermMinEdges, the tables stay
 // under kWPermMaxTableBytesPerEdge and the plan has no split rows), "off" (the w[edge id] gather),
-// or a tile size T, a multiple of
-// 32 in [64, 49152], used at any E (tests; the A/B of tile sizes). Returns 0 for the gather. (Pass 1
-// holds T floats and 6 bytes per bucket in shared memory: sm_90 gives a block 227 KB, so a T of
-// 65504 (the u16 limit) never fit; session 15's first run of the test found the plan on the gather.)
+// or a tile size T, a multiple of 32 in [64, 49152], used at any E (tests; the A/B of tile sizes).
+// Returns 0 for the gather. (Pass 1 holds T floats and 6 bytes per bucket in shared memory: sm_90
+// gives a block 227 KB, so a T of 65504, the u16 limit, never fit; session 15's first run of the
+// test found the plan on the gather.)
 // Why not on graphs with split rows (hubs of more than the segment length): measured on the H200
 // (session 15, `bench --ab`, same rounds), the permutation won on products-like (planned 4.48
 // against 5.08 ms for the gather) and lost on power-law (4.87 against 4.49): there x's hub rows
