@@ -1157,7 +1157,7 @@ TEST_F(CudaAggregate, WeightPermutationGivesTheGatherBits) {
       }
       for (const char* tile : {"64", "4096", "32768"}) {
         SCOPED_TRACE(std::string("PIPELINK_AGG_W_PERMUTE=") + tile);
-        ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", tile}});
+        ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", tile}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", "0"}});
         AggregatePlan plan = AggregatePlan::build(sg, dg, N);
         const std::size_t before = plan.bytes();
         for (int rep = 0; rep < 2; ++rep)  // rep 1 runs on the tables rep 0 built
@@ -1186,7 +1186,8 @@ TEST_F(CudaAggregate, WeightPermutationGivesTheGatherBits) {
 // hub rows are split, measured faster with the gather): the plan's bytes grow at the first run
 // given w in edge order, or stay.
 TEST_F(CudaAggregate, WeightPermutationAutoSkipsSplitRows) {
-  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_W_PERMUTE", "PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_FORCE_WIDE");
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_W_PERMUTE", "PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_FORCE_WIDE",
+                       "PIPELINK_AGG_W_PERMUTE_COMPACT");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const std::int64_t N = 200000, E = std::int64_t(1) << 22;
