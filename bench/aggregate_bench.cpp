@@ -3,15 +3,35 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string_view>
+#include <utility>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "pipelink/pipelink.hpp"
 
+extern "C" char** environ;  // POSIX: the knobs in effect, for the pre-registration
+
 namespace pipelink::bench {
 
 namespace {
+
+// Every PIPELINK_* variable set for this run (PIPELINK_AGG_W_PERMUTE and the like), sorted; the
+// defaults of those not listed are in the source (PROTOCOL.md 3.1: every tuning knob).
+std::vector<std::pair<std::string, std::string>> pipelink_environment() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view kv(*e);
+    const auto eq = kv.find('=');
+    if (kv.starts_with("PIPELINK_") && eq != std::string_view::npos)
+      out.emplace_back(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 struct Inputs {
   WorkloadData data;
@@ -187,6 +207,9 @@ std::string AggregateBenchResult::to_json() const {
   j["date"] = date;
   j["knobs"] = {{"repeats", options.repeats}, {"warmup", options.warmup}, {"threads", threads},
                 {"summation_block", 32}};
+  json env = json::object();
+  for (const auto& [k, v] : pipelink_environment()) env[k] = v;
+  j["knobs"]["environment"] = env;
   j["reference_spread"] = {{"variant", "three-op"}, {"runs", reference_spread_runs},
                            {"max_abs_diff", reference_spread_max_abs}};
   j["must_move_bytes"] = must_move_bytes;
@@ -231,6 +254,11 @@ std::string AggregateBenchResult::to_markdown() const {
       "`{}` ({} order): N={}, E={}, F={}, float32, tanh. Device: {} ({} threads, {}), copy bandwidth {:.1f} GB/s. "
       "Git {}, {}.\n\n",
       workload_name, options.order, nodes, edges, features, device_name, threads, isa, copy_gbs, git, date);
+  if (const auto env = pipelink_environment(); !env.empty()) {
+    s += "Set for this run:";
+    for (std::size_t i = 0; i < env.size(); ++i) s += fmt::format("{} `{}={}`", i ? "," : "", env[i].first, env[i].second);
+    s += ".\n\n";
+  }
   const bool gpu = options.device.kind == DeviceKind::cuda;
   s += fmt::format("| variant | median ms | min ms | max ms | cold ms | {} | eff. GB/s (% copy) | max abs err | rel L2 err | within tol |\n",
                    gpu ? "extra peak device memory" : "extra peak RSS");
