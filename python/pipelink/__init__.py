@@ -222,7 +222,12 @@ class AggregatePlan:
 
     @property
     def nbytes(self) -> int:
-        """Bytes the plan holds on its device."""
+        """Bytes the plan holds on its device now.
+
+        On CUDA this grows at the first call given ``w`` in edge order on a large plan without hub
+        rows: the plan then keeps tables (4 bytes an edge and more) that bring ``w`` into its order
+        in two coalesced passes per call instead of a gather (``PIPELINK_AGG_W_PERMUTE``).
+        """
         return self._impl.nbytes
 
     @property
