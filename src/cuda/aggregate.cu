@@ -2197,13 +2197,14 @@ void CudaPlan::permute(const TensorView& w, const TensorView& out, void* stream_
 void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
                    bool w_in_plan_order) {
   (void)staged_tanh_libm();  // bad knobs: before any work
+  bool want_compact = false;
   if (!w_in_pairs) {  // one-shot plans never permute
     (void)w_permute_tile(num_edges, num_segments > 0);
-    (void)w_permute_compact();
+    want_compact = w_permute_compact();
   }
   const cudaStream_t s = as_stream(opts.stream);
   std::lock_guard lock(run_mu);
-  if (!compact && !w_in_pairs && w_permute_compact() && stream_capturing(s)) captured = true;
+  if (want_compact && !compact && stream_capturing(s)) captured = true;
   on_stream(s, [&] { run_on(x, w, out, opts, w_in_plan_order, s); });
 }
 
@@ -2213,6 +2214,10 @@ void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView
   // A compact plan's src column was written on the plan's stream after `built` was recorded:
   // every run on another stream waits for it (with or without w).
   if (compact && s != stream) PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(s, wperm_done, 0));
+  const TensorView* wrun = w;  // w, or w brought into plan order in `scratch`
+  bool wplan = w_in_plan_order;
+  DeviceBuffer scratch;  // freed in stream order after the launches below
+  TensorView wp;
   if (w && !w_in_plan_order && !w_in_pairs && !wide && num_edges > 0 && x.dim(1) > 0 && num_nodes > 0) {
     // A compact plan always permutes (it has no edge ids); otherwise float32 w where the knob says.
     const bool f32 = !f64 && w->dtype() == DType::f32;
@@ -2222,7 +2227,7 @@ void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView
         // E elements for this call; where the device has no room, the gather below (or, on a
         // compact plan, which cannot gather, an error).
         const std::size_t isz = w->itemsize(), need = std::size_t(num_edges) * isz;
-        DeviceBuffer scratch = DeviceBuffer::try_make(need, s);
+        scratch = DeviceBuffer::try_make(need, s);
         if (!scratch.get() && compact) {
           std::size_t free_b = 0, total_b = 0;
           PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
@@ -2233,19 +2238,19 @@ void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView
         }
         if (scratch.get()) {
           permute_w_two_pass(*t, w->data(), scratch.get(), num_edges, isz, s);
-          const TensorView wp(scratch.get(), w->dtype(), w->device(), {num_edges});
-          if (f64) return launch_rows<double, std::int32_t>(*this, x, &wp, true, out, opts, s);
-          return launch_rows<float, std::int32_t>(*this, x, &wp, true, out, opts, s);
+          wp = TensorView(scratch.get(), w->dtype(), w->device(), {num_edges});
+          wrun = &wp;
+          wplan = true;
         }
       }
     }
   }
   if (wide) {
-    if (f64) launch_rows<double, std::int64_t>(*this, x, w, w_in_plan_order, out, opts, s);
-    else launch_rows<float, std::int64_t>(*this, x, w, w_in_plan_order, out, opts, s);
+    if (f64) launch_rows<double, std::int64_t>(*this, x, wrun, wplan, out, opts, s);
+    else launch_rows<float, std::int64_t>(*this, x, wrun, wplan, out, opts, s);
   } else {
-    if (f64) launch_rows<double, std::int32_t>(*this, x, w, w_in_plan_order, out, opts, s);
-    else launch_rows<float, std::int32_t>(*this, x, w, w_in_plan_order, out, opts, s);
+    if (f64) launch_rows<double, std::int32_t>(*this, x, wrun, wplan, out, opts, s);
+    else launch_rows<float, std::int32_t>(*this, x, wrun, wplan, out, opts, s);
   }
 }
 
