@@ -1207,12 +1207,14 @@ TEST_F(CudaAggregate, WeightPermutationAutoSkipsSplitRows) {
     const std::size_t before = plan.bytes();
     aggregate(plan, xg, wg.view(), out);
     EXPECT_TRUE(bitwise_equal(host(out), host(ref)));
+    // By default the plan is compacted as its tables are built: its ids (4 B/edge) go, tl and
+    // lidx (4 B/edge) and the run tables come, so it grows by the run tables alone.
     if (hub) EXPECT_EQ(plan.bytes(), before) << "tables built on a plan with split rows";
-    else EXPECT_GE(plan.bytes(), before + std::size_t(E) * 4) << "no tables at 2^22 edges";
+    else EXPECT_GT(plan.bytes(), before) << "no tables at 2^22 edges";
   }
 }
 
-// PIPELINK_AGG_W_PERMUTE_COMPACT=1: when a plan builds its permutation tables it drops its edge
+// PIPELINK_AGG_W_PERMUTE_COMPACT=1 (the default): when a plan builds its permutation tables it drops its edge
 // ids (the pairs become their src column), so every later run reads w in plan order and w in
 // edge order is always permuted, float64 through its two 32-bit halves. Every kind of run on the
 // compact plan must give the bits of a plan that gathers: float32 and float64 w, no w, weights in
