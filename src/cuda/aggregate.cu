@@ -6,6 +6,7 @@
 // row per edge (15.8 GB) + the plan's src and edge-id columns (0.5 GB) + w gathered through the
 // edge ids (one 32-byte sector per edge: 2.0 GB) + the output (0.63 GB): ~19 GB, 4.5 ms at the
 // 4.26 TB/s copy bandwidth PROTOCOL.md measured. Rows of x re-read from L2 are the only way below.
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
@@ -1837,7 +1838,7 @@ __global__ void permute_edges_kernel(const PlanPair<P>* __restrict__ pairs, int 
 // scratch, and then runs as with w in plan order (the same weights in the same order: the same
 // bits):
 //   pass 1, a block per tile of T consecutive edges: the tile's w into shared memory at tl[e]
-//     (the tile's edges grouped by the bucket of their plan position, stably), then each warp
+//     (the tile's edges grouped by the bucket of their plan position), then each warp
 //     copies whole runs (one bucket's edges of this tile) to that bucket's region of the scratch;
 //   pass 2, a block per bucket of T consecutive plan positions: the region into shared memory,
 //     then written back in place in plan order through lidx[p].
@@ -1847,7 +1848,9 @@ __global__ void permute_edges_kernel(const PlanPair<P>* __restrict__ pairs, int 
 // kernel of its own; a thread per slot in pass 1 instead of a warp per run: 1.017 ms.
 // Tables: tl and lidx, 2 + 2 bytes an edge, and the run tables, 6 bytes per (tile, bucket) pair,
 // which grow as E^2 / T^2 (0.15 B/edge on products-like); built at the plan's first run that wants
-// them (lazily: one-shot calls and weights in plan order never pay), from one stable radix sort.
+// them (lazily: one-shot calls and weights in plan order never pay), by a block per bucket that
+// counts its positions' tiles in shared memory (wperm_bucket_kernel), two scans and one pass over
+// the edges; 4 transient bytes an edge.
 constexpr int kWPermThreads = 1024;
 constexpr int kWPermTile = 49152;                   // the micro's fastest of 49152, 32768, 24576
 constexpr std::int64_t kWPermMinEdges = 1 << 22;    // auto: below this w (16 MB) sits in L2 anyway; not measured
@@ -1914,41 +1917,64 @@ __global__ void compact_srcs_kernel(const EdgePair<std::int32_t>* __restrict__ p
     srcs[k] = pairs[k].src;
 }
 
-__global__ void wperm_positions_kernel(const EdgePair<std::int32_t>* __restrict__ pairs, u32* __restrict__ pos,
-                                       std::int64_t E) {
-  for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < E; k += std::int64_t(gridDim.x) * blockDim.x)
-    pos[pairs[k].id] = u32(k);
+// Bucket b (a block): its plan positions grouped by the tile of their edge, each tile's group a
+// run. Any order inside a run serves, as long as tl and lidx agree on it: the ranks come from
+// shared-memory atomics (so the tables may differ from build to build; the permuted w, and so the
+// run's bits, never do). Writes lidx (each position's place in the bucket's region), q[e] (edge
+// e's scratch place) and the run sizes in both layouts (bucket-major: the scratch order;
+// tile-major: each tile's shared-memory order). Shared memory: tiles u32 counters and T u16 ranks.
+// (Replaced session 15's stable CUB sort of (bucket, tile) keys, whose 20 transient bytes an edge
+// and first launches made a plan's first run with w in edge order cost ~23 ms against ~5.)
+__global__ void __launch_bounds__(kWPermThreads) wperm_bucket_kernel(const EdgePair<std::int32_t>* __restrict__ pairs,
+                                                                     u32* __restrict__ q, u16* __restrict__ lidx,
+                                                                     u32* __restrict__ cnt_bt, u32* __restrict__ cnt_tb,
+                                                                     std::int64_t E, int T, std::int64_t tiles,
+                                                                     std::int64_t nb) {
+  extern __shared__ __align__(16) unsigned char wperm_smem[];
+  u32* const c = reinterpret_cast<u32*>(wperm_smem);  // [tiles]: counts, then each run's start
+  u16* const rk = reinterpret_cast<u16*>(c + tiles);  // [T]: each position's rank in its run
+  using Scan = cub::BlockScan<u32, kWPermThreads>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  const std::int64_t b = blockIdx.x, p0 = b * T;
+  const int len = int(std::min<std::int64_t>(T, E - p0));
+  for (std::int64_t i = threadIdx.x; i < tiles; i += kWPermThreads) c[i] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < len; i += kWPermThreads) rk[i] = u16(atomicAdd(c + pairs[p0 + i].id / T, 1u));
+  __syncthreads();
+  // The counts out, then an exclusive scan of them in place (each thread a contiguous chunk).
+  const std::int64_t per = (tiles + kWPermThreads - 1) / kWPermThreads, i0 = threadIdx.x * per,
+                     i1 = std::min(tiles, i0 + per);
+  u32 sum = 0;
+  for (std::int64_t i = i0; i < i1; ++i) {
+    const u32 n = c[i];
+    cnt_bt[b * tiles + i] = n;
+    cnt_tb[i * nb + b] = n;
+    sum += n;
+  }
+  Scan(scan_tmp).ExclusiveSum(sum, sum);
+  for (std::int64_t i = i0; i < i1; ++i) {
+    const u32 n = c[i];
+    c[i] = sum;
+    sum += n;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < len; i += kWPermThreads) {
+    const std::int32_t e = pairs[p0 + i].id;
+    const u32 k = c[e / T] + rk[i];
+    lidx[p0 + i] = u16(k);
+    q[e] = u32(p0 + k);
+  }
 }
-// Edge e's key: (bucket of its plan position, its tile), bucket-major; the runs' sizes counted in
-// both layouts (bucket-major: the scratch order; tile-major: each tile's shared-memory order).
-__global__ void wperm_keys_kernel(const u32* __restrict__ pos, u32* __restrict__ key, u32* __restrict__ iota,
-                                  u32* __restrict__ cnt_bt, u32* __restrict__ cnt_tb, std::int64_t E, int T,
-                                  std::int64_t tiles, std::int64_t nb) {
+// tl[e]: edge e's place in its tile's shared memory, from its scratch place k = q[e] (bucket b =
+// k / T): its run's start in the tile (s_tb, tile-major exclusive sum of the counts) plus its rank
+// in the run (k less the run's first scratch place, d_bt: the bucket-major exclusive sum).
+__global__ void wperm_places_kernel(const u32* __restrict__ q, const u32* __restrict__ d_bt,
+                                    const u32* __restrict__ s_tb, u16* __restrict__ tl, std::int64_t E, int T,
+                                    std::int64_t tiles, std::int64_t nb) {
   for (std::int64_t e = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; e < E; e += std::int64_t(gridDim.x) * blockDim.x) {
-    const std::int64_t b = pos[e] / u32(T), t = e / T;
-    key[e] = u32(b * tiles + t);
-    iota[e] = u32(e);
-    atomicAdd(cnt_bt + b * tiles + t, 1u);
-    atomicAdd(cnt_tb + t * nb + b, 1u);
+    const std::int64_t k = q[e], b = k / T, t = e / T;
+    tl[e] = u16(std::int64_t(s_tb[t * nb + b]) - t * T + (k - std::int64_t(d_bt[b * tiles + t])));
   }
-}
-// r[k]: the edge at scratch place k (edges stably sorted by key: bucket, tile, edge id). d_bt and
-// s_tb: exclusive sums of the counts, i.e. each run's first scratch place and t * T + its first
-// place in tile t's shared memory. q[e] = k (reuses pos's buffer).
-__global__ void wperm_places_kernel(const u32* __restrict__ key_s, const u32* __restrict__ r, const u32* __restrict__ d_bt,
-                                    const u32* __restrict__ s_tb, u16* __restrict__ tl, u32* __restrict__ q,
-                                    std::int64_t E, int T, std::int64_t tiles, std::int64_t nb) {
-  for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < E; k += std::int64_t(gridDim.x) * blockDim.x) {
-    const u32 e = r[k], key = key_s[k];
-    const std::int64_t b = key / tiles, t = key % tiles;
-    tl[e] = u16(std::int64_t(s_tb[t * nb + b]) - t * T + (k - std::int64_t(d_bt[key])));
-    q[e] = u32(k);
-  }
-}
-__global__ void wperm_lidx_kernel(const EdgePair<std::int32_t>* __restrict__ pairs, const u32* __restrict__ q,
-                                  u16* __restrict__ lidx, std::int64_t E, int T) {
-  for (std::int64_t p = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; p < E; p += std::int64_t(gridDim.x) * blockDim.x)
-    lidx[p] = u16(std::int64_t(q[pairs[p].id]) - p / T * T);
 }
 __global__ void wperm_tables_kernel(const u32* __restrict__ s_tb, const u32* __restrict__ d_bt, u16* __restrict__ rs,
                                     u32* __restrict__ ds, std::int64_t E, int T, std::int64_t tiles, std::int64_t nb) {
@@ -2007,7 +2033,7 @@ __global__ void __launch_bounds__(kWPermThreads) wperm_pass2_kernel(u32* scratch
 
 // The tables for tile size T (shrunk to fit the device's shared memory), built on `s` (the plan's
 // stream), or nullptr where they would not fit: the (tile, bucket) count, or the device's memory
-// for the build's 20 transient bytes an edge beside the 4 kept (then the plan keeps the gather).
+// for the build's 4 transient bytes an edge beside the 4 kept (then the plan keeps the gather).
 std::unique_ptr<WPermTables> build_w_permutation(const CudaPlan& plan, int T, cudaStream_t s) {
   const std::int64_t E = plan.num_edges;
   if (E == 0) return nullptr;
@@ -2032,18 +2058,16 @@ std::unique_ptr<WPermTables> build_w_permutation(const CudaPlan& plan, int T, cu
   PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass1_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
   PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass2_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
   const auto* pairs = plan.pairs.as<const EdgePair<std::int32_t>>();
-  const std::uint32_t n32 = std::uint32_t(E);
-  const int key_bits = bits_for(cells);
-  std::size_t sort_bytes = 0, scan_bytes = 0;
-  {  // DoubleBuffer form: CUB's temp storage then holds no copies of the keys and values
-    cub::DoubleBuffer<u32> k0(nullptr, nullptr), v0(nullptr, nullptr);
-    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, k0, v0, n32, 0, key_bits, s));
-  }
+  // The bucket kernel holds a u32 counter per tile and a u16 rank per position.
+  const std::int64_t smem0 = tiles * 4 + std::int64_t(T) * 2;
+  if (smem0 + std::int64_t(sizeof(typename cub::BlockScan<u32, kWPermThreads>::TempStorage)) > optin) return nullptr;
+  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_bucket_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem0)));
+  std::size_t scan_bytes = 0;
   PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const u32*>(nullptr),
                                                     static_cast<u32*>(nullptr), cells, s));
   auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
   const std::size_t eb = up(std::size_t(E) * 4), cb = up(std::size_t(cells) * 4);
-  DeviceBuffer arena = DeviceBuffer::try_make(5 * eb + 4 * cb + up(std::max(sort_bytes, scan_bytes)), s);
+  DeviceBuffer arena = DeviceBuffer::try_make(eb + 4 * cb + up(scan_bytes), s);
   if (!arena.get()) return nullptr;
   t->tl = DeviceBuffer::try_make(std::size_t(E) * 2, s);
   t->lidx = DeviceBuffer::try_make(std::size_t(E) * 2, s);
@@ -2051,30 +2075,18 @@ std::unique_ptr<WPermTables> build_w_permutation(const CudaPlan& plan, int T, cu
   t->ds = DeviceBuffer::try_make(std::size_t(cells) * 4, s);
   if (!t->tl.get() || !t->lidx.get() || !t->rs.get() || !t->ds.get()) return nullptr;
   char* base = arena.as<char>();
-  u32* pos = reinterpret_cast<u32*>(base);  // later q
-  u32* key = reinterpret_cast<u32*>(base + eb);
-  u32* key_s = reinterpret_cast<u32*>(base + 2 * eb);
-  u32* iota = reinterpret_cast<u32*>(base + 3 * eb);
-  u32* r = reinterpret_cast<u32*>(base + 4 * eb);
-  u32* cnt_bt = reinterpret_cast<u32*>(base + 5 * eb);
-  u32* cnt_tb = reinterpret_cast<u32*>(base + 5 * eb + cb);
-  u32* d_bt = reinterpret_cast<u32*>(base + 5 * eb + 2 * cb);
-  u32* s_tb = reinterpret_cast<u32*>(base + 5 * eb + 3 * cb);
-  void* temp = base + 5 * eb + 4 * cb;
-  const int grid = grid_for(E, 256);
-  PIPELINK_CUDA_CHECK(cudaMemsetAsync(cnt_bt, 0, 2 * cb, s));  // cnt_bt and cnt_tb
-  wperm_positions_kernel<<<grid, 256, 0, s>>>(pairs, pos, E);
-  check_launch();
-  wperm_keys_kernel<<<grid, 256, 0, s>>>(pos, key, iota, cnt_bt, cnt_tb, E, T, tiles, nb);
+  u32* q = reinterpret_cast<u32*>(base);
+  u32* cnt_bt = reinterpret_cast<u32*>(base + eb);
+  u32* cnt_tb = reinterpret_cast<u32*>(base + eb + cb);
+  u32* d_bt = reinterpret_cast<u32*>(base + eb + 2 * cb);
+  u32* s_tb = reinterpret_cast<u32*>(base + eb + 3 * cb);
+  void* temp = base + eb + 4 * cb;
+  wperm_bucket_kernel<<<unsigned(nb), kWPermThreads, smem0, s>>>(pairs, q, t->lidx.as<u16>(), cnt_bt, cnt_tb, E, T,
+                                                                  tiles, nb);
   check_launch();
   PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp, scan_bytes, cnt_bt, d_bt, cells, s));
   PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp, scan_bytes, cnt_tb, s_tb, cells, s));
-  cub::DoubleBuffer<u32> keys(key, key_s), vals(iota, r);
-  PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, sort_bytes, keys, vals, n32, 0, key_bits, s));
-  wperm_places_kernel<<<grid, 256, 0, s>>>(keys.Current(), vals.Current(), d_bt, s_tb, t->tl.as<u16>(), pos, E, T,
-                                           tiles, nb);
-  check_launch();
-  wperm_lidx_kernel<<<grid, 256, 0, s>>>(pairs, pos, t->lidx.as<u16>(), E, T);
+  wperm_places_kernel<<<grid_for(E, 256), 256, 0, s>>>(q, d_bt, s_tb, t->tl.as<u16>(), E, T, tiles, nb);
   check_launch();
   wperm_tables_kernel<<<grid_for(tiles * (nb + 1), 256), 256, 0, s>>>(s_tb, d_bt, t->rs.as<u16>(), t->ds.as<u32>(), E, T,
                                                                       tiles, nb);
