@@ -224,9 +224,11 @@ class AggregatePlan:
     def nbytes(self) -> int:
         """Bytes the plan holds on its device now.
 
-        On CUDA this grows at the first call given ``w`` in edge order on a large plan without hub
-        rows: the plan then keeps tables (4 bytes an edge and more) that bring ``w`` into its order
-        in two coalesced passes per call instead of a gather (``PIPELINK_AGG_W_PERMUTE``).
+        On CUDA this can change at the first call given ``w`` in edge order on a large plan without
+        hub rows: the plan then keeps tables (4 bytes an edge and more) that bring ``w`` into its
+        order in two coalesced passes per call instead of a gather (``PIPELINK_AGG_W_PERMUTE``),
+        and by default drops its edge ids (4 bytes an edge) in exchange
+        (``PIPELINK_AGG_W_PERMUTE_COMPACT=0`` keeps them).
         """
         return self._impl.nbytes
 

@@ -56,8 +56,8 @@ class AggregatePlan {
   std::int64_t num_edges() const;
   /// Device (or host) bytes the plan holds now. On CUDA this can change at the plan's first run
   /// given w in edge order, when it builds the tables that bring w into its order (see
-  /// PIPELINK_AGG_W_PERMUTE in the README): +4 bytes an edge and run tables, or, with
-  /// PIPELINK_AGG_W_PERMUTE_COMPACT=1, its edge ids dropped in exchange.
+  /// PIPELINK_AGG_W_PERMUTE in the README): +4 bytes an edge and run tables, and by default its
+  /// edge ids (4 bytes an edge) dropped in exchange (PIPELINK_AGG_W_PERMUTE_COMPACT=0 keeps them).
   std::size_t bytes() const;
   /// Unique among the plans of this process (0 only for an empty plan): what PlanWeights are
   /// checked against.
