@@ -2058,10 +2058,15 @@ std::unique_ptr<WPermTables> build_w_permutation(const CudaPlan& plan, int T, cu
   PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass1_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
   PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass2_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
   const auto* pairs = plan.pairs.as<const EdgePair<std::int32_t>>();
-  // The bucket kernel holds a u32 counter per tile and a u16 rank per position.
-  const std::int64_t smem0 = tiles * 4 + std::int64_t(T) * 2;
-  if (smem0 + std::int64_t(sizeof(typename cub::BlockScan<u32, kWPermThreads>::TempStorage)) > optin) return nullptr;
-  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_bucket_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem0)));
+  // The bucket kernel holds a u32 counter per tile and a u16 rank per position, beside its static
+  // scan storage. Its limit is set to the same value for every plan: the attribute belongs to the
+  // function, and two plans building tables on two host threads (each under its own wperm_mu)
+  // must not lower it under each other's launch.
+  cudaFuncAttributes fa{};
+  PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&fa, wperm_bucket_kernel));
+  const std::int64_t smem0 = tiles * 4 + std::int64_t(T) * 2, smem0_max = optin - std::int64_t(fa.sharedSizeBytes);
+  if (smem0 > smem0_max) return nullptr;
+  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_bucket_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem0_max)));
   std::size_t scan_bytes = 0;
   PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const u32*>(nullptr),
                                                     static_cast<u32*>(nullptr), cells, s));
