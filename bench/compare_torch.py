@@ -316,7 +316,15 @@ def main() -> int:
             for _ in range(a.warmup):
                 fn()
             v["started_utc"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
-            samples = [clock.time_ms(fn) for _ in range(a.repeats)]
+            # The SM clock read after each sample too: in session 16 a row's samples stepped from
+            # 4.18-4.23 to 4.48-4.55 ms while gpu-check's 500 ms clock log fell from 1980 to 1815
+            # MHz, and an issue-bound run follows the clock. Rows are compared as ratios, so
+            # their clocks belong beside them.
+            samples, sample_mhz = [], []
+            for _ in range(a.repeats):
+                samples.append(clock.time_ms(fn))
+                sample_mhz.append(sm_clock_mhz(device))
+            v["samples_sm_mhz"] = sample_mhz
             v["ended_utc"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
             v["sm_clock_mhz_after"] = sm_clock_mhz(device)
             v["samples_ms"] = samples
@@ -457,6 +465,13 @@ def markdown(m: dict) -> str:
         verdict = "" if r >= 1.5 or r <= 1 / 1.5 else " (no measured difference at this precision)"
         lines.append(f"- {k}, same run: {r:.2f}x{verdict}")
     lines.append(f"- reference run-to-run spread: max abs {m['reference_spread_max_abs']:.2e}")
+    clocks = []
+    for v in m["variants"]:
+        mhz = [c for c in v.get("samples_sm_mhz") or [] if c]
+        if mhz:
+            clocks.append(f"{v['name']} {min(mhz)}" + (f"-{max(mhz)}" if max(mhz) != min(mhz) else ""))
+    if clocks:
+        lines.append("- SM clock after each timed sample (MHz, NVML): " + "; ".join(clocks))
     o = m.get("python_call_overhead")
     if o:
         lines.append(f"- Python call overhead over C++: {o['overhead_us']:.2f} us/call "

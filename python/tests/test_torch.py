@@ -186,6 +186,7 @@ def test_compare_torch_script_smoke(tmp_path):
     by = {v["name"]: v for v in m["variants"]}
     for name in ("eager", "chunked", "pipelink-planned", "pipelink-one-shot"):
         assert by[name]["within_tolerance"] and by[name]["median_ms"] > 0, by[name]
+        assert len(by[name]["samples_sm_mhz"]) == 2, by[name]  # one clock reading per sample (None on the CPU)
     assert "pipelink-planned vs eager" in m["ratios"]
 
 
