@@ -208,8 +208,8 @@ __device__ __forceinline__ Pair load_pair(const Pair* pairs, std::int64_t k, int
 }
 template <class T, class Pair>
 __device__ __forceinline__ T edge_weight(const T* w, int wmode, std::int64_t k, Pair e, int src_bits) {
-  // Folded plans are narrow and float32 only (build_plan_for), so the other instantiations
-  // never see kWInPairs.
+  // Plans with w in their pairs (one-shot) are narrow and float32 only (build_plan_for), so the
+  // other instantiations never see kWInPairs.
   if constexpr (std::is_same_v<T, float> && std::is_same_v<Pair, EdgePair<std::int32_t>>) {
     if (wmode == kWInPairs) return __int_as_float(e.id);
   }
@@ -530,8 +530,8 @@ struct CudaPlan final : AggregatePlan::Impl {
   bool folded = false;
   bool captured = false;  // a run was captured into a CUDA graph: its replays read the pairs, so no compaction or fold
   DeviceBuffer srcs;  // int32 [E], compact plans only
-  // Held while a run or permute queues its work: a compaction frees the pairs, which another
-  // host thread's run must not be reading.
+  // Held while a run or permute queues its work: a compaction frees the pairs (a fold rewrites
+  // their ids), which another host thread's run must not be reading.
   std::mutex run_mu;
   const WPermTables* weights_permutation(int tile, cudaStream_t s);
   // The plan is built (and its buffers are freed) on `stream`, which must outlive the plan. A run
@@ -2018,8 +2018,8 @@ __global__ void wperm_tables_kernel(const u32* __restrict__ s_tb, const u32* __r
 // from global memory, each warp would wait on a dependent load per run). A warp copies whole runs
 // (~39 floats on products-like); a thread per slot (binary search over the run starts) took
 // 0.84 ms against 0.27 in the micro. Both passes move 32-bit words: float w in one launch
-// (STRIDE 1), float64 w as its two halves (STRIDE 2, half 0 then 1; compact plans only, which
-// cannot gather).
+// (STRIDE 1), float64 w as its two halves (STRIDE 2, half 0 then 1; compact and folded plans
+// only, which cannot gather).
 template <int STRIDE>
 __global__ void __launch_bounds__(kWPermThreads) wperm_pass1_kernel(const u32* __restrict__ w, const u16* __restrict__ tl,
                                                                     const u16* __restrict__ rs, const u32* __restrict__ ds,
@@ -2229,10 +2229,12 @@ void permute_w_passes(const WPermTables& t, const void* w, void* scratch, std::i
 
 void CudaPlan::permute(const TensorView& w, const TensorView& out, void* stream_arg) {
   if (w_in_pairs) throw Error("aggregate: internal error: permute_weights on a plan with weights in its pairs");
+  (void)w_permute_compact();  // bad knobs: before any work
+  (void)w_permute_fold();
   const cudaStream_t s = as_stream(stream_arg);
   std::lock_guard lock(run_mu);
-  if (!compact && !folded && !w_in_pairs && (w_permute_compact() || w_permute_fold()) && stream_capturing(s))
-    captured = true;
+  // Any capture: a later run may compact or fold the plan under knobs set by then.
+  if (!compact && !folded && !w_in_pairs && stream_capturing(s)) captured = true;
   on_stream(s, [&] {  // permute: after the build, and the plan's frees after it
     if (num_edges == 0) return;
     if (compact || folded) {  // no edge ids: the two passes, straight into out (w and out do not overlap)
@@ -2261,15 +2263,16 @@ void CudaPlan::permute(const TensorView& w, const TensorView& out, void* stream_
 void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
                    bool w_in_plan_order) {
   (void)staged_tanh_libm();  // bad knobs: before any work
-  bool want_change = false;  // a compaction or a fold, at the tables' build
-  if (!w_in_pairs) {  // one-shot plans never permute
+  if (!w_in_pairs) {  // one-shot plans never permute; bad knobs fail here, before any work
     (void)w_permute_tile(num_edges, num_segments > 0);
-    want_change = w_permute_compact();
-    want_change = w_permute_fold() || want_change;  // both knobs read: a bad value is an error either way
+    (void)w_permute_compact();
+    (void)w_permute_fold();
   }
   const cudaStream_t s = as_stream(opts.stream);
   std::lock_guard lock(run_mu);
-  if (want_change && !compact && !folded && stream_capturing(s)) captured = true;
+  // Any capture, whatever the knobs now: a later run may compact or fold the plan under knobs
+  // set by then, and the graph's replays would read the pairs as they were.
+  if (!w_in_pairs && !compact && !folded && stream_capturing(s)) captured = true;
   on_stream(s, [&] { run_on(x, w, out, opts, w_in_plan_order, s); });
 }
 
@@ -2291,8 +2294,9 @@ void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView
     if (compact || folded || tile > 0) {
       if (const WPermTables* t = weights_permutation(tile, s)) {
         // E elements for this call; where the device has no room, the gather below (or, on a
-        // compact or folded plan, which cannot gather, an error). (`folded` and `compact` may
-        // have been set by the tables' build just now.)
+        // compact or folded plan, which cannot gather, an error: also on the run whose table
+        // build just compacted or folded the plan. Taking the scratch before the build instead
+        // would add its E x 4 bytes to every plan's first-run peak, 529.8 MB on products-like.)
         const std::size_t isz = w->itemsize(), need = std::size_t(num_edges) * isz;
         scratch = DeviceBuffer::try_make(need, s);
         if (!scratch.get() && (compact || folded)) {
@@ -2311,6 +2315,8 @@ void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView
           wrun = &wp;
           wplan = !folded;
         }
+      } else if (compact || folded) {
+        throw Error("aggregate: internal error: a compact or folded plan without its w permutation tables");
       }
     }
   }
