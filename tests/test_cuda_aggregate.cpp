@@ -1321,6 +1321,23 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
           EXPECT_TRUE(bitwise_equal(host(out_w), *ref32));
           EXPECT_TRUE(bitwise_equal(host(out_nw), *ref_nw)) << "a run on another stream right after the compaction";
         }
+        {
+          // A gather by edge id queued on `other` and not waited for, then a run on the default
+          // stream that builds the tables and compacts or folds the plan: the compaction (which
+          // frees the pairs) or the fold (which rewrites their ids) must wait for the gather.
+          AggregatePlan c3 = AggregatePlan::build(sg, dg, N);
+          Tensor out_g = poisoned_gpu(N, F, DType::f32), out_p = poisoned_gpu(N, F, DType::f32);
+          AggregateOptions o;
+          o.stream = other.get();
+          {
+            ScopedEnv off({{"PIPELINK_AGG_W_PERMUTE", "off"}});
+            aggregate(c3, xg, wg.view(), out_g, o);
+          }
+          aggregate(c3, xg, wg.view(), out_p);
+          cuda::synchronize();
+          EXPECT_TRUE(bitwise_equal(host(out_g), *ref32)) << "a gather on another stream queued before the change";
+          EXPECT_TRUE(bitwise_equal(host(out_p), *ref32));
+        }
       }
     }
   }
