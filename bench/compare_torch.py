@@ -328,6 +328,15 @@ def main() -> int:
             v["ended_utc"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
             v["sm_clock_mhz_after"] = sm_clock_mhz(device)
             v["samples_ms"] = samples
+            if device.type == "cuda" and name.startswith("pipelink") and name != "pipelink-plan-build":
+                # A warm call's peak apart from the first call's: a plan's first call given w in
+                # edge order builds its permutation's tables (v19: 529.8 MB transient on
+                # products-like), later calls take only their scratch.
+                base = memory_reset(device)
+                fn()
+                v["memory_warm"] = memory_after(device, base)
+                if name.startswith("pipelink-planned"):
+                    v["plan_bytes_after"] = state["plan"].nbytes
             v["median_ms"], v["min_ms"], v["max_ms"] = statistics.median(samples), min(samples), max(samples)
             if name != "pipelink-plan-build":
                 v["effective_gbs"] = must_move / (v["median_ms"] * 1e-3) / 1e9
@@ -406,7 +415,8 @@ def acceptance(results: list, ratios: dict, overhead: Optional[dict], edges: int
 
     Extra memory is over the inputs and the (caller-allocated) output: the larger of the PipeLink
     allocator's and the process-level peak during the call, plus, for the planned call, the plan
-    it keeps (built before the call). The overhead criterion is defined on arxiv-like.
+    it keeps (built before the call). The first (cold) call is judged, and a warm call beside it
+    on CUDA (with the plan as kept by then). The overhead criterion is defined on arxiv-like.
     """
     by = {v["name"]: v for v in results}
     checks = []
@@ -429,6 +439,13 @@ def acceptance(results: list, ratios: dict, overhead: Optional[dict], edges: int
         per_edge = extra / edges if edges else 0.0
         checks.append({"criterion": f"{name}: extra peak memory <= 12 B/edge plus the output",
                        "measured": per_edge, "holds": per_edge <= 12.0})
+        warm = v.get("memory_warm")
+        if warm:  # the same, for a warm call: the plan as kept by then, plus the call's own peak
+            extra = max(warm.get("pipelink_allocator_peak_extra") or 0, warm.get("process_extra") or 0)
+            extra += v.get("plan_bytes_after", 0)
+            per_edge = extra / edges if edges else 0.0
+            checks.append({"criterion": f"{name}, a warm call: extra peak memory <= 12 B/edge plus the output",
+                           "measured": per_edge, "holds": per_edge <= 12.0})
     if overhead:  # judged on arxiv-like only, as the issue defines it; elsewhere shown, not judged
         checks.append({"criterion": f"Python call overhead <= 10 us over C++ (judged on arxiv-like; this run: {workload})",
                        "measured": overhead["overhead_us"],
