@@ -519,8 +519,8 @@ struct CudaPlan final : AggregatePlan::Impl {
   bool wperm_tried = false;
   std::unique_ptr<WPermTables> wperm;
   cudaEvent_t wperm_done = nullptr;
-  // Compact (by default, unless PIPELINK_AGG_W_PERMUTE_COMPACT=0, when the tables are built): the pairs are replaced
-  // by their src column, so every run reads w in plan order (kWCompact) and w in edge order is
+  // Compact (by default, unless PIPELINK_AGG_W_PERMUTE_COMPACT=0, when the tables are built):
+  // the pairs are replaced by their src column, so every run reads w in plan order (kWCompact) and w in edge order is
   // always permuted first. Set once, under wperm_mu, with runs serialized by run_mu.
   bool compact = false;
   // Folded (PIPELINK_AGG_W_PERMUTE_FOLD=1 when the tables are built, opt-in): each pair's id
@@ -1901,7 +1901,7 @@ bool stream_capturing(cudaStream_t q) {
 }
 
 // PIPELINK_AGG_W_PERMUTE_COMPACT: unset or "1" compacts a plan when its tables are built (its
-// pairs become their src column: 4 bytes an edge less, so the plan keeps 8.32 instead of 12.47
+// pairs become their src column: 4 bytes an edge less, so the plan keeps 8.47 instead of 12.47
 // B/edge on products-like, under issue 3's 12); "0" keeps the pairs (a plan that can still
 // gather by edge id). The default since session 16: on the H200 (products-like, `bench --ab`,
 // same rounds) compact plans ran in 4.88 ms against 4.88 for plans that keep their pairs, and
