@@ -520,8 +520,9 @@ struct CudaPlan final : AggregatePlan::Impl {
   std::unique_ptr<WPermTables> wperm;
   cudaEvent_t wperm_done = nullptr;
   // Compact (by default, unless PIPELINK_AGG_W_PERMUTE_COMPACT=0, when the tables are built):
-  // the pairs are replaced by their src column, so every run reads w in plan order (kWCompact) and w in edge order is
-  // always permuted first. Set once, under wperm_mu, with runs serialized by run_mu.
+  // the pairs are replaced by their src column, so every run reads w in plan order (kWCompact)
+  // and w in edge order is always permuted first. Set once, under wperm_mu, with runs
+  // serialized by run_mu.
   bool compact = false;
   // Folded (PIPELINK_AGG_W_PERMUTE_FOLD=1 when the tables are built, opt-in): each pair's id
   // becomes its plan position's place in pass 1's output, and lidx goes. A run given w in edge
