@@ -56,6 +56,15 @@ int grid_for(std::int64_t work, int block) {
 
 void check_launch() { PIPELINK_CUDA_CHECK(cudaGetLastError()); }
 
+// A knob of two values, read where it is called: unset, empty or `first` (its default) gives
+// false, `second` gives true, any other value is an error naming the knob and both values.
+bool knob_is_second(const char* name, const char* first, const char* second) {
+  const char* v = std::getenv(name);
+  if (!v || !*v || std::string_view(v) == first) return false;
+  if (std::string_view(v) == second) return true;
+  throw Error(std::string("aggregate: ") + name + "='" + v + "' is not '" + first + "' or '" + second + "'");
+}
+
 // ---- elementwise phi -------------------------------------------------------------------------
 // tanh_f32: CUDA 13.0's tanhf as it compiles for sm_90 (its PTX: 1 - 2 / (2^(2|v| log2 e) + 1)
 // for |v| >= 0.6, an odd polynomial below), less its clamp to exactly +-1 for |v| >= 9.0109: there
@@ -1711,12 +1720,7 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
 // PIPELINK_AGG_TANH: unset or "f32" (tanh_f32, the default) or "libm" (the staged kernel with
 // CUDA's tanhf, TR 4), read at each run so that `bench --ab` times both in one process; another
 // value is an error, raised by CudaPlan::run before any kernel is queued.
-bool staged_tanh_libm() {
-  const char* v = std::getenv("PIPELINK_AGG_TANH");
-  if (!v || !*v || std::string_view(v) == "f32") return false;
-  if (std::string_view(v) == "libm") return true;
-  throw Error(std::string("aggregate: PIPELINK_AGG_TANH='") + v + "' is not 'f32' or 'libm'");
-}
+bool staged_tanh_libm() { return knob_is_second("PIPELINK_AGG_TANH", "f32", "libm"); }
 
 void launch_staged(const std::int32_t* rp, const std::int32_t* fr, const EdgePair<std::int32_t>* pp, const float* xp,
                    std::int64_t xs, const float* wp, int wmode, float* op, std::int64_t os, std::int64_t groups, int tr,
@@ -1907,24 +1911,15 @@ bool stream_capturing(cudaStream_t q) {
 // gather by edge id). The default since session 16: on the H200 (products-like, `bench --ab`,
 // same rounds) compact plans ran in 4.88 ms against 4.88 for plans that keep their pairs, and
 // the tests and both compact mutants held on the GPU.
-bool w_permute_compact() {
-  const char* v = std::getenv("PIPELINK_AGG_W_PERMUTE_COMPACT");
-  if (!v || !*v || std::string_view(v) == "1") return true;
-  if (std::string_view(v) == "0") return false;
-  throw Error(std::string("aggregate: PIPELINK_AGG_W_PERMUTE_COMPACT='") + v + "' is not '0' or '1'");
-}
+bool w_permute_compact() { return !knob_is_second("PIPELINK_AGG_W_PERMUTE_COMPACT", "1", "0"); }
 
 // PIPELINK_AGG_W_PERMUTE_FOLD: "1" folds a plan when its tables are built (instead of compacting
 // it): its pairs' ids become pass 1's output places, so a run given w in edge order skips pass 2
 // and gathers w inside each bucket's region (196 KB at T = 49152, expected to stay in L2). Pass 2
-// took 0.18 of the passes' 0.45 ms (v18 micro); the plan keeps 10.3 B/edge (pairs 8, tl 2, run
-// tables) instead of compact's 8.47. Opt-in: written in session 16 after the device time ran out.
-bool w_permute_fold() {
-  const char* v = std::getenv("PIPELINK_AGG_W_PERMUTE_FOLD");
-  if (!v || !*v || std::string_view(v) == "0") return false;
-  if (std::string_view(v) == "1") return true;
-  throw Error(std::string("aggregate: PIPELINK_AGG_W_PERMUTE_FOLD='") + v + "' is not '0' or '1'");
-}
+// took 0.18 of the passes' 0.45 ms (v18 micro); the plan would keep ~10.3 B/edge (counted, not
+// measured: pairs 8, tl 2, run tables and row offsets) against compact's 8.47 (measured).
+// Opt-in: written in session 16 after the device time ran out.
+bool w_permute_fold() { return knob_is_second("PIPELINK_AGG_W_PERMUTE_FOLD", "0", "1"); }
 
 using u16 = std::uint16_t;
 using u32 = std::uint32_t;
@@ -2297,7 +2292,8 @@ void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView
         // E elements for this call; where the device has no room, the gather below (or, on a
         // compact or folded plan, which cannot gather, an error: also on the run whose table
         // build just compacted or folded the plan. Taking the scratch before the build instead
-        // would add its E x 4 bytes to every plan's first-run peak, 529.8 MB on products-like.)
+        // would add its E x 4 bytes to every plan's first-run peak, which measured 529.8 MB on
+        // products-like without it.)
         const std::size_t isz = w->itemsize(), need = std::size_t(num_edges) * isz;
         scratch = DeviceBuffer::try_make(need, s);
         if (!scratch.get() && (compact || folded)) {
@@ -2525,12 +2521,7 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
 // loads (session 14) it no longer costs anything in random order either (products-like 13.73
 // edges against 13.70 spread, power-law 8.86 against 8.82, same rounds). The policy cannot pick
 // by input order: telling it would need a scan.
-bool lean_spread_order() {
-  const char* v = std::getenv("PIPELINK_AGG_LEAN_ORDER");
-  if (!v || !*v || std::string_view(v) == "spread") return true;
-  if (std::string_view(v) == "edges") return false;
-  throw Error(std::string("aggregate: PIPELINK_AGG_LEAN_ORDER='") + v + "' is not 'spread' or 'edges'");
-}
+bool lean_spread_order() { return !knob_is_second("PIPELINK_AGG_LEAN_ORDER", "spread", "edges"); }
 
 template <class T, class I, int VEC>
 void launch_atomic_vec(const OpContext& ctx, int lpe, bool spread) {
