@@ -235,7 +235,7 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
     say(fmt::format("{}: median {:.3f} ms (min {:.3f}, max {:.3f})", p.name, v.time.median, v.time.min, v.time.max));
     if (p.name == "planned") {
       // The cold call's peak above includes what the plan builds at its first run given w in edge
-      // order (the w permutation's tables and their transient sort); a warm call needs only its
+      // order (the w permutation's tables and their transient arena); a warm call needs only its
       // scratch (E x 4 bytes where the permutation runs).
       cuda::synchronize(dev.index);
       cuda::reset_peak_memory();
