@@ -61,9 +61,8 @@ mutations=(
   "tanh_f32 takes the exp form from 0.15@src/cuda/aggregate.cu@return a >= __uint_as_float(0x3F19999Au) ? big : small;@return a >= __uint_as_float(0x3E19999Au) ? big : small;@1@CudaAggregate.TanhIsFaithfulInEveryFloatKernel"
   "w permutation pass 1 drops each run's last weight@src/cuda/aggregate.cu@for (int j = lane; j < n; j += 32) o[j * STRIDE] = sw[a + j];@for (int j = lane; j < n - 1; j += 32) o[j * STRIDE] = sw[a + j];@1@CudaAggregate.WeightPermutationGivesTheGatherBits"
   "w permutation lidx disagrees with tl@src/cuda/aggregate.cu@    lidx[p0 + i] = u16(k);@    lidx[p0 + i] = u16(k ^ 1);@1@CudaAggregate.WeightPermutationGivesTheGatherBits"
-  "w permutation never used@src/cuda/aggregate.cu@const int tile = compact || folded || !f32 ? 0 : w_permute_tile(num_edges, num_segments > 0);@const int tile = compact || folded || !f32 ? 0 : 0 * w_permute_tile(num_edges, num_segments > 0);@1@CudaAggregate.WeightPermutationGivesTheGatherBits"
+  "w permutation never used@src/cuda/aggregate.cu@const int tile = compact || !f32 ? 0 : w_permute_tile(num_edges, num_segments > 0);@const int tile = compact || !f32 ? 0 : 0 * w_permute_tile(num_edges, num_segments > 0);@1@CudaAggregate.WeightPermutationGivesTheGatherBits"
   "compact staged walk takes the previous src@src/cuda/aggregate.cu@return compact ? EdgePair<std::int32_t>{gs[k], 0} : gp[k];@return compact ? EdgePair<std::int32_t>{gs[k > 0 ? k - 1 : k], 0} : gp[k];@1@CudaAggregate.WeightPermutationCompactPlanGivesTheSameBits"
-  "fold writes bucket-local places@src/cuda/aggregate.cu@    pairs[p].id = std::int32_t(p / T * T + lidx[p]);@    pairs[p].id = std::int32_t(lidx[p]);@1@CudaAggregate.WeightPermutationCompactPlanGivesTheSameBits"
   "compact float64 w permutes one half@src/cuda/aggregate.cu@  for (int half = 0; half < 2; ++half) {@  for (int half = 0; half < 1; ++half) {@1@CudaAggregate.WeightPermutationCompactPlanGivesTheSameBits"
   "wide-address copies take the wrong piece@src/cuda/aggregate.cu@x + std::int64_t(sr) * xs + q * 4);@x + std::int64_t(sr) * xs + (q ^ 1) * 4);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
 )

@@ -1222,8 +1222,6 @@ TEST_F(CudaAggregate, WeightPermutationAutoSkipsSplitRows) {
 // compact plan must give the bits of a plan that gathers: float32 and float64 w, no w, weights in
 // plan order, permute_weights itself, the knob turned off afterwards, another stream; and the
 // compact plan keeps exactly 4 bytes an edge less than the plan with its pairs and tables.
-// The same for a folded plan (PIPELINK_AGG_W_PERMUTE_FOLD=1, opt-in), which keeps its pairs with
-// pass 1's output places for ids, and 2 bytes an edge less (no lidx).
 TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
@@ -1272,81 +1270,71 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
         perm32 = permuted(r, wg.view());
         perm64 = permuted(r, wdg.view());
       }
-      // fold (PIPELINK_AGG_W_PERMUTE_FOLD=1) instead turns the ids into pass 1's output places
-      // and drops lidx: 2 bytes an edge less, and its runs read w through the pairs.
-      for (const bool fold : {false, true}) {
-        SCOPED_TRACE(fold ? "folded plan" : "compact plan");
-        ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "4096"}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", "1"},
-                       {"PIPELINK_AGG_W_PERMUTE_FOLD", fold ? "1" : "0"}});
-        AggregatePlan c = AggregatePlan::build(sg, dg, N);
-        std::size_t kept_bytes = 0;
+      ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "4096"}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", "1"}});
+      AggregatePlan c = AggregatePlan::build(sg, dg, N);
+      std::size_t kept_bytes = 0;
+      {
+        ScopedEnv keep({{"PIPELINK_AGG_W_PERMUTE_COMPACT", "0"}});
+        AggregatePlan k = AggregatePlan::build(sg, dg, N);
+        EXPECT_TRUE(bitwise_equal(run(k, xg, wg.view(), nullptr), *ref32));
+        kept_bytes = k.bytes();
+      }
+      EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "first run (tables built, plan compacted)";
+      EXPECT_EQ(c.bytes() + std::size_t(E) * 4, kept_bytes) << "a compact plan keeps 4 bytes an edge less";
+      EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "second run";
+      EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), other.get()), *ref32)) << "another stream";
+      EXPECT_TRUE(bitwise_equal(run(c, xdg, wdg.view(), nullptr), *ref64)) << "float64 w, permuted by halves";
+      EXPECT_TRUE(bitwise_equal(run(c, xg, std::nullopt, nullptr), *ref_nw)) << "no w";
+      EXPECT_TRUE(bitwise_equal(run(c, xdg, std::nullopt, nullptr), *ref64_nw)) << "float64 x, no w";
+      EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr, true), *ref_acc)) << "accumulate";
+      EXPECT_TRUE(bitwise_equal(permuted(c, wg.view()), *perm32)) << "permute_weights, float32";
+      EXPECT_TRUE(bitwise_equal(permuted(c, wdg.view()), *perm64)) << "permute_weights, float64";
+      {
+        Tensor wp = gpu(w), out = poisoned_gpu(N, F, DType::f32);
+        aggregate(c, xg, c.permute_weights(wg.view(), wp.view()), out);
+        EXPECT_TRUE(bitwise_equal(host(out), *ref32)) << "weights in plan order";
+      }
+      {
+        ScopedEnv off({{"PIPELINK_AGG_W_PERMUTE", "off"}});  // a compact plan cannot gather: it permutes anyway
+        EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "knob off after compaction";
+      }
+      {
+        // Compacted by a run on the default stream after a run on `third` (which recorded the
+        // plan's `built` event then): a later run on `third` without w must still wait for the
+        // src column. (The first review of this code found that wait missing.)
+        AggregatePlan c2 = AggregatePlan::build(sg, dg, N);
+        EXPECT_TRUE(bitwise_equal(run(c2, xg, std::nullopt, third.get()), *ref_nw));
+        Tensor out_w = poisoned_gpu(N, F, DType::f32), out_nw = poisoned_gpu(N, F, DType::f32);
+        aggregate(c2, xg, wg.view(), out_w);  // compacts, queued on the default stream
+        AggregateOptions o;
+        o.stream = third.get();
+        aggregate(c2, xg, std::nullopt, out_nw, o);  // queued without a host wait in between
+        cuda::synchronize();
+        EXPECT_TRUE(bitwise_equal(host(out_w), *ref32));
+        EXPECT_TRUE(bitwise_equal(host(out_nw), *ref_nw)) << "a run on another stream right after the compaction";
+      }
+      {
+        // A gather by edge id queued on `other` and not waited for, then a run on the default
+        // stream that builds the tables and compacts the plan: the compaction (which frees the
+        // pairs) must wait for the gather.
+        AggregatePlan c3 = AggregatePlan::build(sg, dg, N);
+        Tensor out_g = poisoned_gpu(N, F, DType::f32), out_p = poisoned_gpu(N, F, DType::f32);
+        AggregateOptions o;
+        o.stream = other.get();
         {
-          ScopedEnv keep({{"PIPELINK_AGG_W_PERMUTE_COMPACT", "0"}, {"PIPELINK_AGG_W_PERMUTE_FOLD", "0"}});
-          AggregatePlan k = AggregatePlan::build(sg, dg, N);
-          EXPECT_TRUE(bitwise_equal(run(k, xg, wg.view(), nullptr), *ref32));
-          kept_bytes = k.bytes();
+          ScopedEnv off({{"PIPELINK_AGG_W_PERMUTE", "off"}});
+          aggregate(c3, xg, wg.view(), out_g, o);
         }
-        EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "first run (tables built, plan compacted or folded)";
-        EXPECT_EQ(c.bytes() + std::size_t(E) * (fold ? 2 : 4), kept_bytes)
-            << (fold ? "a folded plan keeps 2 bytes an edge less" : "a compact plan keeps 4 bytes an edge less");
-        EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "second run";
-        EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), other.get()), *ref32)) << "another stream";
-        EXPECT_TRUE(bitwise_equal(run(c, xdg, wdg.view(), nullptr), *ref64)) << "float64 w, permuted by halves";
-        EXPECT_TRUE(bitwise_equal(run(c, xg, std::nullopt, nullptr), *ref_nw)) << "no w";
-        EXPECT_TRUE(bitwise_equal(run(c, xdg, std::nullopt, nullptr), *ref64_nw)) << "float64 x, no w";
-        EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr, true), *ref_acc)) << "accumulate";
-        EXPECT_TRUE(bitwise_equal(permuted(c, wg.view()), *perm32)) << "permute_weights, float32";
-        EXPECT_TRUE(bitwise_equal(permuted(c, wdg.view()), *perm64)) << "permute_weights, float64";
-        {
-          Tensor wp = gpu(w), out = poisoned_gpu(N, F, DType::f32);
-          aggregate(c, xg, c.permute_weights(wg.view(), wp.view()), out);
-          EXPECT_TRUE(bitwise_equal(host(out), *ref32)) << "weights in plan order";
-        }
-        {
-          ScopedEnv off({{"PIPELINK_AGG_W_PERMUTE", "off"}});  // a compact plan cannot gather: it permutes anyway
-          EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "knob off after compaction or fold";
-        }
-        {
-          // Compacted by a run on the default stream after a run on `third` (which recorded the
-          // plan's `built` event then): a later run on `third` without w must still wait for the
-          // src column. (The first review of this code found that wait missing.)
-          AggregatePlan c2 = AggregatePlan::build(sg, dg, N);
-          EXPECT_TRUE(bitwise_equal(run(c2, xg, std::nullopt, third.get()), *ref_nw));
-          Tensor out_w = poisoned_gpu(N, F, DType::f32), out_nw = poisoned_gpu(N, F, DType::f32);
-          aggregate(c2, xg, wg.view(), out_w);  // compacts, queued on the default stream
-          AggregateOptions o;
-          o.stream = third.get();
-          aggregate(c2, xg, std::nullopt, out_nw, o);  // queued without a host wait in between
-          cuda::synchronize();
-          EXPECT_TRUE(bitwise_equal(host(out_w), *ref32));
-          EXPECT_TRUE(bitwise_equal(host(out_nw), *ref_nw)) << "a run on another stream right after the compaction";
-        }
-        {
-          // A gather by edge id queued on `other` and not waited for, then a run on the default
-          // stream that builds the tables and compacts or folds the plan: the compaction (which
-          // frees the pairs) or the fold (which rewrites their ids) must wait for the gather.
-          AggregatePlan c3 = AggregatePlan::build(sg, dg, N);
-          Tensor out_g = poisoned_gpu(N, F, DType::f32), out_p = poisoned_gpu(N, F, DType::f32);
-          AggregateOptions o;
-          o.stream = other.get();
-          {
-            ScopedEnv off({{"PIPELINK_AGG_W_PERMUTE", "off"}});
-            aggregate(c3, xg, wg.view(), out_g, o);
-          }
-          aggregate(c3, xg, wg.view(), out_p);
-          cuda::synchronize();
-          EXPECT_TRUE(bitwise_equal(host(out_g), *ref32)) << "a gather on another stream queued before the change";
-          EXPECT_TRUE(bitwise_equal(host(out_p), *ref32));
-        }
+        aggregate(c3, xg, wg.view(), out_p);
+        cuda::synchronize();
+        EXPECT_TRUE(bitwise_equal(host(out_g), *ref32)) << "a gather on another stream queued before the change";
+        EXPECT_TRUE(bitwise_equal(host(out_p), *ref32));
       }
     }
   }
-  for (const char* fold : {"0", "1"}) {
-    ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "96"}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", "1"},
-                   {"PIPELINK_AGG_W_PERMUTE_FOLD", fold}});
-    check_case({3000, 40000, 64, DType::i32});
-    check_case({500, 7000, 5});
-  }
+  ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "96"}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", "1"}});
+  check_case({3000, 40000, 64, DType::i32});
+  check_case({500, 7000, 5});
 }
 
 TEST_F(CudaAggregate, WeightPermutationKnobErrorsComeFirst) {
@@ -1361,7 +1349,7 @@ TEST_F(CudaAggregate, WeightPermutationKnobErrorsComeFirst) {
                             std::pair{"PIPELINK_AGG_W_PERMUTE", "100"}, std::pair{"PIPELINK_AGG_W_PERMUTE", "49184"},
                             std::pair{"PIPELINK_AGG_W_PERMUTE", "65504"}, std::pair{"PIPELINK_AGG_W_PERMUTE", "4096x"},
                             std::pair{"PIPELINK_AGG_W_PERMUTE", "-64"}, std::pair{"PIPELINK_AGG_W_PERMUTE_COMPACT", "yes"},
-                            std::pair{"PIPELINK_AGG_W_PERMUTE_COMPACT", "2"}, std::pair{"PIPELINK_AGG_W_PERMUTE_FOLD", "yes"}}) {
+                            std::pair{"PIPELINK_AGG_W_PERMUTE_COMPACT", "2"}}) {
     ScopedEnv env({{name, bad}});
     try {
       aggregate(plan, xg, wg.view(), out);

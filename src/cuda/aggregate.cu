@@ -533,15 +533,10 @@ struct CudaPlan final : AggregatePlan::Impl {
   // and w in edge order is always permuted first. Set once, under wperm_mu, with runs
   // serialized by run_mu.
   bool compact = false;
-  // Folded (PIPELINK_AGG_W_PERMUTE_FOLD=1 when the tables are built, opt-in): each pair's id
-  // becomes its plan position's place in pass 1's output, and lidx goes. A run given w in edge
-  // order then runs pass 1 only and reads w through the pairs as kWById, pass 2 folded into its
-  // loads. Set once, under wperm_mu, with runs serialized by run_mu, like `compact`.
-  bool folded = false;
-  bool captured = false;  // a run was captured into a CUDA graph: its replays read the pairs, so no compaction or fold
+  bool captured = false;  // a run was captured into a CUDA graph: its replays read the pairs, so no compaction
   DeviceBuffer srcs;  // int32 [E], compact plans only
-  // Held while a run or permute queues its work: a compaction frees the pairs (a fold rewrites
-  // their ids), which another host thread's run must not be reading.
+  // Held while a run or permute queues its work: a compaction frees the pairs, which another
+  // host thread's run must not be reading.
   std::mutex run_mu;
   const WPermTables* weights_permutation(int tile, cudaStream_t s);
   // The plan is built (and its buffers are freed) on `stream`, which must outlive the plan. A run
@@ -1913,23 +1908,8 @@ bool stream_capturing(cudaStream_t q) {
 // the tests and both compact mutants held on the GPU.
 bool w_permute_compact() { return !knob_is_second("PIPELINK_AGG_W_PERMUTE_COMPACT", "1", "0"); }
 
-// PIPELINK_AGG_W_PERMUTE_FOLD: "1" folds a plan when its tables are built (instead of compacting
-// it): its pairs' ids become pass 1's output places, so a run given w in edge order skips pass 2
-// and gathers w inside each bucket's region (196 KB at T = 49152, expected to stay in L2). Pass 2
-// took 0.18 of the passes' 0.45 ms (v18 micro); the plan would keep ~10.3 B/edge (counted, not
-// measured: pairs 8, tl 2, run tables and row offsets) against compact's 8.47 (measured).
-// Opt-in: written in session 16 after the device time ran out.
-bool w_permute_fold() { return knob_is_second("PIPELINK_AGG_W_PERMUTE_FOLD", "0", "1"); }
-
 using u16 = std::uint16_t;
 using u32 = std::uint32_t;
-
-// A folded plan's ids: plan position p's place in pass 1's output (its bucket's start plus lidx).
-__global__ void fold_ids_kernel(EdgePair<std::int32_t>* __restrict__ pairs, const std::uint16_t* __restrict__ lidx,
-                                std::int64_t E, int T) {
-  for (std::int64_t p = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; p < E; p += std::int64_t(gridDim.x) * blockDim.x)
-    pairs[p].id = std::int32_t(p / T * T + lidx[p]);
-}
 
 __global__ void compact_srcs_kernel(const EdgePair<std::int32_t>* __restrict__ pairs, std::int32_t* __restrict__ srcs,
                                     std::int64_t E) {
@@ -2014,8 +1994,8 @@ __global__ void wperm_tables_kernel(const u32* __restrict__ s_tb, const u32* __r
 // from global memory, each warp would wait on a dependent load per run). A warp copies whole runs
 // (~39 floats on products-like); a thread per slot (binary search over the run starts) took
 // 0.84 ms against 0.27 in the micro. Both passes move 32-bit words: float w in one launch
-// (STRIDE 1), float64 w as its two halves (STRIDE 2, half 0 then 1; compact and folded plans
-// only, which cannot gather).
+// (STRIDE 1), float64 w as its two halves (STRIDE 2, half 0 then 1; compact plans only, which
+// cannot gather).
 template <int STRIDE>
 __global__ void __launch_bounds__(kWPermThreads) wperm_pass1_kernel(const u32* __restrict__ w, const u16* __restrict__ tl,
                                                                     const u16* __restrict__ rs, const u32* __restrict__ ds,
@@ -2039,10 +2019,8 @@ __global__ void __launch_bounds__(kWPermThreads) wperm_pass1_kernel(const u32* _
   }
 }
 // Pass 2: a block per bucket, in place (the block reads its whole region before it writes).
-// On a folded plan (lidx == nullptr) the places come from the pairs' ids instead.
 template <int STRIDE>
 __global__ void __launch_bounds__(kWPermThreads) wperm_pass2_kernel(u32* scratch, const u16* __restrict__ lidx,
-                                                                    const EdgePair<std::int32_t>* __restrict__ folded,
                                                                     std::int64_t E, int T, int half) {
   extern __shared__ __align__(16) unsigned char wperm_smem[];
   u32* const sw = reinterpret_cast<u32*>(wperm_smem);
@@ -2051,7 +2029,7 @@ __global__ void __launch_bounds__(kWPermThreads) wperm_pass2_kernel(u32* scratch
   for (int i = threadIdx.x; i < len; i += kWPermThreads) sw[i] = scratch[(p0 + i) * STRIDE + half];
   __syncthreads();
   for (int i = threadIdx.x; i < len; i += kWPermThreads)
-    scratch[(p0 + i) * STRIDE + half] = sw[lidx ? int(lidx[p0 + i]) : int(folded[p0 + i].id - p0)];
+    scratch[(p0 + i) * STRIDE + half] = sw[lidx[p0 + i]];
 }
 
 // The tables for tile size T (shrunk to fit the device's shared memory), built on `s` (the plan's
@@ -2147,16 +2125,7 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
                                                           ": building the w permutation's tables failed (" + e.what() +
                                                           "); w is gathered per edge");
     }
-    if (t && w_permute_fold() && !captured) {
-      // The ids become pass 1's output places (in place, on the plan's stream: behind every run
-      // queued so far, as for compaction below), and lidx goes. A folded plan cannot gather by
-      // edge id again.
-      fold_ids_kernel<<<grid_for(num_edges, 256), 256, 0, stream>>>(pairs.as<EdgePair<std::int32_t>>(), t->lidx.as<const u16>(),
-                                                                    num_edges, t->T);
-      check_launch();
-      t->lidx.reset();
-      folded = true;
-    } else if (t && w_permute_compact() && !captured) {
+    if (t && w_permute_compact() && !captured) {
       // The pairs become their src column. Freed on the plan's stream: behind every run queued
       // so far (runs hold run_mu while they queue, and a run on another stream makes the plan's
       // stream wait for it: hold_frees_for). A compact plan cannot gather by edge id again.
@@ -2192,11 +2161,8 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
 }
 
 // w (edge order; 4- or 8-byte elements) into plan order in `scratch` (E elements, not w), on s.
-// Both passes, or pass 1 alone (`pass2` false: a folded plan's run, which reads w through the
-// places in its pairs). On a folded plan (`folded` its pairs; lidx is gone) pass 2 reads the
-// places from the pairs.
 void permute_w_passes(const WPermTables& t, const void* w, void* scratch, std::int64_t E, std::size_t itemsize,
-                      cudaStream_t s, bool pass2, const EdgePair<std::int32_t>* folded) {
+                      cudaStream_t s) {
   const auto* w32 = static_cast<const u32*>(w);
   auto* s32 = static_cast<u32*>(scratch);
   const u16* tl = t.tl.as<const u16>();
@@ -2207,37 +2173,31 @@ void permute_w_passes(const WPermTables& t, const void* w, void* scratch, std::i
   if (itemsize == 4) {
     wperm_pass1_kernel<1><<<int(t.tiles), kWPermThreads, t.smem1, s>>>(w32, tl, rs, ds, s32, E, t.T, t.nb, 0);
     check_launch();
-    if (pass2) {
-      wperm_pass2_kernel<1><<<int(t.nb), kWPermThreads, smem2, s>>>(s32, lidx, folded, E, t.T, 0);
-      check_launch();
-    }
+    wperm_pass2_kernel<1><<<int(t.nb), kWPermThreads, smem2, s>>>(s32, lidx, E, t.T, 0);
+    check_launch();
     return;
   }
   for (int half = 0; half < 2; ++half) {
     wperm_pass1_kernel<2><<<int(t.tiles), kWPermThreads, t.smem1, s>>>(w32, tl, rs, ds, s32, E, t.T, t.nb, half);
     check_launch();
-    if (pass2) {
-      wperm_pass2_kernel<2><<<int(t.nb), kWPermThreads, smem2, s>>>(s32, lidx, folded, E, t.T, half);
-      check_launch();
-    }
+    wperm_pass2_kernel<2><<<int(t.nb), kWPermThreads, smem2, s>>>(s32, lidx, E, t.T, half);
+    check_launch();
   }
 }
 
 void CudaPlan::permute(const TensorView& w, const TensorView& out, void* stream_arg) {
   if (w_in_pairs) throw Error("aggregate: internal error: permute_weights on a plan with weights in its pairs");
   (void)w_permute_compact();  // bad knobs: before any work
-  (void)w_permute_fold();
   const cudaStream_t s = as_stream(stream_arg);
   std::lock_guard lock(run_mu);
-  // Any capture: a later run may compact or fold the plan under knobs set by then.
-  if (!compact && !folded && !w_in_pairs && stream_capturing(s)) captured = true;
+  // Any capture: a later run may compact the plan under knobs set by then.
+  if (!compact && !w_in_pairs && stream_capturing(s)) captured = true;
   on_stream(s, [&] {  // permute: after the build, and the plan's frees after it
     if (num_edges == 0) return;
-    if (compact || folded) {  // no edge ids: the two passes, straight into out (w and out do not overlap)
+    if (compact) {  // no edge ids: the two passes, straight into out (w and out do not overlap)
       const WPermTables* t = weights_permutation(0, s);
-      if (!t) throw Error("aggregate: internal error: a compact or folded plan without its w permutation tables");
-      permute_w_passes(*t, w.data(), out.data(), num_edges, w.itemsize(), s, true,
-                       folded ? pairs.as<const EdgePair<std::int32_t>>() : nullptr);
+      if (!t) throw Error("aggregate: internal error: a compact plan without its w permutation tables");
+      permute_w_passes(*t, w.data(), out.data(), num_edges, w.itemsize(), s);
       return;
     }
     const int grid = grid_for(num_edges, 256);
@@ -2262,58 +2222,56 @@ void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& o
   if (!w_in_pairs) {  // one-shot plans never permute; bad knobs fail here, before any work
     (void)w_permute_tile(num_edges, num_segments > 0);
     (void)w_permute_compact();
-    (void)w_permute_fold();
   }
   const cudaStream_t s = as_stream(opts.stream);
   std::lock_guard lock(run_mu);
-  // Any capture, whatever the knobs now: a later run may compact or fold the plan under knobs
-  // set by then, and the graph's replays would read the pairs as they were.
-  if (!w_in_pairs && !compact && !folded && stream_capturing(s)) captured = true;
+  // Any capture, whatever the knobs now: a later run may compact the plan under knobs set by
+  // then, and the graph's replays would read the pairs as they were.
+  if (!w_in_pairs && !compact && stream_capturing(s)) captured = true;
   on_stream(s, [&] { run_on(x, w, out, opts, w_in_plan_order, s); });
 }
 
 void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
                       bool w_in_plan_order, cudaStream_t s) {
   const bool f64 = x.dtype() == DType::f64;
-  // A compact plan's src column (a folded plan's ids) was written on the plan's stream after
-  // `built` was recorded: every run on another stream waits for it (with or without w).
-  if ((compact || folded) && s != stream) PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(s, wperm_done, 0));
+  // A compact plan's src column was written on the plan's stream after `built` was recorded:
+  // every run on another stream waits for it (with or without w).
+  if (compact && s != stream) PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(s, wperm_done, 0));
   const TensorView* wrun = w;  // w, or w brought into plan order in `scratch`
   bool wplan = w_in_plan_order;
   DeviceBuffer scratch;  // freed in stream order after the launches below
   TensorView wp;
   if (w && !w_in_plan_order && !w_in_pairs && !wide && num_edges > 0 && x.dim(1) > 0 && num_nodes > 0) {
-    // A compact or folded plan always permutes (it has no edge ids); otherwise float32 w where
-    // the knob says.
+    // A compact plan always permutes (it has no edge ids); otherwise float32 w where the knob
+    // says.
     const bool f32 = !f64 && w->dtype() == DType::f32;
-    const int tile = compact || folded || !f32 ? 0 : w_permute_tile(num_edges, num_segments > 0);
-    if (compact || folded || tile > 0) {
+    const int tile = compact || !f32 ? 0 : w_permute_tile(num_edges, num_segments > 0);
+    if (compact || tile > 0) {
       if (const WPermTables* t = weights_permutation(tile, s)) {
         // E elements for this call; where the device has no room, the gather below (or, on a
-        // compact or folded plan, which cannot gather, an error: also on the run whose table
-        // build just compacted or folded the plan. Taking the scratch before the build instead
-        // would add its E x 4 bytes to every plan's first-run peak, which measured 529.8 MB on
-        // products-like without it.)
+        // compact plan, which cannot gather, an error: also on the run whose table build just
+        // compacted the plan. Taking the scratch before the build instead would add its E x 4
+        // bytes to every plan's first-run peak, which measured 529.8 MB on products-like without
+        // it.)
         const std::size_t isz = w->itemsize(), need = std::size_t(num_edges) * isz;
         scratch = DeviceBuffer::try_make(need, s);
-        if (!scratch.get() && (compact || folded)) {
+        if (!scratch.get() && compact) {
           std::size_t free_b = 0, total_b = 0;
           PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-          throw OutOfMemoryError(need, free_b, std::string("aggregate: a ") + (compact ? "compact" : "folded") +
-                                                   " plan's run needs " + std::to_string(need) +
-                                                   " bytes of scratch to bring w into the plan's order, and the device "
-                                                   "has no room; pass w in plan order (AggregatePlan::permute_weights) "
-                                                   "or free device memory");
+          throw OutOfMemoryError(need, free_b,
+                                 "aggregate: a compact plan's run needs " + std::to_string(need) +
+                                     " bytes of scratch to bring w into the plan's order, and the device "
+                                     "has no room; pass w in plan order (AggregatePlan::permute_weights) "
+                                     "or free device memory");
         }
         if (scratch.get()) {
-          // Folded: pass 1 only, and the run reads w[id] (kWById) through the places in the pairs.
-          permute_w_passes(*t, w->data(), scratch.get(), num_edges, isz, s, !folded, nullptr);
+          permute_w_passes(*t, w->data(), scratch.get(), num_edges, isz, s);
           wp = TensorView(scratch.get(), w->dtype(), w->device(), {num_edges});
           wrun = &wp;
-          wplan = !folded;
+          wplan = true;
         }
-      } else if (compact || folded) {
-        throw Error("aggregate: internal error: a compact or folded plan without its w permutation tables");
+      } else if (compact) {
+        throw Error("aggregate: internal error: a compact plan without its w permutation tables");
       }
     }
   }
