@@ -1169,6 +1169,26 @@ TEST_F(CudaAggregate, WeightPermutationGivesTheGatherBits) {
         AggregatePlan fresh = AggregatePlan::build(sg, dg, N);
         EXPECT_TRUE(bitwise_equal(run(fresh, false, other.get()), *gathered[0]));
       }
+      // w 4 bytes past a 16-byte boundary: the passes' 16-byte loads do not apply, and each
+      // thread takes one edge at a time (a tile of 4096 and the last, partial one).
+      {
+        Tensor wpad = gpu(random_tensor({E + 1}, DType::f32, seed + 5));
+        const std::int64_t wshape[] = {E};
+        const TensorView w1(static_cast<float*>(wpad.data()) + 1, DType::f32, kGpu, wshape);
+        auto run_w1 = [&](const AggregatePlan& plan) {
+          Tensor out = poisoned_gpu(N, F, DType::f32);
+          aggregate(plan, xg, w1, out, AggregateOptions{Transform::tanh, false});
+          return host(out);
+        };
+        std::optional<Tensor> ref;
+        {
+          ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "off"}});
+          ref = run_w1(AggregatePlan::build(sg, dg, N));
+        }
+        ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "4096"}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", "0"}});
+        AggregatePlan plan = AggregatePlan::build(sg, dg, N);
+        for (int rep = 0; rep < 2; ++rep) EXPECT_TRUE(bitwise_equal(run_w1(plan), *ref)) << "w not 16-byte aligned, rep " << rep;
+      }
     }
   }
   // Through the harness too (the oracle, the CPU backend, one-shot's and plan order's bits).

@@ -150,6 +150,61 @@ __global__ void __launch_bounds__(kThreads) pass2(const float* inter, const u16*
   for (int i = threadIdx.x; i < len; i += kThreads) out[p0 + i] = smem[lidx[p0 + i]];
 }
 
+// Session 17: the two passes with 16-byte loads, four edges a thread and four loads in flight.
+// Why: pass 2 alone runs at 0.180 ms and pass 1 at 0.270 (T = B = 49152), against ~0.155 for
+// their 10 bytes an edge at the copy rate (0.124 ms for E floats read and written). Each block
+// is alone on its SM (192 KB of shared memory), and its load phase issues one 4-byte load (and a
+// 2-byte one) per thread before the barrier: ~6 KB in flight per SM, where ~26 KB would cover
+// the DRAM latency (4.3 TB/s x ~0.8 us / 132 SMs). Expected: pass 1 0.27 -> ~0.20, pass 2 0.18
+// -> ~0.16, both ~0.45 -> ~0.36 ms. Needs w, tl, lidx and the tile starts 16-byte aligned (T a
+// multiple of 4); the last tile's remainder goes one edge a thread.
+__global__ void __launch_bounds__(kThreads) pass1v(const float* __restrict__ w, const u16* __restrict__ tl,
+                                                   const u16* __restrict__ rs, const u32* __restrict__ ds,
+                                                   float* __restrict__ inter, i64 E, int T, i64 nb) {
+  extern __shared__ float smem[];
+  u32* dsm = reinterpret_cast<u32*>(smem + T);
+  u16* rsm = reinterpret_cast<u16*>(dsm + nb);
+  const i64 t = blockIdx.x, t0 = t * T;
+  const int len = int(E - t0 < T ? E - t0 : i64(T)), len4 = len & ~3;
+#pragma unroll 4
+  for (int i = threadIdx.x * 4; i < len4; i += kThreads * 4) {
+    const float4 v = __ldg(reinterpret_cast<const float4*>(w + t0 + i));
+    const uint2 k = __ldg(reinterpret_cast<const uint2*>(tl + t0 + i));
+    smem[k.x & 0xFFFFu] = v.x;
+    smem[k.x >> 16] = v.y;
+    smem[k.y & 0xFFFFu] = v.z;
+    smem[k.y >> 16] = v.w;
+  }
+  for (int i = len4 + threadIdx.x; i < len; i += kThreads) smem[tl[t0 + i]] = __ldg(w + t0 + i);
+  for (i64 i = threadIdx.x; i < nb; i += kThreads) dsm[i] = ds[t * nb + i];
+  for (i64 i = threadIdx.x; i <= nb; i += kThreads) rsm[i] = rs[t * (nb + 1) + i];
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (i64 b = warp; b < nb; b += kThreads / 32) {
+    const int a = rsm[b], n = rsm[b + 1] - a;
+    const u32 o = dsm[b];
+    for (int j = lane; j < n; j += 32) inter[o + j] = smem[a + j];
+  }
+}
+__global__ void __launch_bounds__(kThreads) pass2v(const float* inter, const u16* __restrict__ lidx, float* out, i64 E,
+                                                   int B) {
+  extern __shared__ float smem[];
+  const i64 p0 = i64(blockIdx.x) * B;
+  const int len = int(E - p0 < B ? E - p0 : i64(B)), len4 = len & ~3;
+#pragma unroll 4
+  for (int i = threadIdx.x * 4; i < len4; i += kThreads * 4)
+    *reinterpret_cast<float4*>(smem + i) = *reinterpret_cast<const float4*>(inter + p0 + i);
+  for (int i = len4 + threadIdx.x; i < len; i += kThreads) smem[i] = inter[p0 + i];
+  __syncthreads();
+#pragma unroll 4
+  for (int i = threadIdx.x * 4; i < len4; i += kThreads * 4) {
+    const uint2 k = __ldg(reinterpret_cast<const uint2*>(lidx + p0 + i));
+    *reinterpret_cast<float4*>(out + p0 + i) =
+        make_float4(smem[k.x & 0xFFFFu], smem[k.x >> 16], smem[k.y & 0xFFFFu], smem[k.y >> 16]);
+  }
+  for (int i = len4 + threadIdx.x; i < len; i += kThreads) out[p0 + i] = smem[lidx[p0 + i]];
+}
+
 template <class K, class V>
 void sort_pairs(const K* kin, K* kout, const V* vin, V* vout, i64 n, int bits) {
   std::size_t temp = 0;
@@ -246,11 +301,15 @@ int main(int argc, char** argv) {
     CK(cudaFuncSetAttribute(pass1<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
     CK(cudaFuncSetAttribute(pass1<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
     CK(cudaFuncSetAttribute(pass2, cudaFuncAttributeMaxDynamicSharedMemorySize, smem2));
+    CK(cudaFuncSetAttribute(pass1v, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
+    CK(cudaFuncSetAttribute(pass2v, cudaFuncAttributeMaxDynamicSharedMemorySize, smem2));
     auto p1 = [&](bool search) {
       if (search) pass1<true><<<int(tiles), kThreads, smem1>>>(w, tl, rs, ds, inter, E, T, nb);
       else pass1<false><<<int(tiles), kThreads, smem1>>>(w, tl, rs, ds, inter, E, T, nb);
     };
     auto p2 = [&](float* o) { pass2<<<int(nb), kThreads, smem2>>>(inter, lidx, o, E, B); };
+    auto p1v = [&] { pass1v<<<int(tiles), kThreads, smem1>>>(w, tl, rs, ds, inter, E, T, nb); };
+    auto p2v = [&](float* o) { pass2v<<<int(nb), kThreads, smem2>>>(inter, lidx, o, E, B); };
     // Each line: the samples first, then the check of what the last sample left (a NaN poison
     // first, so that a slot never written shows).
     auto line = [&](const char* label, const std::function<void()>& f, const float* result) {
@@ -267,6 +326,11 @@ int main(int argc, char** argv) {
     line("P  pass 1 (warp a run) + pass 2", [&] { p1(false); p2(out); }, out);
     line("Ps pass 1 (thread a slot) + pass 2", [&] { p1(true); p2(out); }, out);
     line("Pi pass 1 (warp a run) + pass 2 in place", [&] { p1(false); p2(inter); }, inter);
+    line("P1v pass 1, 16-byte loads, 4 in flight", [&] { p1v(); }, nullptr);
+    line("P2v pass 2 alone, 16-byte loads and stores", [&] { p2v(out); }, nullptr);
+    line("Pv  P1v + P2v", [&] { p1v(); p2v(out); }, out);
+    line("Pvi P1v + P2v in place", [&] { p1v(); p2v(inter); }, inter);
+    line("P1v + P2 (pass 2 as in the library)", [&] { p1v(); p2(out); }, out);
     CK(cudaFree(cnt));
     CK(cudaFree(start));
     CK(cudaFree(ds));

@@ -1996,18 +1996,38 @@ __global__ void wperm_tables_kernel(const u32* __restrict__ s_tb, const u32* __r
 // 0.84 ms against 0.27 in the micro. Both passes move 32-bit words: float w in one launch
 // (STRIDE 1), float64 w as its two halves (STRIDE 2, half 0 then 1; compact plans only, which
 // cannot gather).
+// VEC (float w, T a multiple of 4, w and scratch 16-byte aligned): four edges a thread through
+// 16-byte loads of w and 8-byte loads of tl (lidx in pass 2), four iterations unrolled. Each block
+// is alone on its SM (T = 49152: 192 KB of shared memory), and one 4-byte load a thread before the
+// barrier keeps ~6 KB in flight per SM where ~26 KB covers DRAM's latency (4.3 TB/s x ~0.8 us /
+// 132 SMs). See perf-notes v20 for what it measured.
 template <int STRIDE>
 __global__ void __launch_bounds__(kWPermThreads) wperm_pass1_kernel(const u32* __restrict__ w, const u16* __restrict__ tl,
                                                                     const u16* __restrict__ rs, const u32* __restrict__ ds,
                                                                     u32* __restrict__ scratch, std::int64_t E, int T,
-                                                                    std::int64_t nb, int half) {
+                                                                    std::int64_t nb, int half, bool vec) {
   extern __shared__ __align__(16) unsigned char wperm_smem[];
   u32* const sw = reinterpret_cast<u32*>(wperm_smem);
   u32* const dsm = sw + T;
   u16* const rsm = reinterpret_cast<u16*>(dsm + nb);
   const std::int64_t t = blockIdx.x, t0 = t * T;
   const int len = int(std::min<std::int64_t>(T, E - t0));
-  for (int i = threadIdx.x; i < len; i += kWPermThreads) sw[tl[t0 + i]] = __ldg(w + (t0 + i) * STRIDE + half);
+  int done = 0;
+  if constexpr (STRIDE == 1) {
+    if (vec) {
+      done = len & ~3;
+#pragma unroll 4
+      for (int i = threadIdx.x * 4; i < done; i += kWPermThreads * 4) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(w + t0 + i));
+        const uint2 k = __ldg(reinterpret_cast<const uint2*>(tl + t0 + i));
+        sw[k.x & 0xFFFFu] = v.x;
+        sw[k.x >> 16] = v.y;
+        sw[k.y & 0xFFFFu] = v.z;
+        sw[k.y >> 16] = v.w;
+      }
+    }
+  }
+  for (int i = done + threadIdx.x; i < len; i += kWPermThreads) sw[tl[t0 + i]] = __ldg(w + (t0 + i) * STRIDE + half);
   for (std::int64_t i = threadIdx.x; i < nb; i += kWPermThreads) dsm[i] = ds[t * nb + i];
   for (std::int64_t i = threadIdx.x; i <= nb; i += kWPermThreads) rsm[i] = rs[t * (nb + 1) + i];
   __syncthreads();
@@ -2021,14 +2041,28 @@ __global__ void __launch_bounds__(kWPermThreads) wperm_pass1_kernel(const u32* _
 // Pass 2: a block per bucket, in place (the block reads its whole region before it writes).
 template <int STRIDE>
 __global__ void __launch_bounds__(kWPermThreads) wperm_pass2_kernel(u32* scratch, const u16* __restrict__ lidx,
-                                                                    std::int64_t E, int T, int half) {
+                                                                    std::int64_t E, int T, int half, bool vec) {
   extern __shared__ __align__(16) unsigned char wperm_smem[];
   u32* const sw = reinterpret_cast<u32*>(wperm_smem);
   const std::int64_t p0 = std::int64_t(blockIdx.x) * T;
   const int len = int(std::min<std::int64_t>(T, E - p0));
-  for (int i = threadIdx.x; i < len; i += kWPermThreads) sw[i] = scratch[(p0 + i) * STRIDE + half];
+  int done = 0;
+  if constexpr (STRIDE == 1) {
+    if (vec) done = len & ~3;
+#pragma unroll 4
+    for (int i = threadIdx.x * 4; i < done; i += kWPermThreads * 4)
+      *reinterpret_cast<uint4*>(sw + i) = *reinterpret_cast<const uint4*>(scratch + p0 + i);
+  }
+  for (int i = done + threadIdx.x; i < len; i += kWPermThreads) sw[i] = scratch[(p0 + i) * STRIDE + half];
   __syncthreads();
-  for (int i = threadIdx.x; i < len; i += kWPermThreads)
+  if constexpr (STRIDE == 1) {
+#pragma unroll 4
+    for (int i = threadIdx.x * 4; i < done; i += kWPermThreads * 4) {
+      const uint2 k = __ldg(reinterpret_cast<const uint2*>(lidx + p0 + i));
+      *reinterpret_cast<uint4*>(scratch + p0 + i) = make_uint4(sw[k.x & 0xFFFFu], sw[k.x >> 16], sw[k.y & 0xFFFFu], sw[k.y >> 16]);
+    }
+  }
+  for (int i = done + threadIdx.x; i < len; i += kWPermThreads)
     scratch[(p0 + i) * STRIDE + half] = sw[lidx[p0 + i]];
 }
 
@@ -2171,16 +2205,19 @@ void permute_w_passes(const WPermTables& t, const void* w, void* scratch, std::i
   const u16* lidx = t.lidx.as<const u16>();
   const int smem2 = t.T * int(sizeof(u32));
   if (itemsize == 4) {
-    wperm_pass1_kernel<1><<<int(t.tiles), kWPermThreads, t.smem1, s>>>(w32, tl, rs, ds, s32, E, t.T, t.nb, 0);
+    // tl and lidx come from the device pool (256-byte aligned); w and scratch may be a caller's.
+    const bool vec = t.T % 4 == 0 && reinterpret_cast<std::uintptr_t>(w) % 16 == 0 &&
+                     reinterpret_cast<std::uintptr_t>(scratch) % 16 == 0;
+    wperm_pass1_kernel<1><<<int(t.tiles), kWPermThreads, t.smem1, s>>>(w32, tl, rs, ds, s32, E, t.T, t.nb, 0, vec);
     check_launch();
-    wperm_pass2_kernel<1><<<int(t.nb), kWPermThreads, smem2, s>>>(s32, lidx, E, t.T, 0);
+    wperm_pass2_kernel<1><<<int(t.nb), kWPermThreads, smem2, s>>>(s32, lidx, E, t.T, 0, vec);
     check_launch();
     return;
   }
   for (int half = 0; half < 2; ++half) {
-    wperm_pass1_kernel<2><<<int(t.tiles), kWPermThreads, t.smem1, s>>>(w32, tl, rs, ds, s32, E, t.T, t.nb, half);
+    wperm_pass1_kernel<2><<<int(t.tiles), kWPermThreads, t.smem1, s>>>(w32, tl, rs, ds, s32, E, t.T, t.nb, half, false);
     check_launch();
-    wperm_pass2_kernel<2><<<int(t.nb), kWPermThreads, smem2, s>>>(s32, lidx, E, t.T, half);
+    wperm_pass2_kernel<2><<<int(t.nb), kWPermThreads, smem2, s>>>(s32, lidx, E, t.T, half, false);
     check_launch();
   }
 }
