@@ -1236,6 +1236,46 @@ TEST_F(CudaAggregate, WeightPermutationAutoSkipsSplitRows) {
   }
 }
 
+// The permutation's kernels on a graph small enough for racecheck (WeightPermutationGivesTheGatherBits
+// did not finish in 190 s under it on the H200): the bucket kernel with more than 1024 tiles (T = 64:
+// 1094, two counters a thread in its scan), pass 1 and pass 2 with 16-byte loads (w aligned) and
+// one edge a thread (w 4 bytes off), and the float64 halves on a compact plan. F = 3, so the run
+// itself takes the register walk and adds no shared memory of its own.
+TEST_F(CudaAggregate, WeightPermutationKernelsOnASmallGraph) {
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_FORCE_WIDE");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 700, E = 70001, F = 3;
+  EdgeList g = uniform_graph(N, E, seed, DType::i32);
+  Tensor sg = gpu(g.src), dg = gpu(g.dst), xg = gpu(random_tensor({N, F}, DType::f32, seed + 1, -2, 2));
+  Tensor xdg = gpu(random_tensor({N, F}, DType::f64, seed + 2, -2, 2));
+  Tensor wpad = gpu(random_tensor({E + 1}, DType::f32, seed + 3)), wdg = gpu(random_tensor({E}, DType::f64, seed + 4));
+  const std::int64_t wshape[] = {E};
+  const TensorView w_aligned(wpad.data(), DType::f32, kGpu, wshape);
+  const TensorView w_off(static_cast<float*>(wpad.data()) + 1, DType::f32, kGpu, wshape);
+  auto run = [&](const AggregatePlan& plan, const TensorView& x, const TensorView& w) {
+    Tensor out = poisoned_gpu(N, F, x.dtype());
+    aggregate(plan, x, w, out, AggregateOptions{Transform::tanh, false});
+    return host(out);
+  };
+  std::optional<Tensor> ref_aligned, ref_off, ref64;
+  {
+    ScopedEnv off({{"PIPELINK_AGG_W_PERMUTE", "off"}});
+    AggregatePlan r = AggregatePlan::build(sg, dg, N);
+    ref_aligned = run(r, xg, w_aligned);
+    ref_off = run(r, xg, w_off);
+    ref64 = run(r, xdg, wdg.view());
+  }
+  for (const char* tile : {"64", "4096"}) {
+    SCOPED_TRACE(std::string("PIPELINK_AGG_W_PERMUTE=") + tile);
+    ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", tile}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", "1"}});
+    AggregatePlan plan = AggregatePlan::build(sg, dg, N);
+    EXPECT_TRUE(bitwise_equal(run(plan, xg, w_aligned), *ref_aligned)) << "w 16-byte aligned";
+    EXPECT_TRUE(bitwise_equal(run(plan, xg, w_off), *ref_off)) << "w 4 bytes past 16";
+    EXPECT_TRUE(bitwise_equal(run(plan, xdg, wdg.view()), *ref64)) << "float64 w, two halves";
+  }
+}
+
 // PIPELINK_AGG_W_PERMUTE_COMPACT=1 (the default): when a plan builds its permutation tables it drops its edge
 // ids (the pairs become their src column), so every later run reads w in plan order and w in
 // edge order is always permuted, float64 through its two 32-bit halves. Every kind of run on the
