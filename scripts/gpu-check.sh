@@ -20,6 +20,7 @@
 #          PIPELINK_AGG_SEGMENT, PIPELINK_AGG_BUILD_CHUNKS etc.),
 #          TRACE_BUILD=1 (the main benchmarks log each plan build's steps: PIPELINK_LOG_LEVEL=debug),
 #          MICRO="file.cu ..." (standalone micro-benchmarks under bench/micro, built and run first),
+#          NCU_PY="products-like" (the planned run's kernel under ncu from Python and from C++),
 #          COMPARE_ALLOC (torch allocator backends for COMPARE, default "native"),
 #          DEADLINE_S (see step() below)
 set -uo pipefail
@@ -175,6 +176,20 @@ if [ -n "${NCU:-}" ]; then  # NCU="power-law products-like": Nsight Compute on o
     ncu --import "$OUT/ncu-$w.ncu-rep" --page details >"$OUT/ncu-$w.txt" 2>&1 || true
   done
 fi
+# NCU_PY="products-like": the planned run's kernel (staged_rows_kernel) timed by ncu from Python
+# (compare_torch, w in plan order only) and from C++ (the bench: one-shot launches first, then planned),
+# each launch's duration on one line. Why: Python's planned rows have run 0.2-0.4 ms over C++'s
+# since v12, with the clock at 1980 MHz in both (v20); the same kernel duration in both would put
+# the gap in the event window, a longer one in the data or its placement.
+if [ -n "${NCU_PY:-}" ] && [ ${#pyopt[@]} -gt 0 ]; then
+  m=gpu__time_duration.sum,dram__bytes_read.sum,lts__t_sector_hit_rate.pct
+  for w in $NCU_PY; do
+    step "ncu python $w" ncu.log env PIPELINK_PYTHON_PATH="$PWD/build/gpu/python" ncu --metrics "$m" -k regex:staged_rows_kernel \
+      python3 bench/compare_torch.py --workload "$w" --no-compile --variants pipelink-planned-w-plan-order --repeats 3 --warmup 0
+    step "ncu c++ $w" ncu.log ncu --metrics "$m" -k regex:staged_rows_kernel \
+      $cli bench aggregate --workload "$w" --device cuda --repeats 3 --no-null-test --quiet
+  done
+fi
 if [ -n "${SWEEP:-}" ]; then  # SWEEP=products-like: edge-count sweep to the memory limit, with plots
   step "sweep $SWEEP" bench.log $cli bench sweep --workload "$SWEEP" --device cuda --json "$OUT/sweep-$SWEEP.json"
   step "plot sweep" bench.log python3 bench/plot_sweep.py "$OUT/sweep-$SWEEP.json"
@@ -188,6 +203,7 @@ grep -E "^\| |vs three-op|null test|vs default|bitwise" "$OUT/bench.md" 2>/dev/n
 grep -vE "^=== |^ptxas" "$OUT/micro.log" 2>/dev/null || true
 grep -h "plan build N=" "$OUT/bench.log" 2>/dev/null | tail -n 4 || true
 cat "$OUT"/compare-*.md 2>/dev/null || true
+[ -n "${NCU_PY:-}" ] && grep -E "^=== ncu|gpu__time_duration" "$OUT/ncu.log" 2>/dev/null | awk '/^===/ {printf "\n%s %s %s ", $2, $3, $4; next} {printf "%s ", $NF} END {print ""}' || true
 grep -E "^#|^\| (planned|one-shot|plan-build|lean) " "$OUT/variants.md" 2>/dev/null || true
 cat "$OUT/instr.txt" 2>/dev/null || true
 grep -h "ERROR SUMMARY" "$OUT/sanitizer.log" 2>/dev/null | sort | uniq -c || true
