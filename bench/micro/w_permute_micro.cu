@@ -186,6 +186,55 @@ __global__ void __launch_bounds__(kThreads) pass1v(const float* __restrict__ w, 
     for (int j = lane; j < n; j += 32) inter[o + j] = smem[a + j];
   }
 }
+// P1r (session 17, not yet run): pass1v's loads, and a warp stores a span of 32 consecutive runs
+// 32 slots a step, every lane busy, instead of one run at a time (runs of ~39 floats at T = 49152
+// take 2 steps, the second with ~7 lanes: ~64 steps per 32 runs against ~39 here). A lane finds
+// the run holding its slot by a 5-step search over the span's run starts, one per lane, through
+// shuffles (runs may be empty: the last run whose start is <= the slot holds it). Why: pass1v
+// took 0.255 ms against ~0.16 for its bytes; its store phase is the part pass 2 (0.167) lacks.
+// Expected: pass 1 ~0.22-0.23 if the steps are the cost, no change if the stores' sectors are.
+__global__ void __launch_bounds__(kThreads) pass1r(const float* __restrict__ w, const u16* __restrict__ tl,
+                                                   const u16* __restrict__ rs, const u32* __restrict__ ds,
+                                                   float* __restrict__ inter, i64 E, int T, i64 nb) {
+  extern __shared__ float smem[];
+  u32* dsm = reinterpret_cast<u32*>(smem + T);
+  u16* rsm = reinterpret_cast<u16*>(dsm + nb);
+  const i64 t = blockIdx.x, t0 = t * T;
+  const int len = int(E - t0 < T ? E - t0 : i64(T)), len4 = len & ~3;
+#pragma unroll 4
+  for (int i = threadIdx.x * 4; i < len4; i += kThreads * 4) {
+    const float4 v = __ldg(reinterpret_cast<const float4*>(w + t0 + i));
+    const uint2 k = __ldg(reinterpret_cast<const uint2*>(tl + t0 + i));
+    smem[k.x & 0xFFFFu] = v.x;
+    smem[k.x >> 16] = v.y;
+    smem[k.y & 0xFFFFu] = v.z;
+    smem[k.y >> 16] = v.w;
+  }
+  for (int i = len4 + threadIdx.x; i < len; i += kThreads) smem[tl[t0 + i]] = __ldg(w + t0 + i);
+  for (i64 i = threadIdx.x; i < nb; i += kThreads) dsm[i] = ds[t * nb + i];
+  for (i64 i = threadIdx.x; i <= nb; i += kThreads) rsm[i] = rs[t * (nb + 1) + i];
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (i64 b0 = i64(warp) * 32; b0 < nb; b0 += i64(kThreads / 32) * 32) {
+    const i64 bk = b0 + lane;
+    const int sk = int(rsm[bk < nb ? bk : nb]);  // past the last run: the tile's end, never <= a slot
+    const u32 dk = bk < nb ? dsm[bk] : 0u;
+    const int lo = rsm[b0], hi = rsm[b0 + 32 < nb ? b0 + 32 : nb];
+    for (int base = lo; base < hi; base += 32) {
+      const int j = base + lane;
+      int r = 0;  // the last k with start_k <= j (start_0 = lo <= j)
+#pragma unroll
+      for (int step = 16; step >= 1; step >>= 1) {
+        const int c = r + step;
+        const int sc = __shfl_sync(0xFFFFFFFFu, sk, c & 31);
+        if (c < 32 && sc <= j) r = c;
+      }
+      const int sr = __shfl_sync(0xFFFFFFFFu, sk, r);
+      const u32 dr = __shfl_sync(0xFFFFFFFFu, dk, r);
+      if (j < hi) inter[dr + u32(j - sr)] = smem[j];
+    }
+  }
+}
 __global__ void __launch_bounds__(kThreads) pass2v(const float* inter, const u16* __restrict__ lidx, float* out, i64 E,
                                                    int B) {
   extern __shared__ float smem[];
@@ -302,6 +351,7 @@ int main(int argc, char** argv) {
     CK(cudaFuncSetAttribute(pass1<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
     CK(cudaFuncSetAttribute(pass2, cudaFuncAttributeMaxDynamicSharedMemorySize, smem2));
     CK(cudaFuncSetAttribute(pass1v, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
+    CK(cudaFuncSetAttribute(pass1r, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
     CK(cudaFuncSetAttribute(pass2v, cudaFuncAttributeMaxDynamicSharedMemorySize, smem2));
     auto p1 = [&](bool search) {
       if (search) pass1<true><<<int(tiles), kThreads, smem1>>>(w, tl, rs, ds, inter, E, T, nb);
@@ -309,6 +359,7 @@ int main(int argc, char** argv) {
     };
     auto p2 = [&](float* o) { pass2<<<int(nb), kThreads, smem2>>>(inter, lidx, o, E, B); };
     auto p1v = [&] { pass1v<<<int(tiles), kThreads, smem1>>>(w, tl, rs, ds, inter, E, T, nb); };
+    auto p1r = [&] { pass1r<<<int(tiles), kThreads, smem1>>>(w, tl, rs, ds, inter, E, T, nb); };
     auto p2v = [&](float* o) { pass2v<<<int(nb), kThreads, smem2>>>(inter, lidx, o, E, B); };
     // Each line: the samples first, then the check of what the last sample left (a NaN poison
     // first, so that a slot never written shows).
@@ -331,6 +382,8 @@ int main(int argc, char** argv) {
     line("Pv  P1v + P2v", [&] { p1v(); p2v(out); }, out);
     line("Pvi P1v + P2v in place", [&] { p1v(); p2v(inter); }, inter);
     line("P1v + P2 (pass 2 as in the library)", [&] { p1v(); p2(out); }, out);
+    line("P1r pass 1, 16-byte loads, a warp a span of 32 runs", [&] { p1r(); }, nullptr);
+    line("Pr  P1r + P2v", [&] { p1r(); p2v(out); }, out);
     CK(cudaFree(cnt));
     CK(cudaFree(start));
     CK(cudaFree(ds));
