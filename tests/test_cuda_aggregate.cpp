@@ -1258,21 +1258,36 @@ TEST_F(CudaAggregate, WeightPermutationKernelsOnASmallGraph) {
     aggregate(plan, x, w, out, AggregateOptions{Transform::tanh, false});
     return host(out);
   };
-  std::optional<Tensor> ref_aligned, ref_off, ref64;
+  // permute_weights into an output 4 bytes past a 16-byte boundary: on a compact plan that
+  // output is pass 2's scratch, so pass 2 takes its one-edge-a-thread path.
+  Tensor ppad = gpu(random_tensor({E + 1}, DType::f32, seed + 5));
+  const TensorView p_off(static_cast<float*>(ppad.data()) + 1, DType::f32, kGpu, wshape);
+  auto permuted = [&](const AggregatePlan& plan, const TensorView& w) {
+    (void)plan.permute_weights(w, p_off);
+    return host(p_off);
+  };
+  std::optional<Tensor> ref_aligned, ref_off, ref64, ref_perm;
+  std::size_t gather_bytes = 0;
   {
     ScopedEnv off({{"PIPELINK_AGG_W_PERMUTE", "off"}});
     AggregatePlan r = AggregatePlan::build(sg, dg, N);
     ref_aligned = run(r, xg, w_aligned);
     ref_off = run(r, xg, w_off);
     ref64 = run(r, xdg, wdg.view());
+    ref_perm = permuted(r, w_aligned);
+    gather_bytes = r.bytes();
   }
   for (const char* tile : {"64", "4096"}) {
     SCOPED_TRACE(std::string("PIPELINK_AGG_W_PERMUTE=") + tile);
     ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", tile}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", "1"}});
     AggregatePlan plan = AggregatePlan::build(sg, dg, N);
     EXPECT_TRUE(bitwise_equal(run(plan, xg, w_aligned), *ref_aligned)) << "w 16-byte aligned";
+    // The tables are built (tl and lidx, 4 B/edge, for the 4 B/edge of ids the compaction drops,
+    // plus the run tables): a plan that fell back to the gather would keep its bytes.
+    EXPECT_GT(plan.bytes(), gather_bytes) << "no permutation tables: the test would prove nothing";
     EXPECT_TRUE(bitwise_equal(run(plan, xg, w_off), *ref_off)) << "w 4 bytes past 16";
     EXPECT_TRUE(bitwise_equal(run(plan, xdg, wdg.view()), *ref64)) << "float64 w, two halves";
+    EXPECT_TRUE(bitwise_equal(permuted(plan, w_aligned), *ref_perm)) << "permute_weights into an output 4 bytes past 16";
   }
 }
 

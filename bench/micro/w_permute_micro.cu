@@ -226,8 +226,8 @@ __global__ void __launch_bounds__(kThreads) pass1r(const float* __restrict__ w, 
 #pragma unroll
       for (int step = 16; step >= 1; step >>= 1) {
         const int c = r + step;
-        const int sc = __shfl_sync(0xFFFFFFFFu, sk, c & 31);
-        if (c < 32 && sc <= j) r = c;
+        const int sc = __shfl_sync(0xFFFFFFFFu, sk, c);
+        if (sc <= j) r = c;  // c <= 31: r + 16 + 8 + 4 + 2 + 1 at most
       }
       const int sr = __shfl_sync(0xFFFFFFFFu, sk, r);
       const u32 dr = __shfl_sync(0xFFFFFFFFu, dk, r);
@@ -381,7 +381,7 @@ int main(int argc, char** argv) {
     line("P2v pass 2 alone, 16-byte loads and stores", [&] { p2v(out); }, nullptr);
     line("Pv  P1v + P2v", [&] { p1v(); p2v(out); }, out);
     line("Pvi P1v + P2v in place", [&] { p1v(); p2v(inter); }, inter);
-    line("P1v + P2 (pass 2 as in the library)", [&] { p1v(); p2(out); }, out);
+    line("P1v + P2 (pass 2 one edge a thread)", [&] { p1v(); p2(out); }, out);
     line("P1r pass 1, 16-byte loads, a warp a span of 32 runs", [&] { p1r(); }, nullptr);
     line("Pr  P1r + P2v", [&] { p1r(); p2v(out); }, out);
     CK(cudaFree(cnt));

@@ -1996,7 +1996,7 @@ __global__ void wperm_tables_kernel(const u32* __restrict__ s_tb, const u32* __r
 // 0.84 ms against 0.27 in the micro. Both passes move 32-bit words: float w in one launch
 // (STRIDE 1), float64 w as its two halves (STRIDE 2, half 0 then 1; compact plans only, which
 // cannot gather).
-// VEC (float w, T a multiple of 4, w and scratch 16-byte aligned): four edges a thread through
+// vec (float w, T a multiple of 4, w 16-byte aligned for pass 1, scratch for pass 2): four edges a thread through
 // 16-byte loads of w and 8-byte loads of tl (lidx in pass 2), four iterations unrolled. Each block
 // is alone on its SM (T = 49152: 192 KB of shared memory), and one 4-byte load a thread before the
 // barrier keeps ~6 KB in flight per SM where ~26 KB covers DRAM's latency (4.3 TB/s x ~0.8 us /
@@ -2205,12 +2205,14 @@ void permute_w_passes(const WPermTables& t, const void* w, void* scratch, std::i
   const u16* lidx = t.lidx.as<const u16>();
   const int smem2 = t.T * int(sizeof(u32));
   if (itemsize == 4) {
-    // tl and lidx come from the device pool (256-byte aligned); w and scratch may be a caller's.
-    const bool vec = t.T % 4 == 0 && reinterpret_cast<std::uintptr_t>(w) % 16 == 0 &&
-                     reinterpret_cast<std::uintptr_t>(scratch) % 16 == 0;
-    wperm_pass1_kernel<1><<<int(t.tiles), kWPermThreads, t.smem1, s>>>(w32, tl, rs, ds, s32, E, t.T, t.nb, 0, vec);
+    // tl and lidx come from the device pool (256-byte aligned); w and scratch may be a caller's
+    // (a w view at an offset; permute_weights' output). Pass 1 reads w 16 bytes at a time and
+    // writes scratch run by run; pass 2 reads and writes scratch 16 bytes at a time.
+    const bool vec1 = t.T % 4 == 0 && reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
+    const bool vec2 = t.T % 4 == 0 && reinterpret_cast<std::uintptr_t>(scratch) % 16 == 0;
+    wperm_pass1_kernel<1><<<int(t.tiles), kWPermThreads, t.smem1, s>>>(w32, tl, rs, ds, s32, E, t.T, t.nb, 0, vec1);
     check_launch();
-    wperm_pass2_kernel<1><<<int(t.nb), kWPermThreads, smem2, s>>>(s32, lidx, E, t.T, 0, vec);
+    wperm_pass2_kernel<1><<<int(t.nb), kWPermThreads, smem2, s>>>(s32, lidx, E, t.T, 0, vec2);
     check_launch();
     return;
   }
