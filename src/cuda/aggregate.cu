@@ -1996,11 +1996,12 @@ __global__ void wperm_tables_kernel(const u32* __restrict__ s_tb, const u32* __r
 // 0.84 ms against 0.27 in the micro. Both passes move 32-bit words: float w in one launch
 // (STRIDE 1), float64 w as its two halves (STRIDE 2, half 0 then 1; compact plans only, which
 // cannot gather).
-// vec (float w, T a multiple of 4, w 16-byte aligned for pass 1, scratch for pass 2): four edges a thread through
-// 16-byte loads of w and 8-byte loads of tl (lidx in pass 2), four iterations unrolled. Each block
-// is alone on its SM (T = 49152: 192 KB of shared memory), and one 4-byte load a thread before the
-// barrier keeps ~6 KB in flight per SM where ~26 KB covers DRAM's latency (4.3 TB/s x ~0.8 us /
-// 132 SMs). See perf-notes v20 for what it measured.
+// vec (float w, T a multiple of 4; w 16-byte aligned for pass 1, the scratch for pass 2): four
+// edges a thread through 16-byte loads of w and 8-byte loads of tl (lidx in pass 2), four
+// iterations unrolled. Each block is alone on its SM (T = 49152: 192 KB of shared memory), and one
+// 4-byte load a thread before the barrier kept ~6 KB in flight per SM where ~26 KB covers DRAM's
+// latency (4.3 TB/s x ~0.8 us / 132 SMs). Measured (H200, v20 micro, T = 49152): both passes 0.452
+// -> 0.419 ms; the planned run 4.33 ms against the plan-order run's 3.95 in one process.
 template <int STRIDE>
 __global__ void __launch_bounds__(kWPermThreads) wperm_pass1_kernel(const u32* __restrict__ w, const u16* __restrict__ tl,
                                                                     const u16* __restrict__ rs, const u32* __restrict__ ds,
