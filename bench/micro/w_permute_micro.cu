@@ -158,12 +158,11 @@ __global__ void __launch_bounds__(kThreads) pass2(const float* inter, const u16*
 // the DRAM latency (4.3 TB/s x ~0.8 us / 132 SMs). Expected: pass 1 0.27 -> ~0.20, pass 2 0.18
 // -> ~0.16, both ~0.45 -> ~0.36 ms. Needs w, tl, lidx and the tile starts 16-byte aligned (T a
 // multiple of 4); the last tile's remainder goes one edge a thread.
-__global__ void __launch_bounds__(kThreads) pass1v(const float* __restrict__ w, const u16* __restrict__ tl,
-                                                   const u16* __restrict__ rs, const u32* __restrict__ ds,
-                                                   float* __restrict__ inter, i64 E, int T, i64 nb) {
-  extern __shared__ float smem[];
-  u32* dsm = reinterpret_cast<u32*>(smem + T);
-  u16* rsm = reinterpret_cast<u16*>(dsm + nb);
+// The load phase of pass1v and pass1r: tile t's w into shared memory at its tl places, four edges a
+// thread through 16-byte loads, and the tile's run tables beside it; ends at the block's barrier.
+__device__ __forceinline__ void load_tile_vec(const float* __restrict__ w, const u16* __restrict__ tl,
+                                              const u16* __restrict__ rs, const u32* __restrict__ ds, float* smem,
+                                              u32* dsm, u16* rsm, i64 E, int T, i64 nb) {
   const i64 t = blockIdx.x, t0 = t * T;
   const int len = int(E - t0 < T ? E - t0 : i64(T)), len4 = len & ~3;
 #pragma unroll 4
@@ -179,6 +178,14 @@ __global__ void __launch_bounds__(kThreads) pass1v(const float* __restrict__ w, 
   for (i64 i = threadIdx.x; i < nb; i += kThreads) dsm[i] = ds[t * nb + i];
   for (i64 i = threadIdx.x; i <= nb; i += kThreads) rsm[i] = rs[t * (nb + 1) + i];
   __syncthreads();
+}
+__global__ void __launch_bounds__(kThreads) pass1v(const float* __restrict__ w, const u16* __restrict__ tl,
+                                                   const u16* __restrict__ rs, const u32* __restrict__ ds,
+                                                   float* __restrict__ inter, i64 E, int T, i64 nb) {
+  extern __shared__ float smem[];
+  u32* dsm = reinterpret_cast<u32*>(smem + T);
+  u16* rsm = reinterpret_cast<u16*>(dsm + nb);
+  load_tile_vec(w, tl, rs, ds, smem, dsm, rsm, E, T, nb);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (i64 b = warp; b < nb; b += kThreads / 32) {
     const int a = rsm[b], n = rsm[b + 1] - a;
@@ -199,21 +206,7 @@ __global__ void __launch_bounds__(kThreads) pass1r(const float* __restrict__ w, 
   extern __shared__ float smem[];
   u32* dsm = reinterpret_cast<u32*>(smem + T);
   u16* rsm = reinterpret_cast<u16*>(dsm + nb);
-  const i64 t = blockIdx.x, t0 = t * T;
-  const int len = int(E - t0 < T ? E - t0 : i64(T)), len4 = len & ~3;
-#pragma unroll 4
-  for (int i = threadIdx.x * 4; i < len4; i += kThreads * 4) {
-    const float4 v = __ldg(reinterpret_cast<const float4*>(w + t0 + i));
-    const uint2 k = __ldg(reinterpret_cast<const uint2*>(tl + t0 + i));
-    smem[k.x & 0xFFFFu] = v.x;
-    smem[k.x >> 16] = v.y;
-    smem[k.y & 0xFFFFu] = v.z;
-    smem[k.y >> 16] = v.w;
-  }
-  for (int i = len4 + threadIdx.x; i < len; i += kThreads) smem[tl[t0 + i]] = __ldg(w + t0 + i);
-  for (i64 i = threadIdx.x; i < nb; i += kThreads) dsm[i] = ds[t * nb + i];
-  for (i64 i = threadIdx.x; i <= nb; i += kThreads) rsm[i] = rs[t * (nb + 1) + i];
-  __syncthreads();
+  load_tile_vec(w, tl, rs, ds, smem, dsm, rsm, E, T, nb);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (i64 b0 = i64(warp) * 32; b0 < nb; b0 += i64(kThreads / 32) * 32) {
     const i64 bk = b0 + lane;
