@@ -23,6 +23,13 @@
 //       edges has its row bytes staged in shared memory; each warp scans them (ballot), queues its
 //       own places, and adds them in queue order (2 features a lane, U = 8 edges in flight). A
 //       row's edges are added by one warp in edge order: bitwise repeatable, no atomics.
+//   RD  RB with each warp's x rows staged through shared memory by cp.async (3 stages of 8 edges,
+//       the production staged kernel's pipeline), the next stage's values loaded a stage ahead.
+//
+// Measured (H200, session 18 call 2, `8be0f02`, S = 8 and 7): builds B8/B7 1.60 ms against K0
+// 2.25; runs RA 5.72-5.78, RB 5.43-6.69 (best S = 7, W = 8): the runs with plain loads sit
+// where the production walk did before its x rows were staged (v5-v6: ~5.9), not at its 3.95.
+// RD is the test of that reading (S = 7 and 6).
 //
 // Count (products-like, H200 at ~4.2 TB/s): build init 30 B/edge (1.86 GB, ~0.45 ms) + two passes
 // of 10-byte elements (~2.6 GB, ~0.65-0.85 ms); run: values 8 B/edge + x rows 256 B/edge + the out
@@ -35,6 +42,8 @@
 // and RB's two runs into poisoned outputs bitwise against each other. Uniform random edges: one
 // row per bucket is never a hub here, so what power-law's hubs would need is not measured.
 #include <cub/device/device_radix_sort.cuh>
+
+#include <cuda_pipeline_primitives.h>
 
 #include <cstring>
 
@@ -193,6 +202,113 @@ __global__ void __launch_bounds__(W * 32) run_owners(const u64* __restrict__ val
   write_rows(acc, out, N, R);
 }
 
+// RD: RB's owners with each warp's x rows staged through shared memory by cp.async, kSt stages
+// of kSe edges in flight (the production staged kernel's pipeline: 3 x 8), and the values of the
+// next stage's edges loaded one stage ahead (lanes 0..7 hold them), so that no issue waits on a
+// value. A warp refills its queue (a ring of kQueue places) by scanning row bytes when fewer than
+// kSe places are left. Chunks of kCapD edges; a chunk's pipelines drain before the next.
+constexpr int kSe = 8, kSt = 3, kCapD = 4096;
+template <int W>
+__global__ void __launch_bounds__(W * 32) run_staged(const u64* __restrict__ val, const int* __restrict__ ptr,
+                                                     const float* __restrict__ x, float* __restrict__ out, i64 N,
+                                                     int S, int sbits) {
+  extern __shared__ float4 smem[];
+  const int R = 1 << S;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // Layout (staged_smem): sums [R][F] | stages [W][kSt][kSe][F] | values [W][kSt][kSe] |
+  // counts [W][kSt] | row bytes [kCapD] | queues [W][kQueue]. Every part starts aligned for its type.
+  char* p = reinterpret_cast<char*>(smem);
+  float* acc = reinterpret_cast<float*>(p);
+  p += R * F * 4;
+  float* stage = reinterpret_cast<float*>(p) + warp * (kSt * kSe * F);
+  p += W * kSt * kSe * F * 4;
+  u64* meta = reinterpret_cast<u64*>(p) + warp * (kSt * kSe);
+  p += W * kSt * kSe * 8;
+  int* count = reinterpret_cast<int*>(p) + warp * kSt;
+  p += W * kSt * 4;
+  unsigned char* rows = reinterpret_cast<unsigned char*>(p);
+  u16* queue = reinterpret_cast<u16*>(p + kCapD) + warp * kQueue;
+  const u32 smask = (1u << sbits) - 1, below = (1u << lane) - 1;
+  zero_rows(acc, R);
+  const int beg = ptr[blockIdx.x], end = ptr[blockIdx.x + 1];
+  for (int c0 = beg; c0 < end; c0 += kCapD) {
+    const int n = min(kCapD, end - c0);
+    __syncthreads();  // the zeroing, or the previous chunk's scans, before its row bytes change
+    for (int i0 = threadIdx.x; i0 < n; i0 += 4 * blockDim.x) {
+      u32 lo[4];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) lo[k] = i0 + k * blockDim.x < n ? u32(__ldg(val + c0 + i0 + k * blockDim.x)) : 0;
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        if (i0 + k * blockDim.x < n) rows[i0 + k * blockDim.x] = static_cast<unsigned char>(lo[k] >> sbits);
+    }
+    __syncthreads();
+    int pos = 0, head = 0, tail = 0;  // warp-uniform: scan position, queue ring counters
+    auto refill = [&](int want) {
+      while (tail - head < want && pos < n) {
+        const int i = pos + lane;
+        const bool own = i < n && rows[i] % W == warp;
+        const u32 m = __ballot_sync(~0u, own);
+        if (own) queue[(tail + __popc(m & below)) % kQueue] = u16(i);
+        tail += __popc(m);
+        pos += 32;
+      }
+      __syncwarp();
+    };
+    u64 vnext = 0;
+    int cnext = 0;
+    auto load_next = [&] {  // the next stage's places and values (lanes < cnext)
+      refill(kSe);
+      cnext = min(kSe, tail - head);
+      vnext = lane < cnext ? __ldg(val + c0 + queue[(head + lane) % kQueue]) : 0;
+      head += cnext;
+    };
+    auto issue = [&](int s) {
+      const int c = cnext;
+      const u64 v = vnext;
+      if (lane < c) meta[s * kSe + lane] = v;
+      if (lane == 0) count[s] = c;
+#pragma unroll
+      for (int u0 = 0; u0 < kSe; u0 += 2) {
+        const int u = u0 + lane / 16;
+        const u32 src = u32(__shfl_sync(~0u, v, u)) & smask;
+        if (u < c) __pipeline_memcpy_async(stage + (s * kSe + u) * F + (lane % 16) * 4, x + i64(src) * F + (lane % 16) * 4, 16);
+      }
+      __pipeline_commit();
+      load_next();
+    };
+    load_next();
+#pragma unroll
+    for (int s = 0; s < kSt - 1; ++s) issue(s);
+    for (int it = 0;; ++it) {
+      issue((it + kSt - 1) % kSt);
+      __pipeline_wait_prior(kSt - 1);
+      __syncwarp();
+      const int s = it % kSt, c = count[s];
+      if (c == 0) break;
+#pragma unroll
+      for (int u = 0; u < kSe; ++u) {
+        if (u >= c) break;
+        const u64 v = meta[s * kSe + u];
+        const float wt = __uint_as_float(u32(v >> 32));
+        const float2 xv = reinterpret_cast<const float2*>(stage + (s * kSe + u) * F)[lane];
+        float2* a = reinterpret_cast<float2*>(acc + (u32(v) >> sbits) * F) + lane;
+        float2 t = *a;
+        t.x += tanh_f32(xv.x * wt);
+        t.y += tanh_f32(xv.y * wt);
+        *a = t;
+      }
+      __syncwarp();  // the slot is read before an issue overwrites it
+    }
+    __pipeline_wait_prior(0);
+  }
+  __syncthreads();
+  write_rows(acc, out, N, R);
+}
+constexpr int staged_smem(int W, int S) {
+  return (1 << S) * F * 4 + W * (kSt * kSe * F * 4 + kSt * kSe * 8 + kSt * 4) + kCapD + W * kQueue * 2;
+}
+
 // Oracle: tanh(x w) in double, added with double atomics.
 __global__ void oracle(const i64* src, const i64* dst, const float* w, const float* x, double* out, i64 E) {
   const int gl = threadIdx.x % 16;
@@ -270,7 +386,9 @@ int main(int argc, char** argv) {
     CK(cudaFree(temp));
   }
 
-  for (const int S : {8, 7}) {
+  // Session 18 call 2 ran S = 8 and 7 with RA, RB (W = 16 and 8): RB7 at W = 8 was the best run
+  // (5.43 ms). Kept here as the baseline for RD.
+  for (const int S : {7, 6}) {
     if (sbits + S > 32) {
       std::printf("S=%d: src bits + S > 32, skipped\n", S);
       continue;
@@ -298,38 +416,50 @@ int main(int argc, char** argv) {
     std::snprintf(name, sizeof name, "B%d init + %d-bit sort + bucket offsets", S, kbits);
     std::snprintf(note, sizeof note, "%lld buckets of %d rows, temp %zu B", (long long)nb, R, tb);
     micro::report(name, micro::timed(build), note);
-
-    const int smem_a = R * F * 4;
-    CK(cudaFuncSetAttribute(run_atomic, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_a));
-    auto ra = [&](float* o) { run_atomic<<<int(nb), 512, smem_a>>>(sorted, ptr, rows.x, o, N, S, sbits); };
-    poison<<<blocks, 256>>>(rows.out, N * F);
-    ra(rows.out);
-    CK(cudaDeviceSynchronize());
-    std::snprintf(note, sizeof note, "rel err vs f64 %.2e (not deterministic)", rel_to_oracle(rows.out, ref, N * F));
-    std::snprintf(name, sizeof name, "RA%d run, shared-memory atomics", S);
-    micro::report(name, micro::timed([&] { ra(rows.out); }), note);
-
-    auto owners = [&]<int W>() {
-      const int smem_b = R * F * 4 + kCap + W * kQueue * 2;
-      CK(cudaFuncSetAttribute(run_owners<W>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_b));
-      auto rb = [&](float* o) { run_owners<W><<<int(nb), W * 32, smem_b>>>(sorted, ptr, rows.x, o, N, S, sbits); };
+    // A deterministic run: two runs into poisoned outputs (bitwise against each other, and
+    // against the oracle), its time, and the one-shot it would make with this build.
+    auto measure = [&](const char* tag, const char* what, int W, int smem, const std::function<void(float*)>& run) {
       poison<<<blocks, 256>>>(rows.out, N * F);
       poison<<<blocks, 256>>>(out2, N * F);
-      rb(rows.out);
-      rb(out2);
+      run(rows.out);
+      run(out2);
       CK(cudaDeviceSynchronize());
       std::snprintf(note, sizeof note, "rel err vs f64 %.2e, two runs %s", rel_to_oracle(rows.out, ref, N * F),
                     same_bits(rows.out, out2, N * F) ? "bitwise equal" : "DIFFER");
-      std::snprintf(name, sizeof name, "RB%d run, row owners (W=%d, smem %d B)", S, W, smem_b);
-      micro::report(name, micro::timed([&] { rb(rows.out); }), note);
-      std::snprintf(name, sizeof name, "O%d one-shot: B%d + RB%d (W=%d)", S, S, S, W);
+      std::snprintf(name, sizeof name, "%s%d run, %s (W=%d, smem %d B)", tag, S, what, W, smem);
+      micro::report(name, micro::timed([&] { run(rows.out); }), note);
+      std::snprintf(name, sizeof name, "O%d one-shot: B%d + %s%d (W=%d)", S, S, tag, S, W);
       micro::report(name, micro::timed([&] {
                       build();
-                      rb(rows.out);
+                      run(rows.out);
                     }), "against the library's one-shot, 6.42 ms (v20)");
     };
-    owners.template operator()<16>();
-    owners.template operator()<8>();
+
+    if (S == 7) {  // the controls
+      const int smem_a = R * F * 4;
+      CK(cudaFuncSetAttribute(run_atomic, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_a));
+      auto ra = [&](float* o) { run_atomic<<<int(nb), 512, smem_a>>>(sorted, ptr, rows.x, o, N, S, sbits); };
+      poison<<<blocks, 256>>>(rows.out, N * F);
+      ra(rows.out);
+      CK(cudaDeviceSynchronize());
+      std::snprintf(note, sizeof note, "rel err vs f64 %.2e (not deterministic)", rel_to_oracle(rows.out, ref, N * F));
+      std::snprintf(name, sizeof name, "RA%d run, shared-memory atomics", S);
+      micro::report(name, micro::timed([&] { ra(rows.out); }), note);
+
+      constexpr int WB = 8;
+      const int smem_b = R * F * 4 + kCap + WB * kQueue * 2;
+      CK(cudaFuncSetAttribute(run_owners<WB>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_b));
+      measure("RB", "row owners", WB, smem_b,
+              [&](float* o) { run_owners<WB><<<int(nb), WB * 32, smem_b>>>(sorted, ptr, rows.x, o, N, S, sbits); });
+    }
+    auto staged = [&]<int W>() {
+      const int smem_d = staged_smem(W, S);
+      CK(cudaFuncSetAttribute(run_staged<W>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_d));
+      measure("RD", "owners + cp.async stages", W, smem_d,
+              [&](float* o) { run_staged<W><<<int(nb), W * 32, smem_d>>>(sorted, ptr, rows.x, o, N, S, sbits); });
+    };
+    staged.template operator()<8>();
+    if (S == 6) staged.template operator()<4>();
     CK(cudaFree(temp));
     CK(cudaFree(ptr));
   }
