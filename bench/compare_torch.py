@@ -125,6 +125,20 @@ def copy_bandwidth(device: torch.device, clock: Clock) -> float:
     return 2.0 * n * 4 / (best * 1e-3)
 
 
+def kernel_profile(fn: Callable[[], Any], clock: Clock, calls: int) -> dict:
+    """`calls` event-timed calls under torch.profiler: their event median and each device kernel's
+    count and average duration (ms), longest total first."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        times = [clock.time_ms(fn) for _ in range(calls)]
+    def total_us(e: Any) -> float:  # device_time_total in torch 2.x; cuda_time_total before
+        return float(getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0)) or 0.0)
+    kernels = [{"name": e.key, "count": e.count, "avg_ms": total_us(e) / max(e.count, 1) / 1e3}
+               for e in prof.key_averages() if total_us(e) > 0]
+    kernels.sort(key=lambda k: -k["avg_ms"] * k["count"])
+    return {"event_median_ms": statistics.median(times), "event_ms": times, "kernels": kernels[:6]}
+
+
 def git_revision() -> str:
     if os.environ.get("PIPELINK_GIT_REVISION"):
         return os.environ["PIPELINK_GIT_REVISION"]
@@ -198,6 +212,11 @@ def main() -> int:
                     "built untimed (pipelink-plan-build after it is an error). Why: Python's "
                     "PipeLink rows ran 0.2-0.4 ms above C++'s after the torch rows (H200, v12), and running "
                     "them first tells a process-history effect from a binding one")
+    ap.add_argument("--kernel-profile", action="store_true",
+                    help="CUDA: after each PipeLink row's samples, time as many calls again under torch.profiler "
+                    "and log the device kernels' average durations beside those calls' event times. Why: "
+                    "Python's planned rows ran 0.1-0.3 ms over C++'s while ncu timed the kernel alone at "
+                    "4.07 against 4.04 ms (session 18): in the kernel or outside it, in the warm state")
     ap.add_argument("--json"), ap.add_argument("--markdown"), ap.add_argument("--png")
     a = ap.parse_args()
     wanted = [v.strip() for v in a.variants.split(",") if v.strip()] if a.variants is not None else []
@@ -337,6 +356,16 @@ def main() -> int:
                 v["memory_warm"] = memory_after(device, base)
                 if name.startswith("pipelink-planned"):
                     v["plan_bytes_after"] = state["plan"].nbytes
+            if a.kernel_profile and device.type == "cuda" and name.startswith("pipelink"):
+                try:
+                    v["kernel_profile"] = kernel_profile(fn, clock, a.repeats)
+                except Exception as ex:  # noqa: BLE001 -- a profiler problem must not cost the row
+                    v["kernel_profile"] = {"error": f"{type(ex).__name__}: {ex}"[:300], "event_median_ms": math.nan,
+                                           "kernels": []}
+                log(f"{name}: under torch.profiler, event median {v['kernel_profile']['event_median_ms']:.3f} ms; "
+                    + "; ".join(f"{k['name'][:60]} x{k['count']} avg {k['avg_ms']:.3f} ms"
+                                for k in v["kernel_profile"]["kernels"])
+                    + (f" ({v['kernel_profile']['error']})" if "error" in v["kernel_profile"] else ""))
             v["median_ms"], v["min_ms"], v["max_ms"] = statistics.median(samples), min(samples), max(samples)
             if name != "pipelink-plan-build":
                 v["effective_gbs"] = must_move / (v["median_ms"] * 1e-3) / 1e9

@@ -21,7 +21,6 @@
 #          TRACE_BUILD=1 (the main benchmarks log each plan build's steps: PIPELINK_LOG_LEVEL=debug),
 #          MICRO="file.cu ..." (standalone micro-benchmarks under bench/micro, built and run first),
 #          NCU_PY="products-like" (the planned run's kernel under ncu from Python and from C++),
-#          NSYS_PY="products-like" (the same two callers under nsys: kernels, gaps, API calls),
 #          COMPARE_ALLOC (torch allocator backends for COMPARE, default "native"),
 #          DEADLINE_S (see step() below)
 set -uo pipefail
@@ -195,18 +194,6 @@ if [ -n "${NCU_PY:-}" ] && [ ${#pyopt[@]} -gt 0 ]; then
       $cli bench aggregate --workload "$w" --device cuda --repeats 3 --no-null-test --quiet
   done
 fi
-# NSYS_PY="products-like": the same two callers under nsys (every kernel and API call, warm), so
-# that the Python event window's 0.1-0.3 ms over the kernel shows as a gap, another kernel or a
-# longer kernel. ncu (session 18) put the kernel alone at 4.07 ms from Python, 4.04 from C++.
-if [ -n "${NSYS_PY:-}" ] && [ ${#pyopt[@]} -gt 0 ] && command -v nsys >/dev/null; then
-  for w in $NSYS_PY; do
-    step "nsys python $w" nsys.log env PIPELINK_PYTHON_PATH="$PWD/build/gpu/python" nsys profile -o "$OUT/nsys-py-$w" --force-overwrite true \
-      --stats=true --trace=cuda,nvtx python3 bench/compare_torch.py --workload "$w" --no-compile --variants pipelink-planned-w-plan-order --repeats 10
-    step "nsys c++ $w" nsys.log nsys profile -o "$OUT/nsys-cpp-$w" --force-overwrite true --stats=true --trace=cuda,nvtx \
-      $cli bench aggregate --workload "$w" --device cuda --repeats 10 --no-null-test --quiet
-  done
-  rm -f "$OUT"/nsys-*.sqlite "$OUT"/nsys-*.nsys-rep  # the stats are in nsys.log; the reports run to tens of MB
-fi
 if [ -n "${SWEEP:-}" ]; then  # SWEEP=products-like: edge-count sweep to the memory limit, with plots
   step "sweep $SWEEP" bench.log $cli bench sweep --workload "$SWEEP" --device cuda --json "$OUT/sweep-$SWEEP.json"
   step "plot sweep" bench.log python3 bench/plot_sweep.py "$OUT/sweep-$SWEEP.json"
@@ -221,7 +208,7 @@ grep -vE "^=== |^ptxas" "$OUT/micro.log" 2>/dev/null || true
 grep -h "plan build N=" "$OUT/bench.log" 2>/dev/null | tail -n 4 || true
 cat "$OUT"/compare-*.md 2>/dev/null || true
 [ -n "${NCU_PY:-}" ] && grep -E "^=== |gpu__time_duration|dram__bytes_read|lts__t_sector_hit|launch__grid_size" "$OUT/ncu.log" 2>/dev/null | awk '/^===/ {keep = $2 == "ncu" && ($3 == "python" || $3 == "c++"); if (keep) printf "\n%s %s %s:", $2, $3, $4; next} keep && /dram__bytes/ {printf "\n  %s %s", $NF, $(NF-1); next} keep {printf " %s %s", $NF, $(NF-1)} END {print ""}' || true
-[ -n "${NSYS_PY:-}" ] && grep -E "^=== nsys|staged_rows_kernel|permute|cudaLaunchKernel|cudaEventRecord|cudaStreamWait" "$OUT/nsys.log" 2>/dev/null | cut -c1-220 || true
+grep -h "under torch.profiler" "$OUT/bench.log" 2>/dev/null | cut -c1-400 || true
 grep -E "^#|^\| (planned|one-shot|plan-build|lean) " "$OUT/variants.md" 2>/dev/null || true
 cat "$OUT/instr.txt" 2>/dev/null || true
 grep -h "ERROR SUMMARY" "$OUT/sanitizer.log" 2>/dev/null | sort | uniq -c || true
