@@ -62,6 +62,38 @@ def sm_clock_mhz(device: torch.device) -> int | None:
         return None
 
 
+def power_w(device: torch.device) -> float | None:
+    """The board's power draw (W, NVML's running average), where torch can read it (pynvml)."""
+    try:
+        return float(torch.cuda.power_draw(device)) / 1e3
+    except Exception:  # noqa: BLE001 -- no pynvml, or an older torch: settling is then skipped
+        return None
+
+
+def settle(device: torch.device, idle_w: float | None, max_s: float) -> dict:
+    """Idles until the power draw is back within 25% (+10 W) of the process's idle reading, at most
+    `max_s` seconds, so that every row's samples start from the same state.
+
+    Why (H200, session 18, gpu-check's 500 ms NVML log): PipeLink's rows ran back to back after
+    torch.compile's, and the board's draw climbed 121 -> 396 -> 509 -> 596 W across them while
+    the SM clock read 1980, 1920, 1815 MHz after them. The staged kernel itself then averaged
+    4.45 ms under torch.profiler against 3.95 in a process where it ran first (3.96 from C++,
+    whose bench lets the GPU idle during its host-side checks). torch.compile's rows followed
+    their compiles, during which the GPU idled at 121 W. An issue-bound kernel follows the clock.
+    """
+    if device.type != "cuda" or max_s <= 0 or idle_w is None:
+        return {}
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    first = p = power_w(device)
+    if first is None:
+        return {}
+    while p is not None and p > 1.25 * idle_w + 10 and time.perf_counter() - t0 < max_s:
+        time.sleep(0.05)
+        p = power_w(device)
+    return {"power_w_before_settle": first, "power_w_at_start": first if p is None else p, "settle_s": time.perf_counter() - t0}
+
+
 def reference(node_features, source, destination, edge_weight):
     messages = node_features[source] * edge_weight[:, None]
     transformed = torch.tanh(messages)
@@ -212,6 +244,9 @@ def main() -> int:
                     "built untimed (pipelink-plan-build after it is an error). Why: Python's "
                     "PipeLink rows ran 0.2-0.4 ms above C++'s after the torch rows (H200, v12), and running "
                     "them first tells a process-history effect from a binding one")
+    ap.add_argument("--settle-s", type=float, default=10.0,
+                    help="CUDA: before each row's warm-up, idle until the power draw is back near the idle "
+                    "reading taken at start, at most this many seconds (0: no settling). Recorded per row")
     ap.add_argument("--kernel-profile", action="store_true",
                     help="CUDA: after each PipeLink row's samples, time as many calls again under torch.profiler "
                     "and log the device kernels' average durations beside those calls' event times. Why: "
@@ -238,6 +273,7 @@ def main() -> int:
     if device.type == "cuda" and device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
     clock = Clock(device)
+    idle_w = power_w(device) if device.type == "cuda" else None  # before any work of this process
     n, e = WORKLOADS[a.workload]
     f = 64
     log(f"{a.workload}: N={n} E={e} F={f} on {device}; drawing inputs")
@@ -332,6 +368,7 @@ def main() -> int:
             else:
                 v["plan_bytes"] = state["plan"].nbytes
             del y
+            v["settle"] = settle(device, idle_w, a.settle_s)
             for _ in range(a.warmup):
                 fn()
             v["started_utc"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
@@ -407,7 +444,8 @@ def main() -> int:
                      "index_dtype": "int64", "seed": a.seed, "cost_variable": "E"},
         "oracle": "float64 on the same device, edge-chunked",
         "tolerance": "|y - oracle| <= 2 (d_i + 4) 2^-24 S_i per element (PROTOCOL.md §2)",
-        "knobs": {"repeats": a.repeats, "warmup": a.warmup, "chunk_edges": a.chunk_edges,
+        "idle_power_w": idle_w,
+        "knobs": {"repeats": a.repeats, "warmup": a.warmup, "chunk_edges": a.chunk_edges, "settle_s": a.settle_s,
                   "variants": [name for name, _, _ in variants],
                   "PIPELINK_AGG_LONG_ROW": os.environ.get("PIPELINK_AGG_LONG_ROW", "default (64)")},
         "device": {"name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
@@ -518,6 +556,11 @@ def markdown(m: dict) -> str:
             clocks.append(f"{v['name']} {min(mhz)}" + (f"-{max(mhz)}" if max(mhz) != min(mhz) else ""))
     if clocks:
         lines.append("- SM clock after each timed sample (MHz, NVML): " + "; ".join(clocks))
+    settled = [f"{v['name']} {v['settle']['power_w_before_settle']:.0f} -> {v['settle']['power_w_at_start']:.0f} W "
+               f"in {v['settle']['settle_s']:.1f} s" for v in m["variants"] if v.get("settle")]
+    if settled:
+        lines.append(f"- each row's samples started after the draw fell back near idle ({m.get('idle_power_w', 0):.0f} W "
+                     "at start; `--settle-s`): " + "; ".join(settled))
     o = m.get("python_call_overhead")
     if o:
         lines.append(f"- Python call overhead over C++: {o['overhead_us']:.2f} us/call "
