@@ -165,12 +165,15 @@ def copy_bandwidth(device: torch.device, clock: Clock) -> float:
     return 2.0 * n * 4 / (best * 1e-3)
 
 
-def kernel_profile(fn: Callable[[], Any], clock: Clock, calls: int) -> dict:
+def kernel_profile(fn: Callable[[], Any], clock: Clock, calls: int, trace: str | None = None) -> dict:
     """`calls` event-timed calls under torch.profiler: their event median and each device kernel's
-    count and average duration (ms), longest total first."""
+    count and average duration (ms), longest total first; with `trace`, the timeline as a Chrome
+    trace there (chrome://tracing or ui.perfetto.dev: where the GPU idles inside a call)."""
     from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         times = [clock.time_ms(fn) for _ in range(calls)]
+    if trace:
+        prof.export_chrome_trace(trace)
     def total_us(e: Any) -> float:  # device_time_total in torch 2.x; cuda_time_total before
         return float(getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0)) or 0.0)
     kernels = [{"name": e.key, "count": e.count, "avg_ms": total_us(e) / max(e.count, 1) / 1e3}
@@ -258,7 +261,8 @@ def main() -> int:
                     "Recorded per row")
     ap.add_argument("--kernel-profile", action="store_true",
                     help="CUDA: after each PipeLink row's samples, time as many calls again under torch.profiler "
-                    "and log the device kernels' average durations beside those calls' event times. Why: "
+                    "and log the device kernels' average durations beside those calls' event times (with "
+                    "--json, each row's timeline as a Chrome trace beside it). Why: "
                     "Python's planned rows ran 0.1-0.3 ms over C++'s while ncu timed the kernel alone at "
                     "4.07 against 4.04 ms (session 18): in the kernel or outside it, in the warm state")
     ap.add_argument("--json"), ap.add_argument("--markdown"), ap.add_argument("--png")
@@ -404,7 +408,8 @@ def main() -> int:
                     v["plan_bytes_after"] = state["plan"].nbytes
             if a.kernel_profile and device.type == "cuda" and name.startswith("pipelink"):
                 try:
-                    v["kernel_profile"] = kernel_profile(fn, clock, a.repeats)
+                    trace = f"{os.path.splitext(a.json)[0]}-trace-{name}.json" if a.json else None
+                    v["kernel_profile"] = kernel_profile(fn, clock, a.repeats, trace)
                 except Exception as ex:  # noqa: BLE001 -- a profiler problem must not cost the row
                     v["kernel_profile"] = {"error": f"{type(ex).__name__}: {ex}"[:300], "event_median_ms": math.nan,
                                            "kernels": []}
