@@ -80,16 +80,17 @@ def settle(device: torch.device, idle_w: float | None, max_s: float) -> dict:
     the SM clock read 1980, 1815, 1920 MHz after them; the plan-order row took 4.21 ms, its kernel
     4.45 under torch.profiler. Settled (10 s a row), the same row took 3.98 (C++: 3.96). The flat
     rule is there because the first reading can come from a deeper idle than the GPU returns to
-    between rows (78 W at start against a 120 W floor reached ~1 s after each row).
+    between rows (78 W at start against a 120 W floor reached ~1 s after each row); it counts
+    distinct readings only (0.1 s apart), so a reading NVML has not refreshed does not pass as flat.
     """
     if device.type != "cuda" or max_s <= 0 or idle_w is None:
         return {}
-    torch.cuda.synchronize()
+    torch.cuda.synchronize(device)
     t0 = time.perf_counter()
     first = p = power_w(device)
     if first is None:
         return {}
-    recent = [first]
+    recent = [first]  # distinct readings only: a reading NVML has not refreshed is not "flat"
     while time.perf_counter() - t0 < max_s:
         if p <= 1.25 * idle_w + 10 or (len(recent) >= 6 and max(recent[-6:]) <= 1.03 * min(recent[-6:])):
             break
@@ -97,8 +98,9 @@ def settle(device: torch.device, idle_w: float | None, max_s: float) -> dict:
         q = power_w(device)
         if q is None:
             break
+        if q != p:
+            recent.append(q)
         p = q
-        recent.append(p)
     return {"power_w_before_settle": first, "power_w_at_start": p, "settle_s": time.perf_counter() - t0}
 
 
@@ -175,7 +177,8 @@ def kernel_profile(fn: Callable[[], Any], clock: Clock, calls: int, trace: str |
     if trace:
         prof.export_chrome_trace(trace)
     def total_us(e: Any) -> float:  # device_time_total in torch 2.x; cuda_time_total before
-        return float(getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0.0)) or 0.0)
+        t = e.device_time_total if hasattr(e, "device_time_total") else getattr(e, "cuda_time_total", 0.0)
+        return float(t or 0.0)
     kernels = [{"name": e.key, "count": e.count, "avg_ms": total_us(e) / max(e.count, 1) / 1e3}
                for e in prof.key_averages() if total_us(e) > 0]
     kernels.sort(key=lambda k: -k["avg_ms"] * k["count"])
@@ -260,9 +263,9 @@ def main() -> int:
                     "(near the first reading, or flat for 0.5 s), at most this many seconds (0: no settling). "
                     "Recorded per row")
     ap.add_argument("--kernel-profile", action="store_true",
-                    help="CUDA: after each PipeLink row's samples, time as many calls again under torch.profiler "
-                    "and log the device kernels' average durations beside those calls' event times (with "
-                    "--json, each row's timeline as a Chrome trace beside it). Why: "
+                    help="CUDA: after all rows (and the overhead loop), time each PipeLink row's call --repeats times "
+                    "under torch.profiler and log the device kernels' average durations beside those calls' "
+                    "event times (with --json, each row's timeline as a Chrome trace beside it). Why: "
                     "Python's planned rows ran 0.1-0.3 ms over C++'s while ncu timed the kernel alone at "
                     "4.07 against 4.04 ms (session 18): in the kernel or outside it, in the warm state")
     ap.add_argument("--json"), ap.add_argument("--markdown"), ap.add_argument("--png")
@@ -297,7 +300,8 @@ def main() -> int:
     w = torch.rand(e, generator=g, device=device) * 2 - 1
     must_move = e * f * 4 + 2 * e * 4 + e * 4 + n * f * 4  # a row per edge, int32 CSR, w, output
     bw = copy_bandwidth(device, clock)
-    log(f"copy bandwidth {bw / 1e9:.0f} GB/s; float64 oracle")
+    log(f"copy bandwidth {bw / 1e9:.0f} GB/s; float64 oracle"
+        + (f"; idle draw at start {idle_w:.0f} W (--settle-s {a.settle_s:g})" if idle_w is not None else ""))
     y64, bound = oracle(x, src, dst, w, 8_000_000)
 
     def verify(y) -> dict:
@@ -353,6 +357,7 @@ def main() -> int:
         variants = [known[v] for v in wanted if v in known]
 
     results = []
+    to_profile: list[tuple[dict, Callable[[], Any]]] = []
     for name, fn, doc in variants:
         v: dict[str, Any] = {"name": name, "doc": doc}
         try:
@@ -407,16 +412,7 @@ def main() -> int:
                 if name.startswith("pipelink-planned"):
                     v["plan_bytes_after"] = state["plan"].nbytes
             if a.kernel_profile and device.type == "cuda" and name.startswith("pipelink"):
-                try:
-                    trace = f"{os.path.splitext(a.json)[0]}-trace-{name}.json" if a.json else None
-                    v["kernel_profile"] = kernel_profile(fn, clock, a.repeats, trace)
-                except Exception as ex:  # noqa: BLE001 -- a profiler problem must not cost the row
-                    v["kernel_profile"] = {"error": f"{type(ex).__name__}: {ex}"[:300], "event_median_ms": math.nan,
-                                           "kernels": []}
-                log(f"{name}: under torch.profiler, event median {v['kernel_profile']['event_median_ms']:.3f} ms; "
-                    + "; ".join(f"{k['name'][:60]} x{k['count']} avg {k['avg_ms']:.3f} ms"
-                                for k in v["kernel_profile"]["kernels"])
-                    + (f" ({v['kernel_profile']['error']})" if "error" in v["kernel_profile"] else ""))
+                to_profile.append((v, fn))  # after every row and the overhead loop: see below
             v["median_ms"], v["min_ms"], v["max_ms"] = statistics.median(samples), min(samples), max(samples)
             if name != "pipelink-plan-build":
                 v["effective_gbs"] = must_move / (v["median_ms"] * 1e-3) / 1e9
@@ -447,6 +443,21 @@ def main() -> int:
         run_ms = by.get("pipelink-planned", {}).get("median_ms", 0.0)
         overhead = call_overhead_us(state["plan"], x, w, out, device, clock, calls=50 if run_ms > 1.0 else 200)
         log(f"python call overhead: {overhead['overhead_us']:.2f} us/call")
+    # Profiles last: kineto may leave CUPTI attached once a profile ends (pytorch#144455 reports
+    # runs 10-20% slower after it), so no timed row or overhead loop comes after one.
+    for v, fn in to_profile:
+        name = v["name"]
+        settle(device, idle_w, a.settle_s)
+        try:
+            trace = f"{os.path.splitext(a.json)[0]}-trace-{name}.json" if a.json else None
+            v["kernel_profile"] = kernel_profile(fn, clock, a.repeats, trace)
+        except Exception as ex:  # noqa: BLE001 -- a profiler problem must not cost the row
+            v["kernel_profile"] = {"error": f"{type(ex).__name__}: {ex}"[:300], "event_median_ms": None, "kernels": []}
+        kp = v["kernel_profile"]
+        log(f"{name}: under torch.profiler (after every row), event median "
+            + ("-" if kp["event_median_ms"] is None else f"{kp['event_median_ms']:.3f} ms")
+            + "; " + "; ".join(f"{k['name'][:60]} x{k['count']} avg {k['avg_ms']:.3f} ms" for k in kp["kernels"])
+            + (f" ({kp['error']})" if "error" in kp else ""))
 
     checks = acceptance(results, ratios, overhead, e, a.workload)
     meta = {

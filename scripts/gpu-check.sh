@@ -183,13 +183,14 @@ fi
 # the gap in the event window, a longer one in the data or its placement. Launch counts are capped:
 # uncapped, ncu replayed every launch of compare_torch's later steps too and ran past 325 s
 # (session 18). Python's first 4 launches are the planned variant's cold call and its first runs;
-# the C++ bench's 40 start with the one-shot's (grid size tells the two apart). Clocks are left
-# to the driver (--clock-control none) so that durations compare with the events' 1980 MHz.
+# the C++ bench's 40 start with the one-shot's (8 of them in session 18; the grid is the same for
+# both, so only the launch index tells them apart). Clocks are left to the driver (--clock-control
+# none) so that durations compare with the events' 1980 MHz.
 if [ -n "${NCU_PY:-}" ] && [ ${#pyopt[@]} -gt 0 ]; then
   m=gpu__time_duration.sum,dram__bytes_read.sum,lts__t_sector_hit_rate.pct,launch__grid_size
   for w in $NCU_PY; do
     step "ncu python $w" ncu.log env PIPELINK_PYTHON_PATH="$PWD/build/gpu/python" ncu --metrics "$m" -k regex:staged_rows_kernel --launch-count 4 --clock-control none \
-      python3 bench/compare_torch.py --workload "$w" --no-compile --variants pipelink-planned-w-plan-order --repeats 3 --warmup 0
+      python3 bench/compare_torch.py --workload "$w" --no-compile --variants pipelink-planned-w-plan-order --repeats 3 --warmup 0 --settle-s 0
     step "ncu c++ $w" ncu.log ncu --metrics "$m" -k regex:staged_rows_kernel --launch-count 40 --clock-control none \
       $cli bench aggregate --workload "$w" --device cuda --repeats 3 --no-null-test --quiet
   done
@@ -207,7 +208,7 @@ grep -E "^\| |vs three-op|null test|vs default|bitwise" "$OUT/bench.md" 2>/dev/n
 grep -vE "^=== |^ptxas" "$OUT/micro.log" 2>/dev/null || true
 grep -h "plan build N=" "$OUT/bench.log" 2>/dev/null | tail -n 4 || true
 cat "$OUT"/compare-*.md 2>/dev/null || true
-[ -n "${NCU_PY:-}" ] && grep -E "^=== |gpu__time_duration|dram__bytes_read|lts__t_sector_hit|launch__grid_size" "$OUT/ncu.log" 2>/dev/null | awk '/^===/ {keep = $2 == "ncu" && ($3 == "python" || $3 == "c++"); if (keep) printf "\n%s %s %s:", $2, $3, $4; next} keep && /dram__bytes/ {printf "\n  %s %s", $NF, $(NF-1); next} keep {printf " %s%s", $NF, ($(NF-1) ~ /__/ ? "" : " " $(NF-1))} END {print ""}' || true
+[ -n "${NCU_PY:-}" ] && grep -E "^=== |gpu__time_duration|dram__bytes_read|lts__t_sector_hit|launch__grid_size" "$OUT/ncu.log" 2>/dev/null | awk '/^===/ {keep = $2 == "ncu" && ($3 == "python" || $3 == "c++"); if (keep) {sub(/:$/, "", $4); printf "\n%s %s %s:", $2, $3, $4}; next} keep && /dram__bytes/ {printf "\n  %s %s", $NF, $(NF-1); next} keep {printf " %s%s", $NF, ($(NF-1) ~ /__/ ? "" : " " $(NF-1))} END {print ""}' || true
 grep -h "under torch.profiler" "$OUT/bench.log" 2>/dev/null | cut -c1-400 || true
 grep -E "^#|^\| (planned|one-shot|plan-build|lean) " "$OUT/variants.md" 2>/dev/null || true
 cat "$OUT/instr.txt" 2>/dev/null || true

@@ -423,6 +423,7 @@ int main(int argc, char** argv) {
       poison<<<blocks, 256>>>(out2, N * F);
       run(rows.out);
       run(out2);
+      CK(cudaGetLastError());  // a launch that failed would leave both outputs poisoned, and "equal"
       CK(cudaDeviceSynchronize());
       std::snprintf(note, sizeof note, "rel err vs f64 %.2e, two runs %s", rel_to_oracle(rows.out, ref, N * F),
                     same_bits(rows.out, out2, N * F) ? "bitwise equal" : "DIFFER");
