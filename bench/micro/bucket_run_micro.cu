@@ -5,6 +5,9 @@
 //   nvcc -O3 -std=c++20 -arch=sm_90 bench/micro/bucket_run_micro.cu -o brm && ./brm [E]
 //   (gpu-check: MICRO=bucket_run_micro.cu)
 //
+// Not new: v14 (session 11, `bucket_oneshot_micro.cu`, removed at 35fda52) measured a warp per
+// 64-row bucket with its sums in shared memory, run 4.66 ms at best, and dropped it. This micro
+// was written before that entry was found; it measures block-wide forms of the same split.
 // Why (docs/perf-notes.md v21): issue 3's one-shot (<= 6.0 ms) is at 6.42 on products-like: the
 // build's init and CUB's three onesweep passes of 12-byte elements (~2.45 ms) plus a run with w in
 // plan order (~3.95). Every sort of the full 22-bit key measured was >= 2.13 ms; a 16-bit key in
