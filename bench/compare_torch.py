@@ -370,6 +370,12 @@ def main() -> int:
             if name == "pipelink-planned-w-plan-order":  # for the last plan built; outside the timing
                 state["pw"] = state["plan"].permute_weights(w)
                 clock.sync()
+            if name.startswith("pipelink-planned"):
+                # The plan the call keeps counts in its memory (acceptance()), whether the plan-build
+                # row built it or it was built untimed above: until session 18 only the former was
+                # counted, and a run without the plan-build row judged the first call at 8.68
+                # B/edge ("holds") where it peaks at 16.88.
+                v["plan_bytes_before"] = state["plan"].nbytes
             base = memory_reset(device)
             t0 = time.perf_counter()
             y = fn()
@@ -507,7 +513,7 @@ def acceptance(results: list, ratios: dict, overhead: Optional[dict], edges: int
 
     Extra memory is over the inputs and the (caller-allocated) output: the larger of the PipeLink
     allocator's and the process-level peak during the call, plus, for the planned call, the plan
-    it keeps (built before the call). The first (cold) call is judged, and a warm call beside it
+    it keeps (built before the call, by the plan-build row or untimed). The first (cold) call is judged, and a warm call beside it
     on CUDA (with the plan as kept by then). The overhead criterion is defined on arxiv-like.
     """
     by = {v["name"]: v for v in results}
@@ -527,7 +533,7 @@ def acceptance(results: list, ratios: dict, overhead: Optional[dict], edges: int
         mem = v["memory"]
         extra = max(mem.get("pipelink_allocator_peak_extra") or 0, mem.get("process_extra") or 0)
         if name == "pipelink-planned":
-            extra += by.get("pipelink-plan-build", {}).get("plan_bytes", 0)
+            extra += v.get("plan_bytes_before", by.get("pipelink-plan-build", {}).get("plan_bytes", 0))
         per_edge = extra / edges if edges else 0.0
         checks.append({"criterion": f"{name}: extra peak memory <= 12 B/edge plus the output",
                        "measured": per_edge, "holds": per_edge <= 12.0})

@@ -248,3 +248,29 @@ def test_tensors_that_want_gradients_are_refused(rng):
     with torch.no_grad():  # inference: fine
         y = pt.aggregate(x, src, dst, w)
     check(y, x.detach(), src, dst, w)
+
+
+def test_compare_torch_acceptance_counts_the_plan_either_way():
+    """Issue 4's memory criterion for the planned call counts the plan it keeps, whether the
+    plan-build row built it or the script built it untimed (until session 18 only the former:
+    a run without the plan-build row judged 8.68 B/edge where the call peaks at 16.88)."""
+    import importlib.util
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    spec = importlib.util.spec_from_file_location("compare_torch", os.path.join(root, "bench", "compare_torch.py"))
+    ct = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ct)
+    E = 1000
+    call = {"pipelink_allocator_peak_extra": 8 * E, "process_extra": 6 * E}
+
+    def judged(results):
+        checks = ct.acceptance(results, {}, None, E, "products-like")
+        return next(c["measured"] for c in checks if c["criterion"].startswith("pipelink-planned: extra peak"))
+
+    untimed = [{"name": "pipelink-planned", "memory": call, "plan_bytes_before": 9 * E}]
+    assert judged(untimed) == 17.0
+    built = [{"name": "pipelink-plan-build", "plan_bytes": 9 * E}, {"name": "pipelink-planned", "memory": call}]
+    assert judged(built) == 17.0
+    # Broken on purpose once (the old line, `extra += by["pipelink-plan-build"]["plan_bytes"]` only):
+    # the untimed case then judged 8.0 and this test failed.
