@@ -34,6 +34,7 @@
 
 #include <cstring>
 #include <functional>
+#include <utility>
 
 #include "micro_harness.cuh"
 
@@ -193,41 +194,9 @@ __global__ void __launch_bounds__(kThreads) pass1v(const float* __restrict__ w, 
     for (int j = lane; j < n; j += 32) inter[o + j] = smem[a + j];
   }
 }
-// P1r (session 17, not yet run): pass1v's loads, and a warp stores a span of 32 consecutive runs
-// 32 slots a step, every lane busy, instead of one run at a time (runs of ~39 floats at T = 49152
-// take 2 steps, the second with ~7 lanes: ~64 steps per 32 runs against ~39 here). A lane finds
-// the run holding its slot by a 5-step search over the span's run starts, one per lane, through
-// shuffles (runs may be empty: the last run whose start is <= the slot holds it). Why: pass1v
-// took 0.255 ms against ~0.16 for its bytes; its store phase is the part pass 2 (0.167) lacks.
-// Expected: pass 1 ~0.22-0.23 if the steps are the cost, no change if the stores' sectors are.
-__global__ void __launch_bounds__(kThreads) pass1r(const float* __restrict__ w, const u16* __restrict__ tl,
-                                                   const u16* __restrict__ rs, const u32* __restrict__ ds,
-                                                   float* __restrict__ inter, i64 E, int T, i64 nb) {
-  extern __shared__ float smem[];
-  u32* dsm = reinterpret_cast<u32*>(smem + T);
-  u16* rsm = reinterpret_cast<u16*>(dsm + nb);
-  load_tile_vec(w, tl, rs, ds, smem, dsm, rsm, E, T, nb);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (i64 b0 = i64(warp) * 32; b0 < nb; b0 += i64(kThreads / 32) * 32) {
-    const i64 bk = b0 + lane;
-    const int sk = int(rsm[bk < nb ? bk : nb]);  // past the last run: the tile's end, never <= a slot
-    const u32 dk = bk < nb ? dsm[bk] : 0u;
-    const int lo = rsm[b0], hi = rsm[b0 + 32 < nb ? b0 + 32 : nb];
-    for (int base = lo; base < hi; base += 32) {
-      const int j = base + lane;
-      int r = 0;  // the last k with start_k <= j (start_0 = lo <= j)
-#pragma unroll
-      for (int step = 16; step >= 1; step >>= 1) {
-        const int c = r + step;
-        const int sc = __shfl_sync(0xFFFFFFFFu, sk, c);
-        if (sc <= j) r = c;  // c <= 31: r + 16 + 8 + 4 + 2 + 1 at most
-      }
-      const int sr = __shfl_sync(0xFFFFFFFFu, sk, r);
-      const u32 dr = __shfl_sync(0xFFFFFFFFu, dk, r);
-      if (j < hi) inter[dr + u32(j - sr)] = smem[j];
-    }
-  }
-}
+// P1r (session 17; measured in session 18, removed): a warp storing a span of 32 runs a step,
+// every lane busy, instead of one run at a time. 0.254 ms against P1v's 0.257 at T = 49152,
+// slower at 32768 and 24576: the warp steps are not pass 1's cost. Kernel in git at 1bae47d.
 __global__ void __launch_bounds__(kThreads) pass2v(const float* inter, const u16* __restrict__ lidx, float* out, i64 E,
                                                    int B) {
   extern __shared__ float smem[];
@@ -300,8 +269,14 @@ int main(int argc, char** argv) {
   u16 *tl = dalloc<u16>(E), *lidx = dalloc<u16>(E);
   // T = B: 49152 (192 KB of w a block, runs of ~39 floats), 32768 (128 KB, ~17), 24576 (96 KB: two
   // blocks an SM, runs of ~10). u16 places and run starts need T, B <= 65535.
-  for (const int TB : {49152, 32768, 24576}) {
-    const int T = TB, B = TB;
+  // T != B (session 18): pass 1 measured 0.255 / 0.307 / 0.375 ms at T = B = 49152 / 32768 /
+  // 24576. Two models fit those three: a cost per tile size, t = 0.135 + 5898 / T, or a cost per
+  // run (tiles x buckets runs: 1.59M, 3.56M, 6.34M), t = 0.215 + 0.025 per million runs. With
+  // T and B apart they disagree: (T, B) = (49152, 24576), 3.17M runs: 0.255 by the first, ~0.29
+  // by the second; (24576, 49152), 3.17M runs: 0.375 against ~0.29. The first says larger tiles
+  // (two-block clusters, DSMEM) are worth building; the second says only fewer runs are.
+  const std::pair<int, int> configs[] = {{49152, 49152}, {32768, 32768}, {24576, 24576}, {49152, 24576}, {24576, 49152}};
+  for (const auto& [T, B] : configs) {
     const i64 tiles = (E + T - 1) / T, nb = (E + B - 1) / B;
     u32 *cnt = dalloc<u32>(tiles * nb), *start = dalloc<u32>(tiles * nb), *ds = dalloc<u32>(tiles * nb);
     u16* rs = dalloc<u16>(tiles * (nb + 1));
@@ -336,15 +311,14 @@ int main(int argc, char** argv) {
     char name[96], note[160];
     std::snprintf(note, sizeof note, "tiles %lld, buckets %lld, run tables %.2f B/edge", (long long)tiles, (long long)nb,
                   double(tiles * nb * 4 + tiles * (nb + 1) * 2) / double(E));
-    std::printf("T = B = %d: S structures built in %.2f ms (one run, unoptimised; CUB scratch allocations and first "
-                "launches included)  %s\n",
-                T, double(build_ms), note);
+    std::printf("T = %d, B = %d: S structures built in %.2f ms (one run, unoptimised; CUB scratch allocations and "
+                "first launches included)  %s\n",
+                T, B, double(build_ms), note);
     const int smem1 = int(T * 4 + nb * 4 + (nb + 1) * 2), smem2 = B * 4;
     CK(cudaFuncSetAttribute(pass1<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
     CK(cudaFuncSetAttribute(pass1<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
     CK(cudaFuncSetAttribute(pass2, cudaFuncAttributeMaxDynamicSharedMemorySize, smem2));
     CK(cudaFuncSetAttribute(pass1v, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
-    CK(cudaFuncSetAttribute(pass1r, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
     CK(cudaFuncSetAttribute(pass2v, cudaFuncAttributeMaxDynamicSharedMemorySize, smem2));
     auto p1 = [&](bool search) {
       if (search) pass1<true><<<int(tiles), kThreads, smem1>>>(w, tl, rs, ds, inter, E, T, nb);
@@ -352,7 +326,6 @@ int main(int argc, char** argv) {
     };
     auto p2 = [&](float* o) { pass2<<<int(nb), kThreads, smem2>>>(inter, lidx, o, E, B); };
     auto p1v = [&] { pass1v<<<int(tiles), kThreads, smem1>>>(w, tl, rs, ds, inter, E, T, nb); };
-    auto p1r = [&] { pass1r<<<int(tiles), kThreads, smem1>>>(w, tl, rs, ds, inter, E, T, nb); };
     auto p2v = [&](float* o) { pass2v<<<int(nb), kThreads, smem2>>>(inter, lidx, o, E, B); };
     // Each line: the samples first, then the check of what the last sample left (a NaN poison
     // first, so that a slot never written shows).
@@ -361,22 +334,22 @@ int main(int argc, char** argv) {
       CK(cudaMemset(inter, 0xFF, E * 4));
       const std::vector<float> t = micro::timed(f);
       const bool ok = result == nullptr || same_bits(result, ref, E);
-      std::snprintf(name, sizeof name, "%s (T=B=%d)", label, T);
+      std::snprintf(name, sizeof name, "%s (T=%d B=%d)", label, T, B);
       micro::report(name, t, result == nullptr ? "" : ok ? "OK (bitwise the gather's)" : "MISMATCH");
     };
-    line("P1 pass 1, a warp a run", [&] { p1(false); }, nullptr);
-    line("P1s pass 1, a thread a slot", [&] { p1(true); }, nullptr);
-    line("P2 pass 2 alone, to its own buffer", [&] { p2(out); }, nullptr);
-    line("P  pass 1 (warp a run) + pass 2", [&] { p1(false); p2(out); }, out);
-    line("Ps pass 1 (thread a slot) + pass 2", [&] { p1(true); p2(out); }, out);
-    line("Pi pass 1 (warp a run) + pass 2 in place", [&] { p1(false); p2(inter); }, inter);
+    if (T == B) {  // the session 14-17 lines, measured at these three sizes
+      line("P1 pass 1, a warp a run", [&] { p1(false); }, nullptr);
+      line("P1s pass 1, a thread a slot", [&] { p1(true); }, nullptr);
+      line("P2 pass 2 alone, to its own buffer", [&] { p2(out); }, nullptr);
+      line("P  pass 1 (warp a run) + pass 2", [&] { p1(false); p2(out); }, out);
+      line("Ps pass 1 (thread a slot) + pass 2", [&] { p1(true); p2(out); }, out);
+      line("Pi pass 1 (warp a run) + pass 2 in place", [&] { p1(false); p2(inter); }, inter);
+      line("P1v + P2 (pass 2 one edge a thread)", [&] { p1v(); p2(out); }, out);
+    }
     line("P1v pass 1, 16-byte loads, 4 in flight", [&] { p1v(); }, nullptr);
     line("P2v pass 2 alone, 16-byte loads and stores", [&] { p2v(out); }, nullptr);
     line("Pv  P1v + P2v", [&] { p1v(); p2v(out); }, out);
     line("Pvi P1v + P2v in place", [&] { p1v(); p2v(inter); }, inter);
-    line("P1v + P2 (pass 2 one edge a thread)", [&] { p1v(); p2(out); }, out);
-    line("P1r pass 1, 16-byte loads, a warp a span of 32 runs", [&] { p1r(); }, nullptr);
-    line("Pr  P1r + P2v", [&] { p1r(); p2v(out); }, out);
     CK(cudaFree(cnt));
     CK(cudaFree(start));
     CK(cudaFree(ds));
