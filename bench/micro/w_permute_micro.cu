@@ -31,6 +31,7 @@
 // Every variant's output is compared bitwise with the gather's (a permutation is exact).
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
+#include <cooperative_groups.h>
 
 #include <cstring>
 #include <functional>
@@ -40,6 +41,7 @@
 
 namespace {
 
+namespace cg = cooperative_groups;
 using micro::dalloc;
 using micro::i64;
 using u16 = std::uint16_t;
@@ -197,6 +199,57 @@ __global__ void __launch_bounds__(kThreads) pass1v(const float* __restrict__ w, 
 // P1r (session 17; measured in session 18, removed): a warp storing a span of 32 runs a step,
 // every lane busy, instead of one run at a time. 0.254 ms against P1v's 0.257 at T = 49152,
 // slower at 32768 and 24576: the warp steps are not pass 1's cost. Kernel in git at 1bae47d.
+// P1c (session 18, not yet run): pass 1 with a tile held by a cluster of two blocks, each block
+// the half of the tile's places [rank H, rank H + H), H = T / 2, in its own shared memory, the
+// other half reached through distributed shared memory (Hopper). So T = 65528 fits (the 16-bit
+// places and run starts need T <= 65535; one block holds at most ~49152 floats). Each block
+// loads half of the tile's edges (16-byte loads) and writes each w to whichever block holds its
+// place; after the cluster barrier each block stores half of the tile's runs, reading a run's
+// places from either half. Why and what to expect: the T != B lines above (by the tile-size fit
+// ~0.225 ms at T = 65528, B = 49152; by the per-run fit ~0.245; P1v at 49152: 0.255).
+__global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads)
+    pass1c(const float* __restrict__ w, const u16* __restrict__ tl, const u16* __restrict__ rs,
+           const u32* __restrict__ ds, float* __restrict__ inter, i64 E, int T, i64 nb) {
+  extern __shared__ float smem[];
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = int(cluster.block_rank()), H = T / 2;  // T a multiple of 8: both halves 16-byte aligned
+  float* const h0 = cluster.map_shared_rank(smem, 0);
+  float* const h1 = cluster.map_shared_rank(smem, 1);
+  u32* dsm = reinterpret_cast<u32*>(smem + H);
+  u16* rsm = reinterpret_cast<u16*>(dsm + nb);
+  const i64 t = blockIdx.x / 2, t0 = t * T;
+  const int len = int(E - t0 < T ? E - t0 : i64(T));
+  const int lo = rank * H, hi = rank == 0 ? (len < H ? len : H) : len;  // this block's edges of the tile
+  const int n4 = lo + ((hi - lo > 0 ? hi - lo : 0) & ~3);
+  auto put = [&](unsigned place, float v) {  // selects, not an array: a runtime index would put it in local memory
+    const bool upper = place >= unsigned(H);
+    (upper ? h1 : h0)[place - (upper ? H : 0)] = v;
+  };
+  cluster.sync();  // both blocks running before either writes the other's shared memory
+#pragma unroll 4
+  for (int i = lo + threadIdx.x * 4; i < n4; i += kThreads * 4) {
+    const float4 v = __ldg(reinterpret_cast<const float4*>(w + t0 + i));
+    const uint2 k = __ldg(reinterpret_cast<const uint2*>(tl + t0 + i));
+    put(k.x & 0xFFFFu, v.x);
+    put(k.x >> 16, v.y);
+    put(k.y & 0xFFFFu, v.z);
+    put(k.y >> 16, v.w);
+  }
+  for (int i = n4 + threadIdx.x; i < hi; i += kThreads) put(tl[t0 + i], __ldg(w + t0 + i));
+  for (i64 i = threadIdx.x; i < nb; i += kThreads) dsm[i] = ds[t * nb + i];
+  for (i64 i = threadIdx.x; i <= nb; i += kThreads) rsm[i] = rs[t * (nb + 1) + i];
+  cluster.sync();  // every w of the tile placed, in both halves
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (i64 b = i64(rank) * (kThreads / 32) + warp; b < nb; b += 2 * (kThreads / 32)) {
+    const int a = rsm[b], n = rsm[b + 1] - a;
+    const u32 o = dsm[b];
+    for (int j = lane; j < n; j += 32) {
+      const int place = a + j;
+      inter[o + j] = place < H ? h0[place] : h1[place - H];
+    }
+  }
+  cluster.sync();  // neither block leaves while the other may still read its half
+}
 __global__ void __launch_bounds__(kThreads) pass2v(const float* inter, const u16* __restrict__ lidx, float* out, i64 E,
                                                    int B) {
   extern __shared__ float smem[];
@@ -275,7 +328,9 @@ int main(int argc, char** argv) {
   // T and B apart they disagree: (T, B) = (49152, 24576), 3.17M runs: 0.255 by the first, ~0.29
   // by the second; (24576, 49152), 3.17M runs: 0.375 against ~0.29. The first says larger tiles
   // (two-block clusters, DSMEM) are worth building; the second says only fewer runs are.
-  const std::pair<int, int> configs[] = {{49152, 49152}, {32768, 32768}, {24576, 24576}, {49152, 24576}, {24576, 49152}};
+  // (65528, 49152): the tile held by a two-block cluster (P1c), 1.19M runs; P1v cannot hold it.
+  const std::pair<int, int> configs[] = {{49152, 49152}, {32768, 32768}, {24576, 24576},
+                                         {49152, 24576}, {24576, 49152}, {65528, 49152}};
   for (const auto& [T, B] : configs) {
     const i64 tiles = (E + T - 1) / T, nb = (E + B - 1) / B;
     u32 *cnt = dalloc<u32>(tiles * nb), *start = dalloc<u32>(tiles * nb), *ds = dalloc<u32>(tiles * nb);
@@ -314,11 +369,16 @@ int main(int argc, char** argv) {
     std::printf("T = %d, B = %d: S structures built in %.2f ms (one run, unoptimised; CUB scratch allocations and "
                 "first launches included)  %s\n",
                 T, B, double(build_ms), note);
+    const bool cluster = T > 49152;  // one block cannot hold the tile: P1c only
     const int smem1 = int(T * 4 + nb * 4 + (nb + 1) * 2), smem2 = B * 4;
-    CK(cudaFuncSetAttribute(pass1<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
-    CK(cudaFuncSetAttribute(pass1<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
+    const int smem1c = int(T / 2 * 4 + nb * 4 + (nb + 1) * 2);
+    if (!cluster) {
+      CK(cudaFuncSetAttribute(pass1<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
+      CK(cudaFuncSetAttribute(pass1<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
+      CK(cudaFuncSetAttribute(pass1v, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
+    }
+    CK(cudaFuncSetAttribute(pass1c, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1c));
     CK(cudaFuncSetAttribute(pass2, cudaFuncAttributeMaxDynamicSharedMemorySize, smem2));
-    CK(cudaFuncSetAttribute(pass1v, cudaFuncAttributeMaxDynamicSharedMemorySize, smem1));
     CK(cudaFuncSetAttribute(pass2v, cudaFuncAttributeMaxDynamicSharedMemorySize, smem2));
     auto p1 = [&](bool search) {
       if (search) pass1<true><<<int(tiles), kThreads, smem1>>>(w, tl, rs, ds, inter, E, T, nb);
@@ -326,6 +386,7 @@ int main(int argc, char** argv) {
     };
     auto p2 = [&](float* o) { pass2<<<int(nb), kThreads, smem2>>>(inter, lidx, o, E, B); };
     auto p1v = [&] { pass1v<<<int(tiles), kThreads, smem1>>>(w, tl, rs, ds, inter, E, T, nb); };
+    auto p1c = [&] { pass1c<<<int(2 * tiles), kThreads, smem1c>>>(w, tl, rs, ds, inter, E, T, nb); };
     auto p2v = [&](float* o) { pass2v<<<int(nb), kThreads, smem2>>>(inter, lidx, o, E, B); };
     // Each line: the samples first, then the check of what the last sample left (a NaN poison
     // first, so that a slot never written shows).
@@ -346,10 +407,16 @@ int main(int argc, char** argv) {
       line("Pi pass 1 (warp a run) + pass 2 in place", [&] { p1(false); p2(inter); }, inter);
       line("P1v + P2 (pass 2 one edge a thread)", [&] { p1v(); p2(out); }, out);
     }
-    line("P1v pass 1, 16-byte loads, 4 in flight", [&] { p1v(); }, nullptr);
-    line("P2v pass 2 alone, 16-byte loads and stores", [&] { p2v(out); }, nullptr);
-    line("Pv  P1v + P2v", [&] { p1v(); p2v(out); }, out);
-    line("Pvi P1v + P2v in place", [&] { p1v(); p2v(inter); }, inter);
+    if (!cluster) {
+      line("P1v pass 1, 16-byte loads, 4 in flight", [&] { p1v(); }, nullptr);
+      line("P2v pass 2 alone, 16-byte loads and stores", [&] { p2v(out); }, nullptr);
+      line("Pv  P1v + P2v", [&] { p1v(); p2v(out); }, out);
+      line("Pvi P1v + P2v in place", [&] { p1v(); p2v(inter); }, inter);
+    }
+    if (T % 8 == 0 && (T == 49152 || cluster)) {  // P1c at one single-block size too, against P1v
+      line("P1c pass 1, the tile in a two-block cluster", [&] { p1c(); }, nullptr);
+      line("Pc  P1c + P2v", [&] { p1c(); p2v(out); }, out);
+    }
     CK(cudaFree(cnt));
     CK(cudaFree(start));
     CK(cudaFree(ds));
