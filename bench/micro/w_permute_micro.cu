@@ -212,18 +212,21 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads)
            const u32* __restrict__ ds, float* __restrict__ inter, i64 E, int T, i64 nb) {
   extern __shared__ float smem[];
   cg::cluster_group cluster = cg::this_cluster();
-  const int rank = int(cluster.block_rank()), H = T / 2;  // T a multiple of 8: both halves 16-byte aligned
-  float* const h0 = cluster.map_shared_rank(smem, 0);
-  float* const h1 = cluster.map_shared_rank(smem, 1);
+  const int rank = int(cluster.block_rank()), H = T / 2;  // H a multiple of 4: both halves' edges 16-byte aligned
+  // The other block's half through its cluster address (generic loads and stores); this block's
+  // own half as plain shared memory (a review: through mapa for both, every access was generic).
+  float* const other = cluster.map_shared_rank(smem, rank ^ 1);
   u32* dsm = reinterpret_cast<u32*>(smem + H);
   u16* rsm = reinterpret_cast<u16*>(dsm + nb);
   const i64 t = blockIdx.x / 2, t0 = t * T;
   const int len = int(E - t0 < T ? E - t0 : i64(T));
   const int lo = rank * H, hi = rank == 0 ? (len < H ? len : H) : len;  // this block's edges of the tile
   const int n4 = lo + ((hi - lo > 0 ? hi - lo : 0) & ~3);
-  auto put = [&](unsigned place, float v) {  // selects, not an array: a runtime index would put it in local memory
-    const bool upper = place >= unsigned(H);
-    (upper ? h1 : h0)[place - (upper ? H : 0)] = v;
+  auto put = [&](unsigned place, float v) {
+    const int owner = place >= unsigned(H);
+    const unsigned off = place - (owner ? H : 0);
+    if (owner == rank) smem[off] = v;
+    else other[off] = v;
   };
   cluster.sync();  // both blocks running before either writes the other's shared memory
 #pragma unroll 4
@@ -245,7 +248,9 @@ __global__ void __cluster_dims__(2, 1, 1) __launch_bounds__(kThreads)
     const u32 o = dsm[b];
     for (int j = lane; j < n; j += 32) {
       const int place = a + j;
-      inter[o + j] = place < H ? h0[place] : h1[place - H];
+      const int owner = place >= H;
+      const int off = place - (owner ? H : 0);
+      inter[o + j] = owner == rank ? smem[off] : other[off];
     }
   }
   cluster.sync();  // neither block leaves while the other may still read its half
