@@ -145,17 +145,32 @@ class Clock:
         if self.cuda:
             torch.cuda.synchronize()
 
-    def time_ms(self, fn: Callable[[], Any]) -> float:
+    def time_ms(self, fn: Callable[[], Any], while_running: Optional[Callable[[], Any]] = None) -> float:
+        """One sample; `while_running` is called once the call is queued, before the wait for it.
+
+        Why the hook (H200, session 19, products-like): with the SM clock read through NVML after
+        each sample, the GPU sat idle through the read before the next sample's start event, and
+        samples 2-10 of every row ran longer than the first, which starts behind the warm-up
+        calls (planned 4.357 then 4.46-4.51 ms; w in plan order 3.94 then 4.04-4.16;
+        compile-static 17.09 then 17.4-17.6), while the same calls under torch.profiler, with no
+        read between them, took 4.39-4.41. Read while the call runs, the clock is the one the
+        sample ran at and the read puts no idle time between samples.
+        """
         if self.cuda:
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             a.record()
             fn()
             b.record()
+            if while_running is not None:
+                while_running()
             b.synchronize()
             return float(a.elapsed_time(b))
         t0 = time.perf_counter()
         fn()
-        return (time.perf_counter() - t0) * 1e3
+        ms = (time.perf_counter() - t0) * 1e3
+        if while_running is not None:
+            while_running()
+        return ms
 
 
 def copy_bandwidth(device: torch.device, clock: Clock) -> float:
@@ -396,14 +411,13 @@ def main() -> int:
             for _ in range(a.warmup):
                 fn()
             v["started_utc"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
-            # The SM clock read after each sample too: in session 16 a row's samples stepped from
-            # 4.18-4.23 to 4.48-4.55 ms while gpu-check's 500 ms clock log fell from 1980 to 1815
-            # MHz, and an issue-bound run follows the clock. Rows are compared as ratios, so
-            # their clocks belong beside them.
+            # The SM clock read with each sample too, while it runs (Clock.time_ms): in session 16
+            # a row's samples stepped from 4.18-4.23 to 4.48-4.55 ms while gpu-check's 500 ms clock
+            # log fell from 1980 to 1815 MHz, and an issue-bound run follows the clock. Rows are
+            # compared as ratios, so their clocks belong beside them.
             samples, sample_mhz = [], []
             for _ in range(a.repeats):
-                samples.append(clock.time_ms(fn))
-                sample_mhz.append(sm_clock_mhz(device))
+                samples.append(clock.time_ms(fn, lambda: sample_mhz.append(sm_clock_mhz(device))))
             v["samples_sm_mhz"] = sample_mhz
             v["ended_utc"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
             v["sm_clock_mhz_after"] = sm_clock_mhz(device)
@@ -453,6 +467,12 @@ def main() -> int:
     # runs 10-20% slower after it), so no timed row or overhead loop comes after one.
     for v, fn in to_profile:
         name = v["name"]
+        if name == "pipelink-plan-build":
+            # Built and dropped: the timed fn replaces state["plan"], and the rows profiled after
+            # this one would then run a fresh plan (its first call builds the w tables) or, w in
+            # plan order, reject the weights permuted for the old one (session 19's first run:
+            # ContractViolationError, plan id 23 against 13).
+            fn = lambda: pipelink.AggregatePlan(src, dst, n)  # noqa: E731
         settle(device, idle_w, a.settle_s)
         try:
             trace = f"{os.path.splitext(a.json)[0]}-trace-{name}.json" if a.json else None
@@ -586,7 +606,7 @@ def markdown(m: dict) -> str:
         if mhz:
             clocks.append(f"{v['name']} {min(mhz)}" + (f"-{max(mhz)}" if max(mhz) != min(mhz) else ""))
     if clocks:
-        lines.append("- SM clock after each timed sample (MHz, NVML): " + "; ".join(clocks))
+        lines.append("- SM clock read during each timed sample (MHz, NVML): " + "; ".join(clocks))
     settled = [f"{v['name']} {v['settle']['power_w_before_settle']:.0f} -> {v['settle']['power_w_at_start']:.0f} W "
                f"in {v['settle']['settle_s']:.1f} s" for v in m["variants"] if v.get("settle")]
     if settled:
