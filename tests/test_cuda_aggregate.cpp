@@ -1296,7 +1296,7 @@ TEST_F(CudaAggregate, WeightPermutationKernelsOnASmallGraph) {
 // edge order is always permuted, float64 through its two 32-bit halves. Every kind of run on the
 // compact plan must give the bits of a plan that gathers: float32 and float64 w, no w, weights in
 // plan order, permute_weights itself, the knob turned off afterwards, another stream; and the
-// compact plan keeps exactly 4 bytes an edge less than the plan with its pairs and tables.
+// compact plan keeps exactly its 24-bit src column where the other keeps its 8-byte pairs.
 TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
@@ -1355,7 +1355,9 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
         kept_bytes = k.bytes();
       }
       EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "first run (tables built, plan compacted)";
-      EXPECT_EQ(c.bytes() + std::size_t(E) * 4, kept_bytes) << "a compact plan keeps 4 bytes an edge less";
+      // N <= 2^24: the src column in 24 bits, 96 bytes a 32 entries, for the pairs' 8 bytes an edge.
+      EXPECT_EQ(c.bytes() + std::size_t(E) * 8 - std::size_t((E + 31) / 32 * 96), kept_bytes)
+          << "a compact plan keeps its pairs' 8 bytes an edge as a 24-bit src column";
       EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "second run";
       EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), other.get()), *ref32)) << "another stream";
       EXPECT_TRUE(bitwise_equal(run(c, xdg, wdg.view(), nullptr), *ref64)) << "float64 w, permuted by halves";
@@ -1410,6 +1412,59 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
   ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "96"}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", "1"}});
   check_case({3000, 40000, 64, DType::i32});
   check_case({500, 7000, 5});
+}
+
+// A compact plan's src column in 24 bits (the default where N <= 2^24) and in 32 (N > 2^24, or
+// PIPELINK_AGG_W_PERMUTE_COMPACT=32), with srcs that use the column's top bits: past 2^16 (the
+// 24-bit column's high byte) and past 2^24 (a column that may not be 24 bits). Each against a
+// plan that gathers, on the staged kernel (F = 64), the register walk (F = 2) and split rows,
+// with the bytes each column should keep.
+TEST_F(CudaAggregate, CompactPlanSrcColumnWidths) {
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_FORCE_WIDE");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t E = 200003;
+  struct Case {
+    std::int64_t N;
+    const char* knob;
+    int bits;  // the column the plan should keep
+    std::vector<std::int64_t> features;
+  };
+  const Case cases[] = {{100003, "1", 24, {64, 2}}, {100003, "32", 32, {64, 2}}, {(std::int64_t(1) << 24) + 3, "1", 32, {2}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("N=" + std::to_string(c.N) + " PIPELINK_AGG_W_PERMUTE_COMPACT=" + c.knob);
+    EdgeList g = uniform_graph(c.N, E, seed, DType::i32);
+    auto* src = g.src.data_as<std::int32_t>();
+    auto* dst = g.dst.data_as<std::int32_t>();
+    for (std::int64_t e = 0; e < E; ++e) {
+      if (e % 5 == 0) src[e] = std::int32_t(c.N - 1 - e % 3);  // the top of the range: past 2^16, or 2^24
+      if (e % 3 == 0) dst[e] = e % 2 ? 7 : std::int32_t(c.N - 1);  // two rows of ~33k edges: split
+    }
+    Tensor sg = gpu(g.src), dg = gpu(g.dst), wg = gpu(random_tensor({E}, DType::f32, seed + 1));
+    for (std::int64_t F : c.features) {
+      SCOPED_TRACE("F=" + std::to_string(F));
+      Tensor xg = gpu(random_tensor({c.N, F}, DType::f32, seed + 2, -2, 2));
+      auto run = [&](const AggregatePlan& plan) {
+        Tensor out = poisoned_gpu(c.N, F, DType::f32);
+        aggregate(plan, xg, wg.view(), out, AggregateOptions{Transform::tanh, false});
+        return host(out);
+      };
+      std::optional<Tensor> ref;
+      {
+        ScopedEnv off({{"PIPELINK_AGG_W_PERMUTE", "off"}});
+        ref = run(AggregatePlan::build(sg, dg, c.N));
+      }
+      ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "4096"}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", "0"}});
+      AggregatePlan kept = AggregatePlan::build(sg, dg, c.N);
+      EXPECT_TRUE(bitwise_equal(run(kept), *ref)) << "pairs kept";
+      ScopedEnv compact({{"PIPELINK_AGG_W_PERMUTE_COMPACT", c.knob}});
+      AggregatePlan plan = AggregatePlan::build(sg, dg, c.N);
+      EXPECT_TRUE(bitwise_equal(run(plan), *ref)) << "first run (tables built, plan compacted)";
+      EXPECT_TRUE(bitwise_equal(run(plan), *ref)) << "second run";
+      const std::size_t column = c.bits == 24 ? std::size_t((E + 31) / 32 * 96) : std::size_t(E) * 4;
+      EXPECT_EQ(plan.bytes() + std::size_t(E) * 8 - column, kept.bytes()) << c.bits << "-bit src column";
+    }
+  }
 }
 
 TEST_F(CudaAggregate, WeightPermutationKnobErrorsComeFirst) {

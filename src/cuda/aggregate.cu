@@ -185,14 +185,28 @@ __device__ __forceinline__ std::int64_t pair_id(std::uint64_t p, int src_bits) {
 //               the sorted pairs in place of the ids, so the run reads no w of its own).
 //   kWCompact   as kWPlanOrder, on a compact plan: `pairs` points to its int32 src array (the
 //               ids are gone; PIPELINK_AGG_W_PERMUTE_COMPACT, see "w permutation" below).
+//   kWCompact24 as kWCompact, the src column in 24 bits (N <= 2^24): `pairs` points to 96-byte
+//               chunks of 32 entries, their low 16 bits (64 bytes) then their high 8 (32 bytes).
 // The same weights in the same order, so the same bits in all of them.
-enum : int { kWById = 0, kWPlanOrder = 1, kWInPairs = 2, kWCompact = 3 };
-__host__ __device__ __forceinline__ bool w_plan_order(int wmode) { return wmode == kWPlanOrder || wmode == kWCompact; }
+enum : int { kWById = 0, kWPlanOrder = 1, kWInPairs = 2, kWCompact = 3, kWCompact24 = 4 };
+__host__ __device__ __forceinline__ bool w_plan_order(int wmode) {
+  return wmode == kWPlanOrder || wmode == kWCompact || wmode == kWCompact24;
+}
+// The 24-bit src column (kWCompact24): entry k in chunk k / 32. Two aligned loads, and a warp's
+// 32 consecutive entries are one 64-byte and one 32-byte segment.
+constexpr std::int64_t kCompact24Chunk = 96;
+__host__ __device__ constexpr std::int64_t compact24_bytes(std::int64_t E) { return (E + 31) / 32 * kCompact24Chunk; }
+__device__ __forceinline__ std::int32_t compact24_src(const void* col, std::int64_t k) {
+  const unsigned char* c = static_cast<const unsigned char*>(col) + (k >> 5) * kCompact24Chunk;
+  const int i = int(k & 31);
+  return std::int32_t(reinterpret_cast<const std::uint16_t*>(c)[i]) | (std::int32_t(c[64 + i]) << 16);
+}
 // Plan entry k: the pair, or on a compact plan (narrow only) its src with a zero id.
 template <class Pair>
 __device__ __forceinline__ Pair load_pair(const Pair* pairs, std::int64_t k, int wmode) {
   if constexpr (std::is_same_v<Pair, EdgePair<std::int32_t>>) {
     if (wmode == kWCompact) return Pair{reinterpret_cast<const std::int32_t*>(pairs)[k], 0};
+    if (wmode == kWCompact24) return Pair{compact24_src(pairs, k), 0};
   }
   return pairs[k];
 }
@@ -514,8 +528,9 @@ struct CudaPlan final : AggregatePlan::Impl {
   // and w in edge order is always permuted first. Set once, under wperm_mu, with runs
   // serialized by run_mu.
   bool compact = false;
+  bool compact24 = false;  // the src column in 24 bits (kWCompact24), where N <= 2^24
   bool captured = false;  // a run was captured into a CUDA graph: its replays read the pairs, so no compaction
-  DeviceBuffer srcs;  // int32 [E], compact plans only
+  DeviceBuffer srcs;  // compact plans only: int32 [E], or compact24_bytes(E) of 24-bit chunks
   // Held while a run or permute queues its work: a compaction frees the pairs, which another
   // host thread's run must not be reading.
   std::mutex run_mu;
@@ -1296,11 +1311,14 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     n = row_ptr[r1] - kbase;  // this group's edges, relative to kbase
   }
   const float* const wq = w_plan_order(wmode) && w ? w + kbase : w;  // in plan order: wq[k], else w[edge id]
-  // The group's plan entries: pairs, or a compact plan's src array (kWCompact).
+  // The group's plan entries: pairs, or a compact plan's src column (kWCompact, kWCompact24).
   const EdgePair<std::int32_t>* const gp = pairs + kbase;
   const std::int32_t* const gs = reinterpret_cast<const std::int32_t*>(pairs) + kbase;
-  const bool compact = wmode == kWCompact;
-  auto entry = [&](int k) { return compact ? EdgePair<std::int32_t>{gs[k], 0} : gp[k]; };
+  auto entry = [&](int k) {
+    if (wmode == kWCompact) return EdgePair<std::int32_t>{gs[k], 0};
+    if (wmode == kWCompact24) return EdgePair<std::int32_t>{compact24_src(pairs, kbase + k), 0};
+    return gp[k];
+  };
   // Row ends (relative), 32 rows at a time, one per lane.
   int r = r0, rbase = r0;
   int win = !seg && rbase + lane < r1 ? row_ptr[rbase + lane + 1] - kbase : n;
@@ -1745,7 +1763,10 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
     throw Error("aggregate: internal error: a plan with weights in its pairs run without its float32 weights");
   if (plan.compact && w && !wplan)
     throw Error("aggregate: internal error: a compact plan run with w in edge order (no edge ids to gather by)");
-  const int wmode = plan.w_in_pairs ? kWInPairs : plan.compact ? kWCompact : wplan ? kWPlanOrder : kWById;
+  const int wmode = plan.w_in_pairs ? kWInPairs
+                    : plan.compact  ? (plan.compact24 ? kWCompact24 : kWCompact)
+                    : wplan         ? kWPlanOrder
+                                    : kWById;
   const T* wp = plan.w_in_pairs ? reinterpret_cast<const T*>(pp) : w ? w->data_as<const T>() : nullptr;
   const T* xp = x.data_as<const T>();
   T* op = out.data_as<T>();
@@ -1886,8 +1907,16 @@ bool stream_capturing(cudaStream_t q) {
 // B/edge on products-like, under issue 3's 12); "0" keeps the pairs (a plan that can still
 // gather by edge id). The default since session 16: on the H200 (products-like, `bench --ab`,
 // same rounds) compact plans ran in 4.88 ms against 4.88 for plans that keep their pairs, and
-// the tests and both compact mutants held on the GPU.
-bool w_permute_compact() { return !knob_is_second("PIPELINK_AGG_W_PERMUTE_COMPACT", "1", "0"); }
+// the tests and both compact mutants held on the GPU. "32" compacts into 32-bit srcs where the
+// default would take 24 bits (the column of plans with N > 2^24; for tests and A/B).
+enum class Compact { keep, src32, automatic };
+Compact w_permute_compact() {
+  const char* v = std::getenv("PIPELINK_AGG_W_PERMUTE_COMPACT");
+  if (!v || !*v || std::string_view(v) == "1") return Compact::automatic;
+  if (std::string_view(v) == "0") return Compact::keep;
+  if (std::string_view(v) == "32") return Compact::src32;
+  throw Error(std::string("aggregate: PIPELINK_AGG_W_PERMUTE_COMPACT='") + v + "' is not '1', '0' or '32'");
+}
 
 using u16 = std::uint16_t;
 using u32 = std::uint32_t;
@@ -1896,6 +1925,17 @@ __global__ void compact_srcs_kernel(const EdgePair<std::int32_t>* __restrict__ p
                                     std::int64_t E) {
   for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < E; k += std::int64_t(gridDim.x) * blockDim.x)
     srcs[k] = pairs[k].src;
+}
+// The 24-bit column (compact24_src reads it): src < 2^24, so N <= 2^24.
+__global__ void compact_srcs24_kernel(const EdgePair<std::int32_t>* __restrict__ pairs, unsigned char* __restrict__ col,
+                                      std::int64_t E) {
+  for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < E; k += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::uint32_t v = std::uint32_t(pairs[k].src);
+    unsigned char* c = col + (k >> 5) * kCompact24Chunk;
+    const int i = int(k & 31);
+    reinterpret_cast<std::uint16_t*>(c)[i] = std::uint16_t(v & 0xffffu);
+    c[64 + i] = static_cast<unsigned char>(v >> 16);
+  }
 }
 
 // Bucket b (a block): its plan positions grouped by the tile of their edge, each tile's group a
@@ -2141,15 +2181,26 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
                                                           ": building the w permutation's tables failed (" + e.what() +
                                                           "); w is gathered per edge");
     }
-    if (t && w_permute_compact() && !captured) {
+    const Compact how = w_permute_compact();
+    if (t && how != Compact::keep && !captured) {
       // The pairs become their src column. Freed on the plan's stream: behind every run queued
       // so far (runs hold run_mu while they queue, and a run on another stream makes the plan's
       // stream wait for it: hold_frees_for). A compact plan cannot gather by edge id again.
-      DeviceBuffer sb = DeviceBuffer::try_make(std::size_t(num_edges) * sizeof(std::int32_t), stream);
+      // In 24 bits where N <= 2^24: 3 bytes an edge instead of 4 (plan 8.47 -> 7.47 B/edge on
+      // products-like, so that a planned call given w in edge order keeps its plan and its
+      // 4 B/edge of scratch under issue 4's 12 B/edge).
+      const bool narrow24 = how == Compact::automatic && num_nodes <= (std::int64_t(1) << 24);
+      DeviceBuffer sb = DeviceBuffer::try_make(
+          narrow24 ? std::size_t(compact24_bytes(num_edges)) : std::size_t(num_edges) * sizeof(std::int32_t), stream);
       if (sb.get()) {
-        compact_srcs_kernel<<<grid_for(num_edges, 256), 256, 0, stream>>>(pairs.as<const EdgePair<std::int32_t>>(),
-                                                                         sb.as<std::int32_t>(), num_edges);
+        if (narrow24)
+          compact_srcs24_kernel<<<grid_for(num_edges, 256), 256, 0, stream>>>(pairs.as<const EdgePair<std::int32_t>>(),
+                                                                             sb.as<unsigned char>(), num_edges);
+        else
+          compact_srcs_kernel<<<grid_for(num_edges, 256), 256, 0, stream>>>(pairs.as<const EdgePair<std::int32_t>>(),
+                                                                           sb.as<std::int32_t>(), num_edges);
         check_launch();
+        compact24 = narrow24;
         bytes -= pairs.bytes();
         bytes += sb.bytes();
         pairs.reset();
