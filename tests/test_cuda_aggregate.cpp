@@ -1424,14 +1424,14 @@ TEST_F(CudaAggregate, CompactPlanSrcColumnWidths) {
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const std::int64_t E = 200003;
-  struct Case {
+  struct Width {
     std::int64_t N;
     const char* knob;
     int bits;  // the column the plan should keep
     std::vector<std::int64_t> features;
   };
-  const Case cases[] = {{100003, "1", 24, {64, 2}}, {100003, "32", 32, {64, 2}}, {(std::int64_t(1) << 24) + 3, "1", 32, {2}}};
-  for (const Case& c : cases) {
+  const Width cases[] = {{100003, "1", 24, {64, 2}}, {100003, "32", 32, {64, 2}}, {(std::int64_t(1) << 24) + 3, "1", 32, {2}}};
+  for (const Width& c : cases) {
     SCOPED_TRACE("N=" + std::to_string(c.N) + " PIPELINK_AGG_W_PERMUTE_COMPACT=" + c.knob);
     EdgeList g = uniform_graph(c.N, E, seed, DType::i32);
     auto* src = g.src.data_as<std::int32_t>();
