@@ -185,21 +185,26 @@ __device__ __forceinline__ std::int64_t pair_id(std::uint64_t p, int src_bits) {
 //               the sorted pairs in place of the ids, so the run reads no w of its own).
 //   kWCompact   as kWPlanOrder, on a compact plan: `pairs` points to its int32 src array (the
 //               ids are gone; PIPELINK_AGG_W_PERMUTE_COMPACT, see "w permutation" below).
-//   kWCompact24 as kWCompact, the src column in 24 bits (N <= 2^24): `pairs` points to 96-byte
-//               chunks of 32 entries, their low 16 bits (64 bytes) then their high 8 (32 bytes).
+//   kWCompact24 as kWCompact, the src column in 24 bits (N <= 2^24): `pairs` points to the low
+//               16 bits of each entry (uint16 [E]); the high 8 lie before it, in reverse order
+//               (entry k's at byte -1 - k), so that no kernel needs E to find them.
 // The same weights in the same order, so the same bits in all of them.
 enum : int { kWById = 0, kWPlanOrder = 1, kWInPairs = 2, kWCompact = 3, kWCompact24 = 4 };
 __host__ __device__ __forceinline__ bool w_plan_order(int wmode) {
   return wmode == kWPlanOrder || wmode == kWCompact || wmode == kWCompact24;
 }
-// The 24-bit src column (kWCompact24): entry k in chunk k / 32. Two aligned loads, and a warp's
-// 32 consecutive entries are one 64-byte and one 32-byte segment.
-constexpr std::int64_t kCompact24Chunk = 96;
-__host__ __device__ constexpr std::int64_t compact24_bytes(std::int64_t E) { return (E + 31) / 32 * kCompact24Chunk; }
+// The 24-bit src column (kWCompact24): a buffer of compact24_bytes(E), the high bytes (reversed)
+// then, from compact24_low(E), the low halves. Entry k is two plain loads and a byte permute:
+// session 19's first form (96-byte chunks of 32 entries, found by k / 32 * 96) ran the planned
+// call 4.68 ms against 4.48 with 32-bit srcs (products-like, `bench --ab`, same rounds): the
+// staged run issues ~55 instructions an edge and the chunk's index arithmetic added to them.
+__host__ __device__ constexpr std::int64_t compact24_low(std::int64_t E) { return (E + 15) / 16 * 16; }
+__host__ __device__ constexpr std::int64_t compact24_bytes(std::int64_t E) { return compact24_low(E) + 2 * E; }
+__device__ __forceinline__ std::int32_t compact24_src(const std::uint16_t* lo, const unsigned char* hi_end, std::int64_t k) {
+  return std::int32_t(__byte_perm(lo[k], hi_end[-k], 0x3410));  // lo's bytes 0, 1, then hi's byte 0
+}
 __device__ __forceinline__ std::int32_t compact24_src(const void* col, std::int64_t k) {
-  const unsigned char* c = static_cast<const unsigned char*>(col) + (k >> 5) * kCompact24Chunk;
-  const int i = int(k & 31);
-  return std::int32_t(reinterpret_cast<const std::uint16_t*>(c)[i]) | (std::int32_t(c[64 + i]) << 16);
+  return compact24_src(static_cast<const std::uint16_t*>(col), static_cast<const unsigned char*>(col) - 1, k);
 }
 // Plan entry k: the pair, or on a compact plan (narrow only) its src with a zero id.
 template <class Pair>
@@ -530,7 +535,7 @@ struct CudaPlan final : AggregatePlan::Impl {
   bool compact = false;
   bool compact24 = false;  // the src column in 24 bits (kWCompact24), where N <= 2^24
   bool captured = false;  // a run was captured into a CUDA graph: its replays read the pairs, so no compaction
-  DeviceBuffer srcs;  // compact plans only: int32 [E], or compact24_bytes(E) of 24-bit chunks
+  DeviceBuffer srcs;  // compact plans only: int32 [E], or compact24_bytes(E) of a 24-bit column
   // Held while a run or permute queues its work: a compaction frees the pairs, which another
   // host thread's run must not be reading.
   std::mutex run_mu;
@@ -1314,9 +1319,11 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
   // The group's plan entries: pairs, or a compact plan's src column (kWCompact, kWCompact24).
   const EdgePair<std::int32_t>* const gp = pairs + kbase;
   const std::int32_t* const gs = reinterpret_cast<const std::int32_t*>(pairs) + kbase;
+  const std::uint16_t* const gl = reinterpret_cast<const std::uint16_t*>(pairs) + kbase;
+  const unsigned char* const gh = reinterpret_cast<const unsigned char*>(pairs) - 1 - kbase;
   auto entry = [&](int k) {
     if (wmode == kWCompact) return EdgePair<std::int32_t>{gs[k], 0};
-    if (wmode == kWCompact24) return EdgePair<std::int32_t>{compact24_src(pairs, kbase + k), 0};
+    if (wmode == kWCompact24) return EdgePair<std::int32_t>{compact24_src(gl, gh, k), 0};
     return gp[k];
   };
   // Row ends (relative), 32 rows at a time, one per lane.
@@ -1755,7 +1762,11 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   const int lpe = lanes_per_edge(F, vec);
   const bool two_chunks = (F + vec - 1) / vec > 32;  // F > 128 float32 with float4: two vectors per lane per tile
   const auto* rp = plan.row_ptr.as<const P>();
-  const auto* pp = plan.compact ? static_cast<const PlanPair<P>*>(plan.srcs.get()) : plan.pairs.as<const PlanPair<P>>();
+  // A 24-bit column is read from its low halves, past the high bytes (compact24_src).
+  const auto* pp = !plan.compact ? plan.pairs.as<const PlanPair<P>>()
+                   : plan.compact24
+                       ? reinterpret_cast<const PlanPair<P>*>(plan.srcs.as<const unsigned char>() + compact24_low(plan.num_edges))
+                       : static_cast<const PlanPair<P>*>(plan.srcs.get());
   const int sb = plan.src_bits;
   // A one-shot plan's pairs hold the weights (built from this call's w, float32): the kernels
   // read them there, and `wp` only says that there are weights.
@@ -1926,15 +1937,15 @@ __global__ void compact_srcs_kernel(const EdgePair<std::int32_t>* __restrict__ p
   for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < E; k += std::int64_t(gridDim.x) * blockDim.x)
     srcs[k] = pairs[k].src;
 }
-// The 24-bit column (compact24_src reads it): src < 2^24, so N <= 2^24.
-__global__ void compact_srcs24_kernel(const EdgePair<std::int32_t>* __restrict__ pairs, unsigned char* __restrict__ col,
+// The 24-bit column (compact24_src reads it; `lo` is the buffer + compact24_low(E)): src < 2^24,
+// so N <= 2^24.
+__global__ void compact_srcs24_kernel(const EdgePair<std::int32_t>* __restrict__ pairs, std::uint16_t* __restrict__ lo,
                                       std::int64_t E) {
+  unsigned char* const hi_end = reinterpret_cast<unsigned char*>(lo) - 1;
   for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < E; k += std::int64_t(gridDim.x) * blockDim.x) {
     const std::uint32_t v = std::uint32_t(pairs[k].src);
-    unsigned char* c = col + (k >> 5) * kCompact24Chunk;
-    const int i = int(k & 31);
-    reinterpret_cast<std::uint16_t*>(c)[i] = std::uint16_t(v & 0xffffu);
-    c[64 + i] = static_cast<unsigned char>(v >> 16);
+    lo[k] = std::uint16_t(v & 0xffffu);
+    hi_end[-k] = static_cast<unsigned char>(v >> 16);
   }
 }
 
@@ -2194,8 +2205,9 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
           narrow24 ? std::size_t(compact24_bytes(num_edges)) : std::size_t(num_edges) * sizeof(std::int32_t), stream);
       if (sb.get()) {
         if (narrow24)
-          compact_srcs24_kernel<<<grid_for(num_edges, 256), 256, 0, stream>>>(pairs.as<const EdgePair<std::int32_t>>(),
-                                                                             sb.as<unsigned char>(), num_edges);
+          compact_srcs24_kernel<<<grid_for(num_edges, 256), 256, 0, stream>>>(
+              pairs.as<const EdgePair<std::int32_t>>(),
+              reinterpret_cast<std::uint16_t*>(sb.as<unsigned char>() + compact24_low(num_edges)), num_edges);
         else
           compact_srcs_kernel<<<grid_for(num_edges, 256), 256, 0, stream>>>(pairs.as<const EdgePair<std::int32_t>>(),
                                                                            sb.as<std::int32_t>(), num_edges);
