@@ -1417,8 +1417,8 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
 }
 
 // A compact plan's src column in 24 bits (the default where N <= 2^24) and in 32 (N > 2^24, or
-// PIPELINK_AGG_W_PERMUTE_COMPACT=32), with srcs that use the column's top bits: past 2^16 (the
-// 24-bit column's high byte) and past 2^24 (a column that may not be 24 bits). Each against a
+// PIPELINK_AGG_W_PERMUTE_COMPACT=32), with srcs that use the column's top bits: past 2^16 and up
+// to 2^24 - 1 (the 24-bit column's high byte) and past 2^24 (a column that may not be 24 bits). Each against a
 // plan that gathers, on the staged kernel (F = 64), the register walk (F = 2) and split rows,
 // with the bytes each column should keep.
 TEST_F(CudaAggregate, CompactPlanSrcColumnWidths) {
@@ -1432,7 +1432,10 @@ TEST_F(CudaAggregate, CompactPlanSrcColumnWidths) {
     int bits;  // the column the plan should keep
     std::vector<std::int64_t> features;
   };
-  const Width cases[] = {{100003, "1", 24, {64, 2}}, {100003, "32", 32, {64, 2}}, {(std::int64_t(1) << 24) + 3, "1", 32, {2}}};
+  const Width cases[] = {{100003, "1", 24, {64, 2}},
+                         {100003, "32", 32, {64, 2}},
+                         {std::int64_t(1) << 24, "1", 24, {2}},  // srcs to 2^24 - 1: every bit of the high byte
+                         {(std::int64_t(1) << 24) + 3, "1", 32, {2}}};
   for (const Width& c : cases) {
     SCOPED_TRACE("N=" + std::to_string(c.N) + " PIPELINK_AGG_W_PERMUTE_COMPACT=" + c.knob);
     EdgeList g = uniform_graph(c.N, E, seed, DType::i32);

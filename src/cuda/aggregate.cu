@@ -1319,11 +1319,13 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
   // The group's plan entries: pairs, or a compact plan's src column (kWCompact, kWCompact24).
   const EdgePair<std::int32_t>* const gp = pairs + kbase;
   const std::int32_t* const gs = reinterpret_cast<const std::int32_t*>(pairs) + kbase;
-  const std::uint16_t* const gl = reinterpret_cast<const std::uint16_t*>(pairs) + kbase;
-  const unsigned char* const gh = reinterpret_cast<const unsigned char*>(pairs) - 1 - kbase;
+  // The 24-bit column's addresses from `pairs` and kbase at each use, not from two more pointers
+  // held through the walk: with those (4 registers under a 64-register launch bound) the planned
+  // call ran 4.64-4.65 ms whichever column the plan held (session 19, `bench --ab`, same rounds),
+  // against 4.48 for the 32-bit column in the build before them.
   auto entry = [&](int k) {
     if (wmode == kWCompact) return EdgePair<std::int32_t>{gs[k], 0};
-    if (wmode == kWCompact24) return EdgePair<std::int32_t>{compact24_src(gl, gh, k), 0};
+    if (wmode == kWCompact24) return EdgePair<std::int32_t>{compact24_src(pairs, kbase + k), 0};
     return gp[k];
   };
   // Row ends (relative), 32 rows at a time, one per lane.
