@@ -1920,15 +1920,18 @@ bool stream_capturing(cudaStream_t q) {
 // B/edge on products-like, under issue 3's 12); "0" keeps the pairs (a plan that can still
 // gather by edge id). The default since session 16: on the H200 (products-like, `bench --ab`,
 // same rounds) compact plans ran in 4.88 ms against 4.88 for plans that keep their pairs, and
-// the tests and both compact mutants held on the GPU. "32" compacts into 32-bit srcs where the
-// default would take 24 bits (the column of plans with N > 2^24; for tests and A/B).
-enum class Compact { keep, src32, automatic };
+// the tests and both compact mutants held on the GPU. "24" compacts into a 24-bit src column
+// where N <= 2^24 (3 bytes an edge for 4: plan 8.47 -> 7.47 B/edge on products-like, and a warm
+// planned call given w in edge order 12.81 -> 11.81 B/edge by the process, under issue 4's 12).
+// Opt-in because it costs time: the planned call took 4.63 ms against 4.47 with 32-bit srcs
+// (H200, products-like, `bench --ab`, same rounds, 8beb24e; w in plan order 4.16 with it).
+enum class Compact { keep, src32, src24 };
 Compact w_permute_compact() {
   const char* v = std::getenv("PIPELINK_AGG_W_PERMUTE_COMPACT");
-  if (!v || !*v || std::string_view(v) == "1") return Compact::automatic;
+  if (!v || !*v || std::string_view(v) == "1") return Compact::src32;
   if (std::string_view(v) == "0") return Compact::keep;
-  if (std::string_view(v) == "32") return Compact::src32;
-  throw Error(std::string("aggregate: PIPELINK_AGG_W_PERMUTE_COMPACT='") + v + "' is not '1', '0' or '32'");
+  if (std::string_view(v) == "24") return Compact::src24;
+  throw Error(std::string("aggregate: PIPELINK_AGG_W_PERMUTE_COMPACT='") + v + "' is not '1', '0' or '24'");
 }
 
 using u16 = std::uint16_t;
@@ -2199,10 +2202,8 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
       // The pairs become their src column. Freed on the plan's stream: behind every run queued
       // so far (runs hold run_mu while they queue, and a run on another stream makes the plan's
       // stream wait for it: hold_frees_for). A compact plan cannot gather by edge id again.
-      // In 24 bits where N <= 2^24: 3 bytes an edge instead of 4 (plan 8.47 -> 7.47 B/edge on
-      // products-like, so that a planned call given w in edge order keeps its plan and its
-      // 4 B/edge of scratch under issue 4's 12 B/edge).
-      const bool narrow24 = how == Compact::automatic && num_nodes <= (std::int64_t(1) << 24);
+      // In 24 bits where asked for and N <= 2^24 (w_permute_compact: 3 bytes an edge for 4).
+      const bool narrow24 = how == Compact::src24 && num_nodes <= (std::int64_t(1) << 24);
       DeviceBuffer sb = DeviceBuffer::try_make(
           narrow24 ? std::size_t(compact24_bytes(num_edges)) : std::size_t(num_edges) * sizeof(std::int32_t), stream);
       if (sb.get()) {
