@@ -148,13 +148,15 @@ class Clock:
     def time_ms(self, fn: Callable[[], Any], while_running: Optional[Callable[[], Any]] = None) -> float:
         """One sample; `while_running` is called once the call is queued, before the wait for it.
 
-        Why the hook (H200, session 19, products-like): with the SM clock read through NVML after
-        each sample, the GPU sat idle through the read before the next sample's start event, and
-        samples 2-10 of every row ran longer than the first, which starts behind the warm-up
-        calls (planned 4.357 then 4.46-4.51 ms; w in plan order 3.94 then 4.04-4.16;
-        compile-static 17.09 then 17.4-17.6), while the same calls under torch.profiler, with no
-        read between them, took 4.39-4.41. Read while the call runs, the clock is the one the
-        sample ran at and the read puts no idle time between samples.
+        The SM clock is read there (NVML), while the call runs: the clock the sample ran at. Until
+        session 19 it was read after each sample, with the GPU idle. Session 19 (H200,
+        products-like) moved it here on a guess that the idle read slowed the next sample: every
+        row's first sample, which starts behind the warm-up calls, ran faster than the other nine
+        (planned 4.357 then 4.46-4.51 ms, compile-static 17.09 then 17.4-17.6). The guess was
+        wrong: with the read here the pattern stayed (planned 4.597 then 4.66-4.78, compile-static
+        16.94 then 17.13-17.49; 3a94dfd). The later samples start on an idle GPU, so each window
+        also holds the call's host-side issue (~30 us for the planned call under torch.profiler);
+        every row is timed the same way, and rows are compared as ratios.
         """
         if self.cuda:
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
