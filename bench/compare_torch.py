@@ -146,7 +146,8 @@ class Clock:
             torch.cuda.synchronize()
 
     def time_ms(self, fn: Callable[[], Any], while_running: Optional[Callable[[], Any]] = None) -> float:
-        """One sample; `while_running` is called once the call is queued, before the wait for it.
+        """One sample; `while_running` is called once the call is queued, before the wait for it
+        (on the CPU, and for calls that wait on the GPU themselves, such as a plan build, after).
 
         The SM clock is read there (NVML), while the call runs: the clock the sample ran at. Until
         session 19 it was read after each sample, with the GPU idle. Session 19 (H200,

@@ -67,8 +67,11 @@ mutations=(
   "w permutation never used@src/cuda/aggregate.cu@const int tile = compact || !f32 ? 0 : w_permute_tile(num_edges, num_segments > 0);@const int tile = compact || !f32 ? 0 : 0 * w_permute_tile(num_edges, num_segments > 0);@1@CudaAggregate.WeightPermutationGivesTheGatherBits"
   "compact staged walk takes the previous src@src/cuda/aggregate.cu@if (wmode == kWCompact) return EdgePair<std::int32_t>{gs[k], 0};@if (wmode == kWCompact) return EdgePair<std::int32_t>{gs[k > 0 ? k - 1 : k], 0};@1@CudaAggregate.CompactPlanSrcColumnWidths"
   "24-bit src column drops the high byte@src/cuda/aggregate.cu@hi_end[-k] = static_cast<unsigned char>(v >> 16);@hi_end[-k] = static_cast<unsigned char>((v >> 16) & 0x7f);@1@CudaAggregate.CompactPlanSrcColumnWidths"
+  "24-bit staged walk takes the previous src@src/cuda/aggregate.cu@compact24_src(pairs, kbase + k)@compact24_src(pairs, kbase + (k > 0 ? k - 1 : k))@1@CudaAggregate.CompactPlanSrcColumnWidths"
+  "24-bit register walk takes the previous src@src/cuda/aggregate.cu@return Pair{compact24_src(pairs, k), 0};@return Pair{compact24_src(pairs, k > 0 ? k - 1 : k), 0};@1@CudaAggregate.CompactPlanSrcColumnWidths"
   "24-bit src column past 2^24 nodes@src/cuda/aggregate.cu@num_nodes <= (std::int64_t(1) << 24);@num_nodes <= (std::int64_t(1) << 25);@1@CudaAggregate.CompactPlanSrcColumnWidths"
   "compact float64 w permutes one half@src/cuda/aggregate.cu@  for (int half = 0; half < 2; ++half) {@  for (int half = 0; half < 1; ++half) {@1@CudaAggregate.WeightPermutationCompactPlanGivesTheSameBits"
+  "unsigned LI copies take negative strides@src/cuda/aggregate.cu@issue == 2 && xs >= 0 && xs < (std::int64_t(1) << 29);@issue == 2 && xs < (std::int64_t(1) << 29);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
   "wide-address copies take the wrong piece@src/cuda/aggregate.cu@x + std::int64_t(sr) * xs + q * 4);@x + std::int64_t(sr) * xs + (q ^ 1) * 4);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
 )
 fail=0

@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -453,26 +454,32 @@ TEST_F(CudaAggregate, TanhIsFaithfulInEveryFloatKernel) {
   out = poisoned_gpu(N, F, DType::f32);
   aggregate(xg, ig, ig, std::nullopt, out, {.path = AggregatePath::lean});
   check("lean (phi)", out, true);
-  // A bad PIPELINK_AGG_TANH is an error that names the knob, raised before anything is written.
-  ScopedEnv bad({{"PIPELINK_AGG_TANH", "fast"}});
-  Tensor untouched = poisoned_gpu(N, F, DType::f32);
-  try {
-    aggregate(plan, xg, std::optional<TensorView>{}, untouched);
-    ADD_FAILURE() << "PIPELINK_AGG_TANH=fast was accepted";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("PIPELINK_AGG_TANH"), std::string::npos) << e.what();
+  // A bad PIPELINK_AGG_TANH (or PIPELINK_AGG_STAGED_ISSUE) is an error that names the knob,
+  // raised before anything is written.
+  for (const auto& [knob, value] : {std::pair{"PIPELINK_AGG_TANH", "fast"}, std::pair{"PIPELINK_AGG_STAGED_ISSUE", "2"}}) {
+    SCOPED_TRACE(std::string(knob) + "=" + value);
+    ScopedEnv bad({{knob, value}});
+    Tensor untouched = poisoned_gpu(N, F, DType::f32);
+    try {
+      aggregate(plan, xg, std::optional<TensorView>{}, untouched);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(knob), std::string::npos) << e.what();
+    }
+    const Tensor after = host(untouched);
+    std::int64_t written = 0;
+    for (std::int64_t i = 0; i < N * F; ++i) written += !std::isnan(after.data_as<float>()[i]);
+    EXPECT_EQ(written, 0) << "elements written before the bad knob's error";
   }
-  const Tensor after = host(untouched);
-  std::int64_t written = 0;
-  for (std::int64_t i = 0; i < N * F; ++i) written += !std::isnan(after.data_as<float>()[i]);
-  EXPECT_EQ(written, 0) << "elements written before the bad knob's error";
 }
 
 TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
-  // The LI copies (the default) and the wide-address copies (PIPELINK_AGG_STAGED_ISSUE=0, also
-  // taken for row strides of 2^29 floats or more) move the same rows into the same stage slots, so
-  // every output bit matches: planned (w by edge id), w in plan order, one-shot (w in the pairs),
-  // no weights, accumulate, a padded x row stride, reversed rows, and split hub rows.
+  // The LI copies with an unsigned row stride (the default), with a signed one
+  // (PIPELINK_AGG_STAGED_ISSUE=signed) and the wide-address copies (=0, also taken for row strides
+  // of 2^29 floats or more, and for negative ones by default) move the same rows into the same
+  // stage slots, so every output bit matches: planned (w by edge id), w in plan order, one-shot
+  // (w in the pairs), no weights, accumulate, a padded x row stride, reversed rows, and split hub
+  // rows.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_STAGED_ISSUE", "PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
@@ -493,17 +500,21 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   Tensor wg = gpu(random_tensor({E}, DType::f32, seed + 3)), wp = gpu(random_tensor({E}, DType::f32, seed + 4));
   const PlanWeights wplan = plan.permute_weights(wg.view(), wp.view());
   Tensor init = random_tensor({N, F}, DType::f32, seed + 5);
-  // Each call once under the default (LI) copies, once under the wide-address ones; compared bitwise.
+  // Each call under the default (unsigned LI) copies, the signed LI ones and the wide-address
+  // ones; compared bitwise.
   auto both = [&](const char* what, const std::function<void(const TensorView&)>& call, bool accumulate) {
     SCOPED_TRACE(what);
     Tensor a = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
-    Tensor b = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
     call(a);
-    {
-      ScopedEnv env({{"PIPELINK_AGG_STAGED_ISSUE", "0"}});
-      call(b);
+    const Tensor ref = host(a);
+    for (const char* form : {"signed", "0"}) {
+      Tensor b = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
+      {
+        ScopedEnv env({{"PIPELINK_AGG_STAGED_ISSUE", form}});
+        call(b);
+      }
+      EXPECT_TRUE(bitwise_equal(ref, host(b))) << "PIPELINK_AGG_STAGED_ISSUE=" << form << " gave other bits than the default";
     }
-    EXPECT_TRUE(bitwise_equal(host(a), host(b))) << "LI and wide-address copies gave different bits";
   };
   both("planned", [&](const TensorView& o) { aggregate(plan, xg, wg.view(), o); }, false);
   both("planned, accumulate", [&](const TensorView& o) { aggregate(plan, xg, wg.view(), o, {Transform::tanh, true}); }, true);
@@ -517,7 +528,7 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
 
 TEST_F(CudaAggregate, RowStridesPastFourGigabytes) {
   // x as a view whose rows lie 2^24 floats apart (a 5 GB span: the LI copies' offsets pass 32
-  // bits) and 2^29 + 64 floats apart (past LI's signed 32-bit byte stride: the wide-address copies
+  // bits) and 2^29 + 64 floats apart (past LI's 32-bit byte stride: the wide-address copies
   // serve it). Planned and one-shot, against the oracle and bitwise against
   // PIPELINK_AGG_STAGED_ISSUE=0. Only the rows themselves are written; the rest of the span is
   // never read.
@@ -1296,7 +1307,8 @@ TEST_F(CudaAggregate, WeightPermutationKernelsOnASmallGraph) {
 // edge order is always permuted, float64 through its two 32-bit halves. Every kind of run on the
 // compact plan must give the bits of a plan that gathers: float32 and float64 w, no w, weights in
 // plan order, permute_weights itself, the knob turned off afterwards, another stream; and the
-// compact plan keeps exactly 4 bytes an edge less than the plan with its pairs and tables.
+// compact plan keeps exactly its src column (32-bit, or 24-bit under =24) for the 8-byte pairs.
+// Every case under both columns.
 TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
@@ -1345,65 +1357,70 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
         perm32 = permuted(r, wg.view());
         perm64 = permuted(r, wdg.view());
       }
-      ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "4096"}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", "1"}});
-      AggregatePlan c = AggregatePlan::build(sg, dg, N);
-      std::size_t kept_bytes = 0;
-      {
-        ScopedEnv keep({{"PIPELINK_AGG_W_PERMUTE_COMPACT", "0"}});
-        AggregatePlan k = AggregatePlan::build(sg, dg, N);
-        EXPECT_TRUE(bitwise_equal(run(k, xg, wg.view(), nullptr), *ref32));
-        kept_bytes = k.bytes();
-      }
-      EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "first run (tables built, plan compacted)";
-      EXPECT_EQ(c.bytes() + std::size_t(E) * 4, kept_bytes) << "a compact plan keeps 4 bytes an edge less";
-      EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "second run";
-      EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), other.get()), *ref32)) << "another stream";
-      EXPECT_TRUE(bitwise_equal(run(c, xdg, wdg.view(), nullptr), *ref64)) << "float64 w, permuted by halves";
-      EXPECT_TRUE(bitwise_equal(run(c, xg, std::nullopt, nullptr), *ref_nw)) << "no w";
-      EXPECT_TRUE(bitwise_equal(run(c, xdg, std::nullopt, nullptr), *ref64_nw)) << "float64 x, no w";
-      EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr, true), *ref_acc)) << "accumulate";
-      EXPECT_TRUE(bitwise_equal(permuted(c, wg.view()), *perm32)) << "permute_weights, float32";
-      EXPECT_TRUE(bitwise_equal(permuted(c, wdg.view()), *perm64)) << "permute_weights, float64";
-      {
-        Tensor wp = gpu(w), out = poisoned_gpu(N, F, DType::f32);
-        aggregate(c, xg, c.permute_weights(wg.view(), wp.view()), out);
-        EXPECT_TRUE(bitwise_equal(host(out), *ref32)) << "weights in plan order";
-      }
-      {
-        ScopedEnv off({{"PIPELINK_AGG_W_PERMUTE", "off"}});  // a compact plan cannot gather: it permutes anyway
-        EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "knob off after compaction";
-      }
-      {
-        // Compacted by a run on the default stream after a run on `third` (which recorded the
-        // plan's `built` event then): a later run on `third` without w must still wait for the
-        // src column. (The first review of this code found that wait missing.)
-        AggregatePlan c2 = AggregatePlan::build(sg, dg, N);
-        EXPECT_TRUE(bitwise_equal(run(c2, xg, std::nullopt, third.get()), *ref_nw));
-        Tensor out_w = poisoned_gpu(N, F, DType::f32), out_nw = poisoned_gpu(N, F, DType::f32);
-        aggregate(c2, xg, wg.view(), out_w);  // compacts, queued on the default stream
-        AggregateOptions o;
-        o.stream = third.get();
-        aggregate(c2, xg, std::nullopt, out_nw, o);  // queued without a host wait in between
-        cuda::synchronize();
-        EXPECT_TRUE(bitwise_equal(host(out_w), *ref32));
-        EXPECT_TRUE(bitwise_equal(host(out_nw), *ref_nw)) << "a run on another stream right after the compaction";
-      }
-      {
-        // A gather by edge id queued on `other` and not waited for, then a run on the default
-        // stream that builds the tables and compacts the plan: the compaction (which frees the
-        // pairs) must wait for the gather.
-        AggregatePlan c3 = AggregatePlan::build(sg, dg, N);
-        Tensor out_g = poisoned_gpu(N, F, DType::f32), out_p = poisoned_gpu(N, F, DType::f32);
-        AggregateOptions o;
-        o.stream = other.get();
+      for (const char* column : {"1", "24"}) {  // the 32-bit src column (the default) and the 24-bit one
+        SCOPED_TRACE(std::string("PIPELINK_AGG_W_PERMUTE_COMPACT=") + column);
+        ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "4096"}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", column}});
+        AggregatePlan c = AggregatePlan::build(sg, dg, N);
+        std::size_t kept_bytes = 0;
         {
-          ScopedEnv off({{"PIPELINK_AGG_W_PERMUTE", "off"}});
-          aggregate(c3, xg, wg.view(), out_g, o);
+          ScopedEnv keep({{"PIPELINK_AGG_W_PERMUTE_COMPACT", "0"}});
+          AggregatePlan k = AggregatePlan::build(sg, dg, N);
+          EXPECT_TRUE(bitwise_equal(run(k, xg, wg.view(), nullptr), *ref32));
+          kept_bytes = k.bytes();
         }
-        aggregate(c3, xg, wg.view(), out_p);
-        cuda::synchronize();
-        EXPECT_TRUE(bitwise_equal(host(out_g), *ref32)) << "a gather on another stream queued before the change";
-        EXPECT_TRUE(bitwise_equal(host(out_p), *ref32));
+        EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "first run (tables built, plan compacted)";
+        // The pairs' 8 bytes an edge become a 32-bit src column, or a 24-bit one (high bytes padded to 16).
+        const std::size_t src_column = std::string_view(column) == "24" ? std::size_t((E + 15) / 16 * 16 + 2 * E) : std::size_t(E) * 4;
+        EXPECT_EQ(c.bytes() + std::size_t(E) * 8 - src_column, kept_bytes) << "a compact plan keeps its src column for the pairs";
+        EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "second run";
+        EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), other.get()), *ref32)) << "another stream";
+        EXPECT_TRUE(bitwise_equal(run(c, xdg, wdg.view(), nullptr), *ref64)) << "float64 w, permuted by halves";
+        EXPECT_TRUE(bitwise_equal(run(c, xg, std::nullopt, nullptr), *ref_nw)) << "no w";
+        EXPECT_TRUE(bitwise_equal(run(c, xdg, std::nullopt, nullptr), *ref64_nw)) << "float64 x, no w";
+        EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr, true), *ref_acc)) << "accumulate";
+        EXPECT_TRUE(bitwise_equal(permuted(c, wg.view()), *perm32)) << "permute_weights, float32";
+        EXPECT_TRUE(bitwise_equal(permuted(c, wdg.view()), *perm64)) << "permute_weights, float64";
+        {
+          Tensor wp = gpu(w), out = poisoned_gpu(N, F, DType::f32);
+          aggregate(c, xg, c.permute_weights(wg.view(), wp.view()), out);
+          EXPECT_TRUE(bitwise_equal(host(out), *ref32)) << "weights in plan order";
+        }
+        {
+          ScopedEnv off({{"PIPELINK_AGG_W_PERMUTE", "off"}});  // a compact plan cannot gather: it permutes anyway
+          EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "knob off after compaction";
+        }
+        {
+          // Compacted by a run on the default stream after a run on `third` (which recorded the
+          // plan's `built` event then): a later run on `third` without w must still wait for the
+          // src column. (The first review of this code found that wait missing.)
+          AggregatePlan c2 = AggregatePlan::build(sg, dg, N);
+          EXPECT_TRUE(bitwise_equal(run(c2, xg, std::nullopt, third.get()), *ref_nw));
+          Tensor out_w = poisoned_gpu(N, F, DType::f32), out_nw = poisoned_gpu(N, F, DType::f32);
+          aggregate(c2, xg, wg.view(), out_w);  // compacts, queued on the default stream
+          AggregateOptions o;
+          o.stream = third.get();
+          aggregate(c2, xg, std::nullopt, out_nw, o);  // queued without a host wait in between
+          cuda::synchronize();
+          EXPECT_TRUE(bitwise_equal(host(out_w), *ref32));
+          EXPECT_TRUE(bitwise_equal(host(out_nw), *ref_nw)) << "a run on another stream right after the compaction";
+        }
+        {
+          // A gather by edge id queued on `other` and not waited for, then a run on the default
+          // stream that builds the tables and compacts the plan: the compaction (which frees the
+          // pairs) must wait for the gather.
+          AggregatePlan c3 = AggregatePlan::build(sg, dg, N);
+          Tensor out_g = poisoned_gpu(N, F, DType::f32), out_p = poisoned_gpu(N, F, DType::f32);
+          AggregateOptions o;
+          o.stream = other.get();
+          {
+            ScopedEnv off({{"PIPELINK_AGG_W_PERMUTE", "off"}});
+            aggregate(c3, xg, wg.view(), out_g, o);
+          }
+          aggregate(c3, xg, wg.view(), out_p);
+          cuda::synchronize();
+          EXPECT_TRUE(bitwise_equal(host(out_g), *ref32)) << "a gather on another stream queued before the change";
+          EXPECT_TRUE(bitwise_equal(host(out_p), *ref32));
+        }
       }
     }
   }
@@ -1480,7 +1497,7 @@ TEST_F(CudaAggregate, WeightPermutationKnobErrorsComeFirst) {
                             std::pair{"PIPELINK_AGG_W_PERMUTE", "100"}, std::pair{"PIPELINK_AGG_W_PERMUTE", "49184"},
                             std::pair{"PIPELINK_AGG_W_PERMUTE", "65504"}, std::pair{"PIPELINK_AGG_W_PERMUTE", "4096x"},
                             std::pair{"PIPELINK_AGG_W_PERMUTE", "-64"}, std::pair{"PIPELINK_AGG_W_PERMUTE_COMPACT", "yes"},
-                            std::pair{"PIPELINK_AGG_W_PERMUTE_COMPACT", "2"}}) {
+                            std::pair{"PIPELINK_AGG_W_PERMUTE_COMPACT", "2"}, std::pair{"PIPELINK_AGG_W_PERMUTE_COMPACT", "32"}}) {
     ScopedEnv env({{name, bad}});
     try {
       aggregate(plan, xg, wg.view(), out);
@@ -1493,6 +1510,10 @@ TEST_F(CudaAggregate, WeightPermutationKnobErrorsComeFirst) {
   for (const char* good : {"", "auto", "off", "64", "49152"}) {
     ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", good}});
     EXPECT_NO_THROW(aggregate(plan, xg, wg.view(), out)) << good;
+  }
+  for (const char* good : {"", "0", "1", "24"}) {
+    ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE_COMPACT", good}});
+    EXPECT_NO_THROW(aggregate(plan, xg, wg.view(), out)) << "PIPELINK_AGG_W_PERMUTE_COMPACT=" << good;
   }
 }
 

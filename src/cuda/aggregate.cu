@@ -529,8 +529,8 @@ struct CudaPlan final : AggregatePlan::Impl {
   std::unique_ptr<WPermTables> wperm;
   cudaEvent_t wperm_done = nullptr;
   // Compact (by default, unless PIPELINK_AGG_W_PERMUTE_COMPACT=0, when the tables are built):
-  // the pairs are replaced by their src column, so every run reads w in plan order (kWCompact)
-  // and w in edge order is always permuted first. Set once, under wperm_mu, with runs
+  // the pairs are replaced by their src column, so every run reads w in plan order (kWCompact, or
+  // kWCompact24 under =24 where N <= 2^24) and w in edge order is always permuted first. Set once, under wperm_mu, with runs
   // serialized by run_mu.
   bool compact = false;
   bool compact24 = false;  // the src column in 24 bits (kWCompact24), where N <= 2^24
@@ -540,6 +540,11 @@ struct CudaPlan final : AggregatePlan::Impl {
   // host thread's run must not be reading.
   std::mutex run_mu;
   const WPermTables* weights_permutation(int tile, cudaStream_t s);
+  // What the run kernels read as `pairs` on a compact plan: the 32-bit column, or the 24-bit
+  // column's low halves (its high bytes lie before them: compact24_src).
+  const void* src_column() const {
+    return compact24 ? static_cast<const void*>(srcs.as<const unsigned char>() + compact24_low(num_edges)) : srcs.get();
+  }
   // The plan is built (and its buffers are freed) on `stream`, which must outlive the plan. A run
   // on another stream waits for `built`, and the plan's stream then waits for that run (`used`),
   // so neither reads a plan still being built nor frees one still being read.
@@ -1281,13 +1286,25 @@ __device__ __forceinline__ float phi_c(float v) {
 // from the constant bank, converts the shared pointer (S2R + LEA), multiplies src by the 64-bit
 // stride in three IMADs and scales it by 4 in two LEAs. LI keeps a shared address and an x
 // address per lane and the row stride in bytes as a signed 32-bit value (negative strides are
-// legal): 108 instructions a stage, ~7 fewer per edge (an unsigned stride took 100). Same copies,
+// legal): 108 instructions a stage, ~7 fewer per edge (an unsigned stride took 100; the default
+// since session 19, negative strides taking the wide copies: ISSUE below). Same copies,
 // same bits. Measured (H200, v12): planned on power-law 4.70 against 5.13 ms and 4.74 against
 // 5.16 (`bench --ab`, one process, two calls), on products-like 5.08-5.13 under both (the
 // w[edge id] gather bounds it there); w in plan order on products-like 4.13-4.15 against 4.50-4.55
 // and one-shot 6.51-6.58 against 6.87-6.95 (separate calls); one-shot A/B with shuffled rounds
 // 6.82 against 6.88 (no measured difference). Lean does not use this kernel.
-template <int TR, int W, bool LI = false>
+//
+// ISSUE: 0 the wide-address copies; 1 LI with a signed stride (v12-v21; PIPELINK_AGG_STAGED_ISSUE=
+// signed); 2 LI with an unsigned one (the default since session 19; row strides of 0 to 2^29 - 1
+// floats, others take the wide copies). In SASS (nvcc 13.0, sm_90, staged_rows_kernel<1, 2, ...>)
+// the signed form's `xq + std::int64_t(sr) * xsb` multiplied the sign-extended operands as 64-bit
+// numbers (SHF.R.S32.HI, three IMADs, IADD3, MOV: ~6 instructions a 16-byte copy, four copies a
+// lane each stage of 8 edges); the unsigned one is an IMAD.WIDE.U32 with x's address as its
+// addend (~3 with the moves): the kernel 3624 -> 3568 instructions, its loop's issue 131 -> 121.
+// The walk is issue-bound: 2-3 instructions an edge cost ~0.16 ms on products-like (v22's 24-bit
+// column), so ~1.5 fewer should give ~0.09. Not yet run on a GPU (written after session 19's
+// device time was spent): PIPELINK_AGG_STAGED_ISSUE=signed is there to A/B the two.
+template <int TR, int W, int ISSUE = 0>
 __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
     const EdgePair<std::int32_t>* __restrict__ pairs, const float* __restrict__ x, std::int64_t xs,
@@ -1388,14 +1405,17 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
       const int kn = k0 + SE + lane;
       if (lane < SE && kn < n) pnext = entry(kn);
       if (k0 < n) {
-        if constexpr (LI) {
+        if constexpr (ISSUE > 0) {
           const unsigned slot_s = piece_s + unsigned((j % S) * SE * F * int(sizeof(float)));
 #pragma unroll
           for (int c = 0; c < SE / 2; ++c) {
             const int e = c * 2 + (lane >> 4);
             const int sr = __shfl_sync(0xffffffffu, p.src, e);
-            if (k0 + e < n)
-              cp_async16_s(slot_s + unsigned(c * 2 * F * int(sizeof(float))), xq + std::int64_t(sr) * xsb);
+            if (k0 + e < n) {
+              const char* const xr = ISSUE == 2 ? xq + std::uint64_t(unsigned(sr)) * unsigned(xsb)  // sr >= 0, xsb >= 0
+                                                : xq + std::int64_t(sr) * xsb;
+              cp_async16_s(slot_s + unsigned(c * 2 * F * int(sizeof(float))), xr);
+            }
           }
         } else {
           float* srow = rows + (j % S) * SE * F;
@@ -1684,6 +1704,17 @@ struct StagedSegments {  // the split rows' segments, summed by the staged kerne
   std::int64_t seg_len;  // rows longer than this are split (and the staged walk skips them)
 };
 
+// PIPELINK_AGG_STAGED_ISSUE: unset, empty or "1" the LI copies with an unsigned row stride (2, the
+// default); "signed" the LI copies with a signed one (1, v12-v21's); "0" the wide-address copies
+// (0). Another value is an error naming the knob, raised by CudaPlan::run before any work.
+int staged_issue_knob() {
+  const char* v = std::getenv("PIPELINK_AGG_STAGED_ISSUE");
+  if (!v || !*v || std::string_view(v) == "1") return 2;
+  if (std::string_view(v) == "signed") return 1;
+  if (std::string_view(v) == "0") return 0;
+  throw Error(std::string("aggregate: PIPELINK_AGG_STAGED_ISSUE='") + v + "' is not '1', 'signed' or '0'");
+}
+
 template <int TR>
 void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const EdgePair<std::int32_t>* pp, const float* xp,
                       std::int64_t xs, const float* wp, int wmode, float* op, std::int64_t os, std::int64_t groups,
@@ -1695,28 +1726,32 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
   int dev = 0;
   PIPELINK_CUDA_CHECK(cudaGetDevice(&dev));
   const std::uint64_t bit = dev < 64 ? std::uint64_t(1) << dev : 0;
-  // The LI copies (see the kernel) unless PIPELINK_AGG_STAGED_ISSUE=0. Read at each launch (one
-  // getenv, well under a microsecond against a 4-8 ms run), so that a test compares both in one
-  // process and `bench --ab` interleaves them. LI holds the row stride in bytes as a signed
-  // 32-bit value: |xs| < 2^29, else the wide-address copies.
-  const char* li = std::getenv("PIPELINK_AGG_STAGED_ISSUE");
-  const bool wide_forced = li && li[0] == '0' && li[1] == '\0';
-  const bool lean_issue = !wide_forced && xs > -(std::int64_t(1) << 29) && xs < (std::int64_t(1) << 29);
+  // The LI copies (see the kernel) unless PIPELINK_AGG_STAGED_ISSUE=0; "signed" takes v12-v21's
+  // signed-stride LI. Read at each launch (one getenv, well under a microsecond against a 4-8 ms
+  // run), so that a test compares them in one process and `bench --ab` interleaves them. LI holds
+  // the row stride in bytes as a 32-bit value: 0 <= xs < 2^29 (unsigned) or |xs| < 2^29 (signed),
+  // else the wide-address copies. Checked by CudaPlan::run before any work (staged_issue_knob).
+  const int issue = staged_issue_knob();
+  const bool li_signed = issue == 1 && xs > -(std::int64_t(1) << 29) && xs < (std::int64_t(1) << 29);
+  const bool li_unsigned = issue == 2 && xs >= 0 && xs < (std::int64_t(1) << 29);
   constexpr int warps = kStagedWarps;
   const int grid = int((sg.count + groups + warps - 1) / warps);
   auto launch = [&](auto kernel) {
     if (!bit || !(opted.load(std::memory_order_acquire) & bit)) {
-      PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, false>,
+      PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 0>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
-      PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, true>,
+      PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 1>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
+      PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
       opted.fetch_or(bit, std::memory_order_acq_rel);
     }
     kernel<<<grid, warps * 32, staged_smem_bytes(warps), s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg.seg_len,
                                                               sg.seg_first, sg.seg_row, sg.count, sg.partial, wmode);
   };
-  if (lean_issue) launch(staged_rows_kernel<TR, warps, true>);
-  else launch(staged_rows_kernel<TR, warps, false>);
+  if (li_unsigned) launch(staged_rows_kernel<TR, warps, 2>);
+  else if (li_signed) launch(staged_rows_kernel<TR, warps, 1>);
+  else launch(staged_rows_kernel<TR, warps, 0>);
   check_launch();
 }
 
@@ -1765,10 +1800,7 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   const bool two_chunks = (F + vec - 1) / vec > 32;  // F > 128 float32 with float4: two vectors per lane per tile
   const auto* rp = plan.row_ptr.as<const P>();
   // A 24-bit column is read from its low halves, past the high bytes (compact24_src).
-  const auto* pp = !plan.compact ? plan.pairs.as<const PlanPair<P>>()
-                   : plan.compact24
-                       ? reinterpret_cast<const PlanPair<P>*>(plan.srcs.as<const unsigned char>() + compact24_low(plan.num_edges))
-                       : static_cast<const PlanPair<P>*>(plan.srcs.get());
+  const auto* pp = plan.compact ? static_cast<const PlanPair<P>*>(plan.src_column()) : plan.pairs.as<const PlanPair<P>>();
   const int sb = plan.src_bits;
   // A one-shot plan's pairs hold the weights (built from this call's w, float32): the kernels
   // read them there, and `wp` only says that there are weights.
@@ -2180,6 +2212,9 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
     // Not while either stream is being captured into a CUDA graph: the tables would be
     // allocations of that graph. Such runs gather, and a later uncaptured run builds them.
     if (stream_capturing(s) || stream_capturing(stream)) return nullptr;
+    // The knob before anything is built: a value changed since run() checked it throws here, with
+    // no tables half made and wperm_done not yet created (review, session 19).
+    const Compact how = w_permute_compact();
     wperm_tried = true;  // once: a failed build (no room) leaves the plan on the gather
     cudaEvent_t ev = nullptr;
     PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
@@ -2197,7 +2232,6 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
                                                           ": building the w permutation's tables failed (" + e.what() +
                                                           "); w is gathered per edge");
     }
-    const Compact how = w_permute_compact();
     if (t && how != Compact::keep && !captured) {
       // The pairs become their src column. Freed on the plan's stream: behind every run queued
       // so far (runs hold run_mu while they queue, and a run on another stream makes the plan's
@@ -2229,7 +2263,8 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
       if (log_level() <= LogLevel::debug)
         ::pipelink::detail::log_message(
             LogLevel::debug, "aggregate: plan " + std::to_string(id) + ": w permutation tables for T = " + std::to_string(t->T) +
-                                 ", " + std::to_string(t->tiles) + " tiles and buckets, " + std::to_string(t->bytes()) + " B");
+                                 ", " + std::to_string(t->tiles) + " tiles and buckets, " + std::to_string(t->bytes()) + " B" +
+                                 (compact ? (compact24 ? "; src column 24-bit" : "; src column 32-bit") : "; pairs kept"));
     } else if (log_level() <= LogLevel::info) {
       ::pipelink::detail::log_message(LogLevel::info, "aggregate: plan " + std::to_string(id) +
                                                           ": no w permutation tables (no room, or too many tiles for "
@@ -2306,6 +2341,7 @@ void CudaPlan::permute(const TensorView& w, const TensorView& out, void* stream_
 void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
                    bool w_in_plan_order) {
   (void)staged_tanh_libm();  // bad knobs: before any work
+  (void)staged_issue_knob();
   if (!w_in_pairs) {  // one-shot plans never permute; bad knobs fail here, before any work
     (void)w_permute_tile(num_edges, num_segments > 0);
     (void)w_permute_compact();
