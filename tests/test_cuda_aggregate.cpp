@@ -528,16 +528,18 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
 
 TEST_F(CudaAggregate, RowStridesPastFourGigabytes) {
   // x as a view whose rows lie 2^24 floats apart (a 5 GB span: the LI copies' offsets pass 32
-  // bits) and 2^29 + 64 floats apart (past LI's 32-bit byte stride: the wide-address copies
-  // serve it). Planned and one-shot, against the oracle and bitwise against
-  // PIPELINK_AGG_STAGED_ISSUE=0. Only the rows themselves are written; the rest of the span is
-  // never read.
+  // bits), 2^29 + 64 floats apart (past the LI copies' limit: the wide-address copies serve it; a
+  // signed 32-bit byte stride would turn negative) and 2^30 + 64 apart (an unsigned one would
+  // wrap to 256 bytes). Planned and one-shot, against the oracle and bitwise against
+  // PIPELINK_AGG_STAGED_ISSUE=signed and =0. Only the rows themselves are written; the rest of
+  // the span is never read.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_STAGED_ISSUE", "PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const std::int64_t F = 64;
   for (const auto& [N, xs] : {std::pair{std::int64_t(80), std::int64_t(1) << 24},
-                              std::pair{std::int64_t(3), (std::int64_t(1) << 29) + 64}}) {
+                              std::pair{std::int64_t(3), (std::int64_t(1) << 29) + 64},
+                              std::pair{std::int64_t(2), (std::int64_t(1) << 30) + 64}}) {
     SCOPED_TRACE("N=" + std::to_string(N) + " row stride " + std::to_string(xs) + " floats");
     const EdgeList g = uniform_graph(N, 1000 * N, seed + std::uint64_t(N), DType::i32);
     const std::int64_t E = g.num_edges();
@@ -560,12 +562,14 @@ TEST_F(CudaAggregate, RowStridesPastFourGigabytes) {
         else aggregate(plan, xv, wg.view(), out);
       };
       const Tensor got = expect_accurate_then_repeatable([&] { return poisoned_gpu(N, F, DType::f32); }, call, oracle);
-      Tensor wide = poisoned_gpu(N, F, DType::f32);
-      {
-        ScopedEnv env({{"PIPELINK_AGG_STAGED_ISSUE", "0"}});
-        call(wide);
+      for (const char* form : {"signed", "0"}) {
+        Tensor other = poisoned_gpu(N, F, DType::f32);
+        {
+          ScopedEnv env({{"PIPELINK_AGG_STAGED_ISSUE", form}});
+          call(other);
+        }
+        EXPECT_TRUE(bitwise_equal(got, host(other))) << "PIPELINK_AGG_STAGED_ISSUE=" << form << " gave other bits";
       }
-      EXPECT_TRUE(bitwise_equal(got, host(wide))) << "LI and wide-address copies gave different bits";
     }
   }
 }

@@ -530,8 +530,8 @@ struct CudaPlan final : AggregatePlan::Impl {
   cudaEvent_t wperm_done = nullptr;
   // Compact (by default, unless PIPELINK_AGG_W_PERMUTE_COMPACT=0, when the tables are built):
   // the pairs are replaced by their src column, so every run reads w in plan order (kWCompact, or
-  // kWCompact24 under =24 where N <= 2^24) and w in edge order is always permuted first. Set once, under wperm_mu, with runs
-  // serialized by run_mu.
+  // kWCompact24 under =24 where N <= 2^24) and w in edge order is always permuted first. Set
+  // once, under wperm_mu, with runs serialized by run_mu.
   bool compact = false;
   bool compact24 = false;  // the src column in 24 bits (kWCompact24), where N <= 2^24
   bool captured = false;  // a run was captured into a CUDA graph: its replays read the pairs, so no compaction
@@ -1279,7 +1279,7 @@ __device__ __forceinline__ float phi_c(float v) {
 // the others one group of rows each. Segments first, so that hub rows start early and run beside
 // the row groups in one launch (power-law: 22.8% of the edges lie in 1758 split rows).
 // LI (the default since v12; PIPELINK_AGG_STAGED_ISSUE=0 selects the wide-address copies, which
-// also serve row strides of 2^29 floats or more): a stage's copies from addresses whose per-lane
+// also serve row strides of 2^29 floats or more, and negative ones by default): a stage's copies from addresses whose per-lane
 // parts are computed once. The wide-address issue (SASS, sm_90, tanh, from
 // one LDGDEPBAR to the next) is 165 instructions for a stage's 8 edges, ~20 of the 66-68 per edge
 // that ncu counted (v11, the kernel issue-bound at 90%): per 16-byte copy it reloads x and xs
@@ -1394,7 +1394,9 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
   const unsigned piece_s = static_cast<unsigned>(__cvta_generic_to_shared(rows)) +
                            unsigned(((lane >> 4) * F + (lane & 15) * 4) * int(sizeof(float)));
   const char* const xq = reinterpret_cast<const char*>(x + (lane & 15) * 4);
-  const int xsb = int(xs) * int(sizeof(float));  // bytes a row, signed (the host: |xs| < 2^29)
+  // Bytes a row, modulo 2^32 (no signed overflow where the wide copies serve |xs| >= 2^29): the
+  // host picks ISSUE 2 for 0 <= xs < 2^29 and ISSUE 1 for |xs| < 2^29, where this is exact.
+  const int xsb = int(unsigned(xs) * unsigned(sizeof(float)));
   while (r < r1) {  // one pass of the ring per run of rows between split rows
     const int kb = rbeg;
     EdgePair<std::int32_t> pnext{0, 0};
@@ -2264,7 +2266,7 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
         ::pipelink::detail::log_message(
             LogLevel::debug, "aggregate: plan " + std::to_string(id) + ": w permutation tables for T = " + std::to_string(t->T) +
                                  ", " + std::to_string(t->tiles) + " tiles and buckets, " + std::to_string(t->bytes()) + " B" +
-                                 (compact ? (compact24 ? "; src column 24-bit" : "; src column 32-bit") : "; pairs kept"));
+                                 (compact ? (compact24 ? "; src column 24-bit" : "; src column 32-bit") : "; pairs kept (not compacted)"));
     } else if (log_level() <= LogLevel::info) {
       ::pipelink::detail::log_message(LogLevel::info, "aggregate: plan " + std::to_string(id) +
                                                           ": no w permutation tables (no room, or too many tiles for "
