@@ -25,6 +25,7 @@
 #include <optional>
 #include <cstdint>
 #include <string>
+#include <initializer_list>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -57,13 +58,27 @@ int grid_for(std::int64_t work, int block) {
 
 void check_launch() { PIPELINK_CUDA_CHECK(cudaGetLastError()); }
 
-// A knob of two values, read where it is called: unset, empty or `first` (its default) gives
-// false, `second` gives true, any other value is an error naming the knob and both values.
-bool knob_is_second(const char* name, const char* first, const char* second) {
+// A knob of a few values, read where it is called: unset, empty or values[0] (its default) gives
+// 0, values[i] gives i, any other value is an error naming the knob and every value.
+int knob_choice(const char* name, std::initializer_list<const char*> values) {
   const char* v = std::getenv(name);
-  if (!v || !*v || std::string_view(v) == first) return false;
-  if (std::string_view(v) == second) return true;
-  throw Error(std::string("aggregate: ") + name + "='" + v + "' is not '" + first + "' or '" + second + "'");
+  if (!v || !*v) return 0;
+  int i = 0;
+  for (const char* c : values) {
+    if (std::string_view(v) == c) return i;
+    ++i;
+  }
+  std::string all;
+  i = 0;
+  for (const char* c : values) {
+    all += std::string(i == 0 ? "'" : i + 1 == int(values.size()) ? " or '" : ", '") + c + "'";
+    ++i;
+  }
+  throw Error(std::string("aggregate: ") + name + "='" + v + "' is not " + all);
+}
+// Two values: false for `first` (the default), true for `second`.
+bool knob_is_second(const char* name, const char* first, const char* second) {
+  return knob_choice(name, {first, second}) == 1;
 }
 
 // ---- elementwise phi -------------------------------------------------------------------------
@@ -200,11 +215,10 @@ __host__ __device__ __forceinline__ bool w_plan_order(int wmode) {
 // staged run issues ~55 instructions an edge and the chunk's index arithmetic added to them.
 __host__ __device__ constexpr std::int64_t compact24_low(std::int64_t E) { return (E + 15) / 16 * 16; }
 __host__ __device__ constexpr std::int64_t compact24_bytes(std::int64_t E) { return compact24_low(E) + 2 * E; }
-__device__ __forceinline__ std::int32_t compact24_src(const std::uint16_t* lo, const unsigned char* hi_end, std::int64_t k) {
-  return std::int32_t(__byte_perm(lo[k], hi_end[-k], 0x3410));  // lo's bytes 0, 1, then hi's byte 0
-}
 __device__ __forceinline__ std::int32_t compact24_src(const void* col, std::int64_t k) {
-  return compact24_src(static_cast<const std::uint16_t*>(col), static_cast<const unsigned char*>(col) - 1, k);
+  const auto* lo = static_cast<const std::uint16_t*>(col);
+  const auto* hi_end = static_cast<const unsigned char*>(col) - 1;
+  return std::int32_t(__byte_perm(lo[k], hi_end[-k], 0x3410));  // lo's bytes 0, 1, then hi's byte 0
 }
 // Plan entry k: the pair, or on a compact plan (narrow only) its src with a zero id.
 template <class Pair>
@@ -1710,11 +1724,8 @@ struct StagedSegments {  // the split rows' segments, summed by the staged kerne
 // default); "signed" the LI copies with a signed one (1, v12-v21's); "0" the wide-address copies
 // (0). Another value is an error naming the knob, raised by CudaPlan::run before any work.
 int staged_issue_knob() {
-  const char* v = std::getenv("PIPELINK_AGG_STAGED_ISSUE");
-  if (!v || !*v || std::string_view(v) == "1") return 2;
-  if (std::string_view(v) == "signed") return 1;
-  if (std::string_view(v) == "0") return 0;
-  throw Error(std::string("aggregate: PIPELINK_AGG_STAGED_ISSUE='") + v + "' is not '1', 'signed' or '0'");
+  constexpr int issue[] = {2, 1, 0};
+  return issue[knob_choice("PIPELINK_AGG_STAGED_ISSUE", {"1", "signed", "0"})];
 }
 
 template <int TR>
@@ -1961,11 +1972,8 @@ bool stream_capturing(cudaStream_t q) {
 // (H200, products-like, `bench --ab`, same rounds, 8beb24e; w in plan order 4.16 with it).
 enum class Compact { keep, src32, src24 };
 Compact w_permute_compact() {
-  const char* v = std::getenv("PIPELINK_AGG_W_PERMUTE_COMPACT");
-  if (!v || !*v || std::string_view(v) == "1") return Compact::src32;
-  if (std::string_view(v) == "0") return Compact::keep;
-  if (std::string_view(v) == "24") return Compact::src24;
-  throw Error(std::string("aggregate: PIPELINK_AGG_W_PERMUTE_COMPACT='") + v + "' is not '1', '0' or '24'");
+  constexpr Compact as[] = {Compact::src32, Compact::keep, Compact::src24};
+  return as[knob_choice("PIPELINK_AGG_W_PERMUTE_COMPACT", {"1", "0", "24"})];
 }
 
 using u16 = std::uint16_t;
