@@ -723,6 +723,92 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
   }
 }
 
+TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
+  // The narrow build's first radix pass (first_digit_scatter_kernel, the default) against the
+  // init kernel and CUB over every bit (PIPELINK_AGG_BUILD_FIRST=cub): the same plan, so the same
+  // edge order (edge ids permuted through it) and the same bits, planned and one-shot (w in the
+  // pairs). Sizes around the pass's 8192-edge tile and CUB's single-tile sort, key widths whose
+  // remaining bits take 0 (N <= 256: the first pass is the whole sort), 1, 2 and 3 CUB passes
+  // (odd and even, so both places the first pass writes to), int32 and int64 indices, and graphs
+  // whose destinations crowd one digit (a tile of one digit: the warps' 16-bit counts at 8192).
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
+                       "PIPELINK_AGG_FORCE_WIDE");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  struct G {
+    std::int64_t N, E;
+    DType index;
+    int crowd;  // 0: uniform; 1: every dst in one row; 2: dst = 256 * k (one digit, many rows)
+  };
+  const G cases[] = {{1, 1, DType::i32, 0},         {200, 4095, DType::i32, 0},    {256, 4097, DType::i64, 0},
+                     {257, 8191, DType::i32, 0},    {300, 8192, DType::i64, 0},    {70000, 8193, DType::i32, 0},
+                     {70000, 300000, DType::i64, 0}, {3000000, 1000000, DType::i32, 0}, {40000000, 200000, DType::i32, 0},
+                     {5000, 40000, DType::i32, 1},   {1000000, 50000, DType::i64, 2}};
+  for (const G& c : cases) {
+    EdgeList g = uniform_graph(c.N, c.E, seed + std::uint64_t(c.N) + std::uint64_t(c.E), c.index);
+    for (std::int64_t e = 0; e < c.E && c.crowd; ++e) {
+      auto set = [&](auto* d) { d[e] = c.crowd == 1 ? 17 : (d[e] / 256) * 256; };
+      if (c.index == DType::i32) set(g.dst.data_as<std::int32_t>());
+      else set(g.dst.data_as<std::int64_t>());
+    }
+    const std::int64_t N = c.N, E = c.E, F = N > 100000 ? 4 : 32;  // 40M rows: 26 key bits, three CUB passes
+    SCOPED_TRACE("N=" + std::to_string(N) + " E=" + std::to_string(E) + " crowd=" + std::to_string(c.crowd));
+    Tensor x = gpu(random_tensor({N, F}, DType::f32, seed + 3, -2, 2)), w = gpu(random_tensor({E}, DType::f32, seed + 4));
+    Tensor sg = gpu(g.src), dg = gpu(g.dst);
+    Tensor ids = TensorBuilder().shape({E}).build();
+    for (std::int64_t e = 0; e < E; ++e) ids.data_as<float>()[e] = float(e);  // exact below 2^24
+    Tensor ids_g = gpu(ids);
+    // Under each form: the plan's edge order, its planned output, a one-shot call's output.
+    auto run = [&](Tensor& order, Tensor& planned, Tensor& once) {
+      AggregatePlan plan = AggregatePlan::build(sg, dg, N);
+      Tensor o = gpu(ids), a = poisoned_gpu(N, F, DType::f32), b = poisoned_gpu(N, F, DType::f32);
+      (void)plan.permute_weights(ids_g.view(), o.view());
+      aggregate(plan, x, w.view(), a);
+      aggregate(x, sg, dg, w.view(), b, {.path = AggregatePath::one_shot});
+      order = host(o);
+      planned = host(a);
+      once = host(b);
+    };
+    Tensor o1, p1, s1, o2, p2, s2;
+    run(o1, p1, s1);
+    {
+      ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", "cub"}});
+      run(o2, p2, s2);
+    }
+    EXPECT_TRUE(bitwise_equal(o1, o2)) << "the fused first pass orders the edges differently";
+    EXPECT_TRUE(bitwise_equal(p1, p2)) << "planned: other bits";
+    EXPECT_TRUE(bitwise_equal(s1, s2)) << "one-shot: other bits";
+    // The order itself: ascending destination, edge ids ascending within a row (stable).
+    const Tensor dh = g.dst;
+    auto dst_of = [&](std::int64_t e) {
+      return c.index == DType::i32 ? std::int64_t(dh.data_as<std::int32_t>()[e]) : dh.data_as<std::int64_t>()[e];
+    };
+    std::int64_t bad = -1;
+    for (std::int64_t k = 1; k < E && bad < 0; ++k) {
+      const auto a = std::int64_t(o1.data_as<float>()[k - 1]), b = std::int64_t(o1.data_as<float>()[k]);
+      if (dst_of(a) > dst_of(b) || (dst_of(a) == dst_of(b) && a >= b)) bad = k;
+    }
+    EXPECT_EQ(bad, -1) << "the plan's order breaks at position " << bad;
+  }
+  // Bad indices under the fused pass: the first bad edge of either array, int32 and int64.
+  for (DType t : {DType::i32, DType::i64}) {
+    EdgeList g = uniform_graph(500, 100000, seed + 5, t);
+    auto poke = [&](Tensor& a, std::int64_t e, std::int64_t v) {
+      if (t == DType::i32) a.data_as<std::int32_t>()[e] = std::int32_t(v);
+      else a.data_as<std::int64_t>()[e] = v;
+    };
+    poke(g.src, 70001, 500);
+    poke(g.dst, 70000, -3);
+    try {
+      (void)AggregatePlan::build(gpu(g.src), gpu(g.dst), 500);
+      ADD_FAILURE() << "no error";
+    } catch (const IndexOutOfRangeError& e) {
+      EXPECT_EQ(e.position(), 70000) << e.what();
+      EXPECT_EQ(e.port(), "dst") << e.what();
+    }
+  }
+}
+
 TEST_F(CudaAggregate, OneShotInEdgeRanges) {
   // PIPELINK_AGG_ONESHOT_CHUNKS=K: a one-shot call in K edge ranges, each built and run on its own,
   // the later ones accumulating. Inside the tolerance and deterministic on hub, uniform and N = 1
@@ -924,7 +1010,8 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
   for (auto [name, value] : {std::pair{"PIPELINK_AGG_SEGMENT", "16"}, std::pair{"PIPELINK_AGG_CHUNK", "12x"},
                              std::pair{"PIPELINK_AGG_ROWS_PER_EDGE", "-1"}, std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "5000"},
                              std::pair{"PIPELINK_AGG_ONESHOT_CHUNKS", "-1"}, std::pair{"PIPELINK_AGG_ONESHOT_CHUNKS", "4097"},
-                             std::pair{"PIPELINK_AGG_BUILD_MEMORY", "0"}, std::pair{"PIPELINK_AGG_BUILD_MEMORY", "1G"}}) {
+                             std::pair{"PIPELINK_AGG_BUILD_MEMORY", "0"}, std::pair{"PIPELINK_AGG_BUILD_MEMORY", "1G"},
+                             std::pair{"PIPELINK_AGG_BUILD_FIRST", "fast"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);

@@ -277,6 +277,158 @@ __global__ void init_pairs_kernel(const I* src, const I* dst, K* keys, EdgePair<
   }
 }
 
+// ---- the build's first radix pass, fused with the init ----------------------------------------
+//
+// Why: the narrow build was an init kernel (read src and dst, 8 bytes an edge; write the key and
+// the pair, 12) and CUB's three onesweep passes of the 22-bit key (each reading and writing 12).
+// Traced at 8d9458d (products-like, H200): init 0.47-0.53 ms, CUB 1.80-1.83. The first radix
+// pass can read src and dst itself: a digit count (dst, 4 bytes an edge) and one stable scatter
+// by the low 8 bits that writes the key and the pair, and CUB sorts bits [8, end) in two passes.
+// That moves 24 bytes an edge where init and CUB's first pass moved 44 (~1.2 GB less on
+// products-like). Counted: build 2.5 -> ~2.0-2.1 ms (the scatter at CUB's pass rate).
+//
+// The tile partition is the same in both kernels: tile t is edges [t * kFirstTile, ...). counts
+// and offsets are digit-major ([digit][tile]), so one exclusive sum over them gives each (digit,
+// tile) its first place in the pass's output, stable across tiles.
+constexpr int kFirstBits = 8, kFirstDigits = 1 << kFirstBits;
+constexpr int kFirstWarps = 16, kFirstRounds = 16, kFirstThreads = kFirstWarps * 32;
+constexpr int kFirstTile = kFirstThreads * kFirstRounds;  // 8192 edges: 96 KB of keys and pairs staged
+constexpr std::size_t kFirstSmem = std::size_t(kFirstTile) * (sizeof(std::uint32_t) + sizeof(EdgePair<std::int32_t>));
+
+template <class I>
+__global__ void __launch_bounds__(256) first_digit_counts_kernel(const I* __restrict__ dst, std::int64_t E,
+                                                                 std::uint32_t mask, std::uint32_t* __restrict__ counts) {
+  __shared__ std::uint32_t h[kFirstDigits];
+  for (int i = threadIdx.x; i < kFirstDigits; i += blockDim.x) h[i] = 0;
+  __syncthreads();
+  const std::int64_t t0 = std::int64_t(blockIdx.x) * kFirstTile;
+  const int n = int(E - t0 < kFirstTile ? E - t0 : kFirstTile);
+#pragma unroll 8
+  for (int i = threadIdx.x; i < n; i += blockDim.x) atomicAdd(&h[std::uint32_t(dst[t0 + i]) & mask], 1u);
+  __syncthreads();
+  for (int d = threadIdx.x; d < kFirstDigits; d += blockDim.x) counts[std::int64_t(d) * gridDim.x + blockIdx.x] = h[d];
+}
+
+// One tile a block: each warp ranks its 512 edges (16 rounds of 32, in edge order) among equal
+// digits with __match_any_sync, the block places them in shared memory sorted by digit (stable),
+// and writes each digit's run to its place in keys and pairs: runs of ~32 entries a digit on
+// products-like, so the stores are mostly whole sectors. A warp counts its digits in one pass
+// over its rounds and ranks them in a second with its bases; the keys stay in registers between
+// them. Every load of a pass is issued before its first use: one round at a time would hold
+// ~4 KB of reads in flight an SM, against the ~25 KB that the H200's bandwidth times its latency
+// asks for. FW, fw: as init_pairs_kernel (one-shot plans carry w's bits in place of the edge id);
+// a template argument so that the plain build holds no registers for w under the 64-register
+// bound that two blocks an SM need.
+template <class I, bool FW>
+__global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
+    const I* __restrict__ src, const I* __restrict__ dst, std::int64_t E, std::uint64_t N, std::uint32_t mask,
+    const std::uint32_t* __restrict__ offsets, std::uint32_t* __restrict__ keys, EdgePair<std::int32_t>* __restrict__ pairs,
+    unsigned long long* first_bad, const float* __restrict__ fw) {
+  extern __shared__ __align__(16) unsigned char first_smem[];
+  auto* skeys = reinterpret_cast<std::uint32_t*>(first_smem);
+  auto* spairs = reinterpret_cast<EdgePair<std::int32_t>*>(first_smem + kFirstTile * sizeof(std::uint32_t));
+  __shared__ std::uint16_t wh[kFirstWarps][kFirstDigits];  // a warp's count, then its base, per digit
+  __shared__ std::uint32_t lstart[kFirstDigits], gstart[kFirstDigits];
+  using Scan = cub::BlockScan<std::uint32_t, kFirstThreads>;
+  __shared__ typename Scan::TempStorage scan_temp;
+  // Each pass loads dst, or src (and fw), in parts of H rounds: halves, quarters for int64
+  // indices (two registers a value). No spills at 64 registers (cuobjdump, all four forms).
+  constexpr int R = kFirstRounds, H = sizeof(I) == 8 ? R / 4 : R / 2;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const unsigned lt = (1u << lane) - 1;
+  for (int i = threadIdx.x; i < kFirstWarps * kFirstDigits; i += kFirstThreads) (&wh[0][0])[i] = 0;
+  const std::int64_t t0 = std::int64_t(blockIdx.x) * kFirstTile;
+  // Round r's edge is w0 + 32 r, in the tile while 32 r < lim. Addresses as a base pointer and
+  // constant offsets: 64-bit edge indices per round held 16 more register pairs (spills).
+  const std::int64_t w0 = t0 + std::int64_t(warp) * 32 * R + lane;
+  const int lim = int(E - w0 < 32 * R ? (E - w0 > 0 ? E - w0 : 0) : 32 * R);
+  const I* const dw = dst + w0;
+  const I* const sw = src + w0;
+  const float* const fww = FW ? fw + w0 : nullptr;
+  const std::int32_t id0 = std::int32_t(w0);  // narrow plans: E < 2^31
+  std::uint32_t key[R];
+#pragma unroll
+  for (int h = 0; h < R; h += H) {
+    I dv[H];
+#pragma unroll
+    for (int r = 0; r < H; ++r) dv[r] = 32 * (h + r) < lim ? dw[32 * (h + r)] : I(0);
+#pragma unroll
+    for (int r = 0; r < H; ++r) {
+      key[h + r] = std::uint32_t(dv[r]);
+      if (std::uint64_t(std::int64_t(dv[r])) >= N) atomicMin(first_bad, (unsigned long long)(id0 + 32 * (h + r)));
+    }
+  }
+  __syncthreads();  // wh zeroed
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    // (No `break` past E: it left key[] in local memory, indexed at run time.)
+    const bool in = 32 * r < lim;
+    const unsigned active = __ballot_sync(~0u, in);
+    if (in) {
+      const std::uint32_t d = key[r] & mask;
+      const unsigned peers = __match_any_sync(active, d);
+      if (lane == __ffs(peers) - 1) wh[warp][d] += std::uint16_t(__popc(peers));
+      __syncwarp(active);
+    }
+  }
+  __syncthreads();
+  std::uint32_t total = 0;
+  if (threadIdx.x < kFirstDigits) {
+    const int d = threadIdx.x;
+    for (int w = 0; w < kFirstWarps; ++w) {
+      const std::uint32_t c = wh[w][d];
+      wh[w][d] = std::uint16_t(total);  // <= 8192
+      total += c;
+    }
+    gstart[d] = offsets[std::int64_t(d) * gridDim.x + blockIdx.x];
+  }
+  std::uint32_t first = 0;
+  Scan(scan_temp).ExclusiveSum(total, first);
+  if (threadIdx.x < kFirstDigits) lstart[threadIdx.x] = first;
+  __syncthreads();
+#pragma unroll
+  for (int h = 0; h < R; h += H) {
+    std::int32_t sv[H], wv[H];
+    {
+      I sl[H];
+#pragma unroll
+      for (int r = 0; r < H; ++r) {
+        const bool in = 32 * (h + r) < lim;
+        sl[r] = in ? sw[32 * (h + r)] : I(0);
+        if constexpr (FW) wv[r] = in ? __float_as_int(fww[32 * (h + r)]) : 0;
+      }
+#pragma unroll
+      for (int r = 0; r < H; ++r) {
+        sv[r] = std::int32_t(sl[r]);
+        if (std::uint64_t(std::int64_t(sl[r])) >= N) atomicMin(first_bad, (unsigned long long)(id0 + 32 * (h + r)));
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < H; ++r) {
+      const bool in = 32 * (h + r) < lim;
+      const unsigned active = __ballot_sync(~0u, in);
+      if (!in) continue;
+      const std::uint32_t d = key[h + r] & mask;
+      const unsigned peers = __match_any_sync(active, d);
+      const std::uint32_t base = wh[warp][d];
+      __syncwarp(active);  // every lane has read the base before its leader moves it
+      if (lane == __ffs(peers) - 1) wh[warp][d] = std::uint16_t(base + __popc(peers));
+      __syncwarp(active);
+      const std::uint32_t lp = lstart[d] + base + __popc(peers & lt);
+      skeys[lp] = key[h + r];
+      spairs[lp] = EdgePair<std::int32_t>{sv[r], FW ? wv[r] : id0 + 32 * (h + r)};
+    }
+  }
+  __syncthreads();
+  const int n = int(E - t0 < kFirstTile ? E - t0 : kFirstTile);
+  for (int i = threadIdx.x; i < n; i += kFirstThreads) {
+    const std::uint32_t key_i = skeys[i], d = key_i & mask;
+    const std::uint32_t g = gstart[d] + (std::uint32_t(i) - lstart[d]);
+    keys[g] = key_i;
+    pairs[g] = spairs[i];
+  }
+}
+
 // row_ptr[i] = base + first position whose key is >= i (keys sorted ascending), for i in [0, N].
 template <class K, class P>
 __global__ void row_ptr_kernel(const K* keys, int shift, std::int64_t E, std::int64_t N, P* row_ptr,
@@ -369,12 +521,16 @@ std::int64_t long_row_threshold() {
 //     PIPELINK_AGG_ONESHOT_CHUNKS=1 a one-shot call sorts destination ranges instead.
 //   PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (tests only; read in aggregate_one_shot): edge ranges of
 //     more edges than this fail as if out of memory, to make the unforced splits happen (0: off).
+//   PIPELINK_AGG_BUILD_FIRST: 'fused' (the default: the one sort's first radix pass reads src and
+//     dst itself, see first_digit_scatter_kernel) or 'cub' (v1-v22's init kernel, then CUB over
+//     every bit), for A/B. Narrow plans' one sort only; ranges and wide plans sort as before.
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
   std::int64_t oneshot_chunks = 0;  // 0: one plan, or edge ranges when its sort does not fit
   std::size_t build_memory = 0;     // bytes; 0: no cap
   std::int64_t test_range_oom_above = 0;  // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (0: off)
+  bool build_first_cub = false;  // PIPELINK_AGG_BUILD_FIRST=cub
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -395,6 +551,7 @@ PlanKnobs plan_knobs() {
   k.oneshot_chunks = read("PIPELINK_AGG_ONESHOT_CHUNKS", 0, 4096, 0);
   k.build_memory = std::size_t(read("PIPELINK_AGG_BUILD_MEMORY", 1, std::int64_t(1) << 30, 0)) << 20;
   k.test_range_oom_above = read("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", 0, std::int64_t(1) << 62, 0);
+  k.build_first_cub = knob_is_second("PIPELINK_AGG_BUILD_FIRST", "fused", "cub");
   return k;
 }
 
@@ -805,15 +962,35 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // (A two-level sort, CUB on bits [6, 22) and a shared-memory rank of the low 6 bits per 64-row
   // bucket, gave the same plan bitwise but was no faster: products-like 2.40-2.42 against 2.40 ms,
   // power-law 2.97-3.05 against 2.40, H200, session 12; removed, in git at 35fda52.)
-  // CUB's temp size depends only on the sizes: ask with null buffers first.
-  std::size_t temp_bytes = 0;
-  {
+  // The fused first pass (see first_digit_scatter_kernel) where its 96 KB of shared memory fit
+  // (sm_90 gives a block 227 KB, sm_80 163, sm_86 99: there the init and CUB's passes over every
+  // bit, as before).
+  bool fused = !knobs.build_first_cub && E > 0;
+  if (fused) {
+    int optin = 0;
+    PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, plan.device.index));
+    cudaFuncAttributes fa{};
+    PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&fa, first_digit_scatter_kernel<I, false>));  // both: the same static size
+    fused = fa.sharedSizeBytes + kFirstSmem <= std::size_t(optin);
+  }
+  const int first_bits = fused ? std::min(kFirstBits, end_bit) : 0;  // the bits the first pass sorts
+  const std::int64_t tiles = fused ? (E + kFirstTile - 1) / kFirstTile : 0;
+  const std::int64_t cells = tiles * kFirstDigits;  // the first pass's counts, [digit][tile]
+  // CUB's temp size depends only on the sizes: ask with null buffers first. The first pass's scan
+  // shares the region (it is done before CUB starts).
+  std::size_t temp_bytes = 0, scan_bytes = 0;
+  if (first_bits < end_bit || !fused) {
     cub::DoubleBuffer<K> k0(nullptr, nullptr);
     cub::DoubleBuffer<Pair> p0(nullptr, nullptr);
-    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, k0, p0, n32, 0, end_bit, s));
+    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, k0, p0, n32, first_bits, end_bit, s));
   }
+  if (fused)
+    PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const std::uint32_t*>(nullptr),
+                                                      static_cast<std::uint32_t*>(nullptr), cells, s));
   auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
-  const std::size_t kb = up(E * sizeof(K)), pb = up(E * sizeof(Pair)), arena_bytes = 2 * kb + pb + up(temp_bytes);
+  // keys_b, CUB's alternate keys, holds the first pass's counts and offsets until CUB starts.
+  const std::size_t kb = up(std::max<std::size_t>(E * sizeof(K), 2 * cells * sizeof(std::uint32_t))),
+                    pb = up(E * sizeof(Pair)), arena_bytes = 2 * kb + pb + up(std::max(temp_bytes, scan_bytes));
   const bool capped = chunks == 0 && knobs.build_memory > 0 && arena_bytes > knobs.build_memory;
   // The kept pairs first (see above). A one-shot build that may hand over to edge ranges makes
   // them only where the one sort is not capped, and only if they fit: edge ranges never hold the
@@ -884,20 +1061,50 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   K* keys_b = reinterpret_cast<K*>(base + kb);
   Pair* pairs_t = reinterpret_cast<Pair*>(base + 2 * kb);
   void* temp = base + 2 * kb + pb;
-  // The init kernel writes the transient pairs; an odd number of sort passes (three for 17-24
-  // bits, as products-like's 22; one for a single-tile sort or at most 8 bits) leaves the result
-  // in `kept`, an even one (two passes: 9-16 bits) in the transient buffer, which is then copied.
-  init_pairs_kernel<I, K, std::int32_t><<<grid_for(E, 256), 256, 0, s>>>(
-      src.data_as<const I>(), dst.data_as<const I>(), keys_a, pairs_t, E, std::uint64_t(N), flag, fw);
-  check_launch();
-  trace.mark("init");
   // Bad indices make garbage keys, but the sort only reads bits [0, end_bit) and nothing below
   // writes outside the plan's buffers; the error is raised at the synchronization in finish_plan.
   cub::DoubleBuffer<K> keys(keys_a, keys_b);
-  cub::DoubleBuffer<Pair> pairs(pairs_t, kept.as<Pair>());
-  PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, n32, 0, end_bit, s));
-  if (pairs.Current() != kept.as<Pair>())
-    PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
+  if (!fused) {
+    // The init kernel writes the transient pairs; an odd number of sort passes (three for 17-24
+    // bits, as products-like's 22; one for a single-tile sort or at most 8 bits) leaves the result
+    // in `kept`, an even one (two passes: 9-16 bits) in the transient buffer, which is then copied.
+    init_pairs_kernel<I, K, std::int32_t><<<grid_for(E, 256), 256, 0, s>>>(
+        src.data_as<const I>(), dst.data_as<const I>(), keys_a, pairs_t, E, std::uint64_t(N), flag, fw);
+    check_launch();
+    trace.mark("init");
+    cub::DoubleBuffer<Pair> pairs(pairs_t, kept.as<Pair>());
+    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, n32, 0, end_bit, s));
+    if (pairs.Current() != kept.as<Pair>())
+      PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
+  } else {
+    // The first pass writes where CUB's passes over the rest leave the result in `kept`: CUB's
+    // onesweep takes 8 bits a pass (two for products-like's 14 remaining bits), a single-tile
+    // sort (a few thousand edges) one. Where that guess is wrong, the copy below mends it.
+    const int rest = end_bit - first_bits;
+    const int passes = rest == 0 ? 0 : E <= 4096 ? 1 : (rest + 7) / 8;
+    Pair* first_out = passes % 2 == 0 ? kept.as<Pair>() : pairs_t;
+    auto* counts = reinterpret_cast<std::uint32_t*>(keys_b);
+    std::uint32_t* offsets = counts + cells;
+    const std::uint32_t mask = (1u << first_bits) - 1;
+    first_digit_counts_kernel<I><<<int(tiles), 256, 0, s>>>(dst.data_as<const I>(), E, mask, counts);
+    check_launch();
+    PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp, scan_bytes, counts, offsets, cells, s));
+    // The attribute belongs to the function: one value for every plan (see the bucket kernel's).
+    auto scatter = [&](auto kernel) {
+      PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFirstSmem)));
+      kernel<<<int(tiles), kFirstThreads, kFirstSmem, s>>>(src.data_as<const I>(), dst.data_as<const I>(), E, std::uint64_t(N),
+                                                         mask, offsets, keys_a, first_out, flag, fw);
+    };
+    if (fw) scatter(first_digit_scatter_kernel<I, true>);
+    else scatter(first_digit_scatter_kernel<I, false>);
+    check_launch();
+    trace.mark("first_pass");
+    cub::DoubleBuffer<Pair> pairs(first_out, first_out == pairs_t ? kept.as<Pair>() : pairs_t);
+    if (rest > 0)
+      PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, n32, first_bits, end_bit, s));
+    if (pairs.Current() != kept.as<Pair>())
+      PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
+  }
   trace.mark("sort");
   plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
   // A binary search per row (0.12 ms on products-like). A streaming pass over the keys (each
