@@ -295,6 +295,20 @@ constexpr int kFirstWarps = 16, kFirstRounds = 16, kFirstThreads = kFirstWarps *
 constexpr int kFirstTile = kFirstThreads * kFirstRounds;  // 8192 edges: 96 KB of keys and pairs staged
 constexpr std::size_t kFirstSmem = std::size_t(kFirstTile) * (sizeof(std::uint32_t) + sizeof(EdgePair<std::int32_t>));
 
+// The lanes of `active` whose digit (kFirstBits bits) equals this lane's, from a ballot a bit,
+// as CUB's MatchAny: every lane of the warp must call it. Why not __match_any_sync: with it the
+// first pass took 1.48 ms on products-like (H200, 8be91af, trace), ~3x its bytes' time.
+__device__ __forceinline__ unsigned match_digit(std::uint32_t d, unsigned active) {
+  unsigned m = active;
+#pragma unroll
+  for (int b = 0; b < kFirstBits; ++b) {
+    const bool one = (d >> b) & 1u;
+    const unsigned v = __ballot_sync(~0u, one);
+    m &= one ? v : ~v;
+  }
+  return m;
+}
+
 template <class I>
 __global__ void __launch_bounds__(256) first_digit_counts_kernel(const I* __restrict__ dst, std::int64_t E,
                                                                  std::uint32_t mask, std::uint32_t* __restrict__ counts) {
@@ -310,11 +324,10 @@ __global__ void __launch_bounds__(256) first_digit_counts_kernel(const I* __rest
 }
 
 // One tile a block: each warp ranks its 512 edges (16 rounds of 32, in edge order) among equal
-// digits with __match_any_sync, the block places them in shared memory sorted by digit (stable),
+// digits (match_digit), the block places them in shared memory sorted by digit (stable),
 // and writes each digit's run to its place in keys and pairs: runs of ~32 entries a digit on
 // products-like, so the stores are mostly whole sectors. A warp counts its digits in one pass
-// over its rounds and ranks them in a second with its bases; the keys stay in registers between
-// them. Every load of a pass is issued before its first use: one round at a time would hold
+// over its rounds and ranks them in a second with its bases, reading dst again. Every load of a pass is issued before its first use: one round at a time would hold
 // ~4 KB of reads in flight an SM, against the ~25 KB that the H200's bandwidth times its latency
 // asks for. FW, fw: as init_pairs_kernel (one-shot plans carry w's bits in place of the edge id);
 // a template argument so that the plain build holds no registers for w under the 64-register
@@ -331,9 +344,10 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
   __shared__ std::uint32_t lstart[kFirstDigits], gstart[kFirstDigits];
   using Scan = cub::BlockScan<std::uint32_t, kFirstThreads>;
   __shared__ typename Scan::TempStorage scan_temp;
-  // Each pass loads dst, or src (and fw), in parts of H rounds: halves, quarters for int64
-  // indices (two registers a value). No spills at 64 registers (cuobjdump, all four forms).
-  constexpr int R = kFirstRounds, H = sizeof(I) == 8 ? R / 4 : R / 2;
+  // Each pass loads dst, or src and dst (and fw), in parts of H rounds: halves, quarters for int64
+  // indices (two registers a value) and with fw. No spills at 64 registers (cuobjdump, all four
+  // forms; halves with fw spilled 8 bytes).
+  constexpr int R = kFirstRounds, H = sizeof(I) == 8 || FW ? R / 4 : R / 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const unsigned lt = (1u << lane) - 1;
   for (int i = threadIdx.x; i < kFirstWarps * kFirstDigits; i += kFirstThreads) (&wh[0][0])[i] = 0;
@@ -346,7 +360,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
   const I* const sw = src + w0;
   const float* const fww = FW ? fw + w0 : nullptr;
   const std::int32_t id0 = std::int32_t(w0);  // narrow plans: E < 2^31
-  std::uint32_t key[R];
+  __syncthreads();  // wh zeroed
 #pragma unroll
   for (int h = 0; h < R; h += H) {
     I dv[H];
@@ -354,21 +368,15 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
     for (int r = 0; r < H; ++r) dv[r] = 32 * (h + r) < lim ? dw[32 * (h + r)] : I(0);
 #pragma unroll
     for (int r = 0; r < H; ++r) {
-      key[h + r] = std::uint32_t(dv[r]);
       if (std::uint64_t(std::int64_t(dv[r])) >= N) atomicMin(first_bad, (unsigned long long)(id0 + 32 * (h + r)));
-    }
-  }
-  __syncthreads();  // wh zeroed
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    // (No `break` past E: it left key[] in local memory, indexed at run time.)
-    const bool in = 32 * r < lim;
-    const unsigned active = __ballot_sync(~0u, in);
-    if (in) {
-      const std::uint32_t d = key[r] & mask;
-      const unsigned peers = __match_any_sync(active, d);
-      if (lane == __ffs(peers) - 1) wh[warp][d] += std::uint16_t(__popc(peers));
-      __syncwarp(active);
+      // Every lane takes every round (match_digit's ballots); lanes past E add nothing. (A `break`
+      // past E left the loaded values in local memory, indexed at run time.)
+      const bool in = 32 * (h + r) < lim;
+      const unsigned active = __ballot_sync(~0u, in);
+      const std::uint32_t d = std::uint32_t(dv[r]) & mask;
+      const unsigned peers = match_digit(d, active);
+      if (in && lane == __ffs(peers) - 1) wh[warp][d] += std::uint16_t(__popc(peers));
+      __syncwarp();
     }
   }
   __syncthreads();
@@ -389,12 +397,14 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
 #pragma unroll
   for (int h = 0; h < R; h += H) {
     std::int32_t sv[H], wv[H];
+    std::uint32_t key[H];
     {
       I sl[H];
 #pragma unroll
       for (int r = 0; r < H; ++r) {
         const bool in = 32 * (h + r) < lim;
         sl[r] = in ? sw[32 * (h + r)] : I(0);
+        key[r] = in ? std::uint32_t(dw[32 * (h + r)]) : 0u;  // dst again (L2): keys held across the passes spilled
         if constexpr (FW) wv[r] = in ? __float_as_int(fww[32 * (h + r)]) : 0;
       }
 #pragma unroll
@@ -407,15 +417,15 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
     for (int r = 0; r < H; ++r) {
       const bool in = 32 * (h + r) < lim;
       const unsigned active = __ballot_sync(~0u, in);
-      if (!in) continue;
-      const std::uint32_t d = key[h + r] & mask;
-      const unsigned peers = __match_any_sync(active, d);
+      const std::uint32_t d = key[r] & mask;
+      const unsigned peers = match_digit(d, active);
       const std::uint32_t base = wh[warp][d];
-      __syncwarp(active);  // every lane has read the base before its leader moves it
-      if (lane == __ffs(peers) - 1) wh[warp][d] = std::uint16_t(base + __popc(peers));
-      __syncwarp(active);
+      __syncwarp();  // every lane has read the base before its leader moves it
+      if (in && lane == __ffs(peers) - 1) wh[warp][d] = std::uint16_t(base + __popc(peers));
+      __syncwarp();
+      if (!in) continue;
       const std::uint32_t lp = lstart[d] + base + __popc(peers & lt);
-      skeys[lp] = key[h + r];
+      skeys[lp] = key[r];
       spairs[lp] = EdgePair<std::int32_t>{sv[r], FW ? wv[r] : id0 + 32 * (h + r)};
     }
   }
