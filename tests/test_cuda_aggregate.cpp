@@ -728,7 +728,7 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
   // init kernel and CUB over every bit (PIPELINK_AGG_BUILD_FIRST=cub): the same plan, so the same
   // edge order (edge ids permuted through it) and the same bits, planned and one-shot (w in the
   // pairs). Sizes around the pass's 8192-edge tile and CUB's single-tile sort, key widths whose
-  // remaining bits take 0 (N <= 256: the first pass is the whole sort), 1, 2 and 3 CUB passes
+  // remaining bits take 0 (N <= 64: the first pass is the whole sort), 1, 2 and 3 CUB passes
   // (odd and even, so both places the first pass writes to), int32 and int64 indices, and graphs
   // whose destinations crowd one digit (a tile of one digit: the warps' 16-bit counts at 8192).
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
@@ -740,7 +740,7 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
     DType index;
     int crowd;  // 0: uniform; 1: every dst in one row; 2: dst = 256 * k (one digit, many rows)
   };
-  const G cases[] = {{1, 1, DType::i32, 0},         {200, 4095, DType::i32, 0},    {256, 4097, DType::i64, 0},
+  const G cases[] = {{1, 1, DType::i32, 0},         {50, 20000, DType::i64, 0},    {200, 4095, DType::i32, 0},    {256, 4097, DType::i64, 0},
                      {257, 8191, DType::i32, 0},    {300, 8192, DType::i64, 0},    {70000, 8193, DType::i32, 0},
                      {70000, 300000, DType::i64, 0}, {3000000, 1000000, DType::i32, 0}, {40000000, 200000, DType::i32, 0},
                      {5000, 40000, DType::i32, 1},   {1000000, 50000, DType::i64, 2}};

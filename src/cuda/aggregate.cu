@@ -283,14 +283,20 @@ __global__ void init_pairs_kernel(const I* src, const I* dst, K* keys, EdgePair<
 // the pair, 12) and CUB's three onesweep passes of the 22-bit key (each reading and writing 12).
 // Traced at 8d9458d (products-like, H200): init 0.47-0.53 ms, CUB 1.80-1.83. The first radix
 // pass can read src and dst itself: a digit count (dst, 4 bytes an edge) and one stable scatter
-// by the low 8 bits that writes the key and the pair, and CUB sorts bits [8, end) in two passes.
-// That moves 24 bytes an edge where init and CUB's first pass moved 44 (~1.2 GB less on
-// products-like). Counted: build 2.5 -> ~2.0-2.1 ms (the scatter at CUB's pass rate).
+// by the low kFirstBits bits that writes the key and the pair, and CUB sorts the rest (16 bits
+// on products-like: two passes). That moves 24 bytes an edge where init and CUB's first pass
+// moved 44 (~1.2 GB less on products-like). Counted: build 2.5 -> ~2.0-2.1 ms (the scatter at
+// CUB's pass rate). Measured (H200, products-like, same process, `bench --ab`): at 8 bits with
+// __match_any_sync the first pass took 1.48 ms, with ballots 1.15, against 0.51 for the init
+// and 0.56 for CUB's first pass (the scatter is issue-bound: ~8 warp instructions an edge).
 //
 // The tile partition is the same in both kernels: tile t is edges [t * kFirstTile, ...). counts
 // and offsets are digit-major ([digit][tile]), so one exclusive sum over them gives each (digit,
 // tile) its first place in the pass's output, stable across tiles.
-constexpr int kFirstBits = 8, kFirstDigits = 1 << kFirstBits;
+// 6 bits, not CUB's 8: products-like's 22-bit key still takes two CUB passes after it (16 bits),
+// and the ranking's digit match is a ballot a bit (at 8 bits and with the match in both of the
+// scatter's passes, the pass issued ~8 warp instructions an edge and took ~1.0 ms: 84c9450).
+constexpr int kFirstBits = 6, kFirstDigits = 1 << kFirstBits;
 constexpr int kFirstWarps = 16, kFirstRounds = 16, kFirstThreads = kFirstWarps * 32;
 constexpr int kFirstTile = kFirstThreads * kFirstRounds;  // 8192 edges: 96 KB of keys and pairs staged
 constexpr std::size_t kFirstSmem = std::size_t(kFirstTile) * (sizeof(std::uint32_t) + sizeof(EdgePair<std::int32_t>));
@@ -302,9 +308,18 @@ __device__ __forceinline__ unsigned match_digit(std::uint32_t d, unsigned active
   unsigned m = active;
 #pragma unroll
   for (int b = 0; b < kFirstBits; ++b) {
-    const bool one = (d >> b) & 1u;
-    const unsigned v = __ballot_sync(~0u, one);
-    m &= one ? v : ~v;
+    // The lanes whose bit b equals this lane's: the ballot of "bit b set", inverted where this
+    // lane's bit is clear. In PTX so that the predicate feeds both (with __ballot_sync and a
+    // select, nvcc 13.0 spent ~7 instructions a bit on it, ~4 here).
+    unsigned v;
+    asm("{\n\t.reg .pred p;\n\t"
+        "and.b32 %0, %1, %2;\n\t"
+        "setp.ne.u32 p, %0, 0;\n\t"
+        "vote.sync.ballot.b32 %0, p, 0xffffffff;\n\t"
+        "@!p not.b32 %0, %0;\n\t}"
+        : "=r"(v)
+        : "r"(d), "r"(1u << b));
+    m &= v;
   }
   return m;
 }
@@ -325,9 +340,9 @@ __global__ void __launch_bounds__(256) first_digit_counts_kernel(const I* __rest
 
 // One tile a block: each warp ranks its 512 edges (16 rounds of 32, in edge order) among equal
 // digits (match_digit), the block places them in shared memory sorted by digit (stable),
-// and writes each digit's run to its place in keys and pairs: runs of ~32 entries a digit on
-// products-like, so the stores are mostly whole sectors. A warp counts its digits in one pass
-// over its rounds and ranks them in a second with its bases, reading dst again. Every load of a pass is issued before its first use: one round at a time would hold
+// and writes each digit's run to its place in keys and pairs: runs of ~128 entries a digit,
+// so the stores are mostly whole sectors. A warp counts its digits in one pass over its rounds
+// (shared atomics) and ranks them in a second with its bases, reading dst again. Every load of a pass is issued before its first use: one round at a time would hold
 // ~4 KB of reads in flight an SM, against the ~25 KB that the H200's bandwidth times its latency
 // asks for. FW, fw: as init_pairs_kernel (one-shot plans carry w's bits in place of the edge id);
 // a template argument so that the plain build holds no registers for w under the 64-register
@@ -340,7 +355,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
   extern __shared__ __align__(16) unsigned char first_smem[];
   auto* skeys = reinterpret_cast<std::uint32_t*>(first_smem);
   auto* spairs = reinterpret_cast<EdgePair<std::int32_t>*>(first_smem + kFirstTile * sizeof(std::uint32_t));
-  __shared__ std::uint16_t wh[kFirstWarps][kFirstDigits];  // a warp's count, then its base, per digit
+  __shared__ std::uint32_t wh[kFirstWarps][kFirstDigits];  // a warp's count, then its base, per digit
   __shared__ std::uint32_t lstart[kFirstDigits], gstart[kFirstDigits];
   using Scan = cub::BlockScan<std::uint32_t, kFirstThreads>;
   __shared__ typename Scan::TempStorage scan_temp;
@@ -360,6 +375,14 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
   const I* const sw = src + w0;
   const float* const fww = FW ? fw + w0 : nullptr;
   const std::int32_t id0 = std::int32_t(w0);  // narrow plans: E < 2^31
+  std::uint32_t* const my = wh[warp];
+  // Bad indices: bit r for dst in round r, bit 16 + r for src; one atomic at the end (a branch
+  // and an atomic a round cost ~6 instructions each, in a pass bound by issue).
+  static_assert(R <= 16);
+  auto bad = [N](I v) {
+    return sizeof(I) == 4 ? std::uint32_t(v) >= std::uint32_t(N) : std::uint64_t(std::int64_t(v)) >= N;  // N < 2^31
+  };
+  std::uint32_t bad_bits = 0;
   __syncthreads();  // wh zeroed
 #pragma unroll
   for (int h = 0; h < R; h += H) {
@@ -368,24 +391,21 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
     for (int r = 0; r < H; ++r) dv[r] = 32 * (h + r) < lim ? dw[32 * (h + r)] : I(0);
 #pragma unroll
     for (int r = 0; r < H; ++r) {
-      if (std::uint64_t(std::int64_t(dv[r])) >= N) atomicMin(first_bad, (unsigned long long)(id0 + 32 * (h + r)));
-      // Every lane takes every round (match_digit's ballots); lanes past E add nothing. (A `break`
-      // past E left the loaded values in local memory, indexed at run time.)
       const bool in = 32 * (h + r) < lim;
-      const unsigned active = __ballot_sync(~0u, in);
-      const std::uint32_t d = std::uint32_t(dv[r]) & mask;
-      const unsigned peers = match_digit(d, active);
-      if (in && lane == __ffs(peers) - 1) wh[warp][d] += std::uint16_t(__popc(peers));
-      __syncwarp();
+      bad_bits |= std::uint32_t(in && bad(dv[r])) << (h + r);
+      // The counts need no order: a shared-memory atomic an edge (the ranking pass matches).
+      // Lanes past E add 0 (no branch).
+      atomicAdd(&my[std::uint32_t(dv[r]) & mask], in ? 1u : 0u);
     }
   }
   __syncthreads();
   std::uint32_t total = 0;
   if (threadIdx.x < kFirstDigits) {
     const int d = threadIdx.x;
+#pragma unroll
     for (int w = 0; w < kFirstWarps; ++w) {
       const std::uint32_t c = wh[w][d];
-      wh[w][d] = std::uint16_t(total);  // <= 8192
+      wh[w][d] = total;
       total += c;
     }
     gstart[d] = offsets[std::int64_t(d) * gridDim.x + blockIdx.x];
@@ -410,7 +430,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
 #pragma unroll
       for (int r = 0; r < H; ++r) {
         sv[r] = std::int32_t(sl[r]);
-        if (std::uint64_t(std::int64_t(sl[r])) >= N) atomicMin(first_bad, (unsigned long long)(id0 + 32 * (h + r)));
+        bad_bits |= std::uint32_t(32 * (h + r) < lim && bad(sl[r])) << (16 + h + r);
       }
     }
 #pragma unroll
@@ -419,15 +439,20 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
       const unsigned active = __ballot_sync(~0u, in);
       const std::uint32_t d = key[r] & mask;
       const unsigned peers = match_digit(d, active);
-      const std::uint32_t base = wh[warp][d];
+      const std::uint32_t base = my[d];
       __syncwarp();  // every lane has read the base before its leader moves it
-      if (in && lane == __ffs(peers) - 1) wh[warp][d] = std::uint16_t(base + __popc(peers));
+      if (in && lane == __ffs(peers) - 1) my[d] = base + __popc(peers);
       __syncwarp();
-      if (!in) continue;
       const std::uint32_t lp = lstart[d] + base + __popc(peers & lt);
-      skeys[lp] = key[r];
-      spairs[lp] = EdgePair<std::int32_t>{sv[r], FW ? wv[r] : id0 + 32 * (h + r)};
+      if (in) {
+        skeys[lp] = key[r];
+        spairs[lp] = EdgePair<std::int32_t>{sv[r], FW ? wv[r] : id0 + 32 * (h + r)};
+      }
     }
+  }
+  if (bad_bits) {
+    const int r = __ffs((bad_bits | bad_bits >> 16) & 0xFFFFu) - 1;  // this lane's first bad round
+    atomicMin(first_bad, (unsigned long long)(id0 + 32 * r));
   }
   __syncthreads();
   const int n = int(E - t0 < kFirstTile ? E - t0 : kFirstTile);
@@ -1088,7 +1113,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
       PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
   } else {
     // The first pass writes where CUB's passes over the rest leave the result in `kept`: CUB's
-    // onesweep takes 8 bits a pass (two for products-like's 14 remaining bits), a single-tile
+    // onesweep takes 8 bits a pass (two for products-like's 16 remaining bits), a single-tile
     // sort (a few thousand edges) one. Where that guess is wrong, the copy below mends it.
     const int rest = end_bit - first_bits;
     const int passes = rest == 0 ? 0 : E <= 4096 ? 1 : (rest + 7) / 8;
