@@ -727,10 +727,11 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
   // The narrow build's first radix pass (first_digit_scatter_kernel, the default) against the
   // init kernel and CUB over every bit (PIPELINK_AGG_BUILD_FIRST=cub): the same plan, so the same
   // edge order (edge ids permuted through it) and the same bits, planned and one-shot (w in the
-  // pairs). Sizes around the pass's 8192-edge tile and CUB's single-tile sort, key widths whose
+  // pairs). Sizes around the pass's 8192-edge tile and CUB's single-tile sort (2304 pairs on
+  // sm_90: 2304 and 3000 edges with 11 bits left take one CUB pass and two), key widths whose
   // remaining bits take 0 (N <= 64: the first pass is the whole sort), 1, 2 and 3 CUB passes
-  // (odd and even, so both places the first pass writes to), int32 and int64 indices, and graphs
-  // whose destinations crowd one digit (a tile of one digit: the warps' 16-bit counts at 8192).
+  // (odd and even, so both places the first pass writes to), int32 and int64 indices, and
+  // graphs whose destinations crowd one digit (a tile of one digit).
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
                        "PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
@@ -742,7 +743,8 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
   };
   const G cases[] = {{1, 1, DType::i32, 0},         {50, 20000, DType::i64, 0},    {200, 4095, DType::i32, 0},    {256, 4097, DType::i64, 0},
                      {257, 8191, DType::i32, 0},    {300, 8192, DType::i64, 0},    {70000, 8193, DType::i32, 0},
-                     {70000, 300000, DType::i64, 0}, {3000000, 1000000, DType::i32, 0}, {40000000, 200000, DType::i32, 0},
+                     {70000, 300000, DType::i64, 0}, {3000000, 1000000, DType::i32, 0}, {4500000, 200000, DType::i32, 0},
+                     {70000, 2304, DType::i64, 0},   {70000, 3000, DType::i32, 0},
                      {5000, 40000, DType::i32, 1},   {1000000, 50000, DType::i64, 2}};
   for (const G& c : cases) {
     EdgeList g = uniform_graph(c.N, c.E, seed + std::uint64_t(c.N) + std::uint64_t(c.E), c.index);
@@ -751,7 +753,7 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
       if (c.index == DType::i32) set(g.dst.data_as<std::int32_t>());
       else set(g.dst.data_as<std::int64_t>());
     }
-    const std::int64_t N = c.N, E = c.E, F = N > 100000 ? 4 : 32;  // 40M rows: 26 key bits, three CUB passes
+    const std::int64_t N = c.N, E = c.E, F = N > 100000 ? 1 : 32;  // 4.5M rows: 23 key bits, three CUB passes
     SCOPED_TRACE("N=" + std::to_string(N) + " E=" + std::to_string(E) + " crowd=" + std::to_string(c.crowd));
     Tensor x = gpu(random_tensor({N, F}, DType::f32, seed + 3, -2, 2)), w = gpu(random_tensor({E}, DType::f32, seed + 4));
     Tensor sg = gpu(g.src), dg = gpu(g.dst);
@@ -790,21 +792,26 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
     }
     EXPECT_EQ(bad, -1) << "the plan's order breaks at position " << bad;
   }
-  // Bad indices under the fused pass: the first bad edge of either array, int32 and int64.
+  // Bad indices under the fused pass: the first bad edge of either array, int32 and int64; dst
+  // first (the same round as a later bad src), then src first (an earlier round of the same warp
+  // than a later bad dst: the pass checks dst and src in its two passes over the rounds).
   for (DType t : {DType::i32, DType::i64}) {
-    EdgeList g = uniform_graph(500, 100000, seed + 5, t);
-    auto poke = [&](Tensor& a, std::int64_t e, std::int64_t v) {
-      if (t == DType::i32) a.data_as<std::int32_t>()[e] = std::int32_t(v);
-      else a.data_as<std::int64_t>()[e] = v;
-    };
-    poke(g.src, 70001, 500);
-    poke(g.dst, 70000, -3);
-    try {
-      (void)AggregatePlan::build(gpu(g.src), gpu(g.dst), 500);
-      ADD_FAILURE() << "no error";
-    } catch (const IndexOutOfRangeError& e) {
-      EXPECT_EQ(e.position(), 70000) << e.what();
-      EXPECT_EQ(e.port(), "dst") << e.what();
+    for (const bool src_first : {false, true}) {
+      SCOPED_TRACE(std::string(t == DType::i32 ? "int32" : "int64") + (src_first ? ", src first" : ", dst first"));
+      EdgeList g = uniform_graph(500, 100000, seed + 5, t);
+      auto poke = [&](Tensor& a, std::int64_t e, std::int64_t v) {
+        if (t == DType::i32) a.data_as<std::int32_t>()[e] = std::int32_t(v);
+        else a.data_as<std::int64_t>()[e] = v;
+      };
+      poke(g.src, src_first ? 69700 : 70001, src_first ? -1 : 500);
+      poke(g.dst, 70000, -3);
+      try {
+        (void)AggregatePlan::build(gpu(g.src), gpu(g.dst), 500);
+        ADD_FAILURE() << "no error";
+      } catch (const IndexOutOfRangeError& e) {
+        EXPECT_EQ(e.position(), src_first ? 69700 : 70000) << e.what();
+        EXPECT_EQ(e.port(), src_first ? "src" : "dst") << e.what();
+      }
     }
   }
 }

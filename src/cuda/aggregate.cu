@@ -288,14 +288,16 @@ __global__ void init_pairs_kernel(const I* src, const I* dst, K* keys, EdgePair<
 // moved 44 (~1.2 GB less on products-like). Counted: build 2.5 -> ~2.0-2.1 ms (the scatter at
 // CUB's pass rate). Measured (H200, products-like, same process, `bench --ab`): at 8 bits with
 // __match_any_sync the first pass took 1.48 ms, with ballots 1.15, against 0.51 for the init
-// and 0.56 for CUB's first pass (the scatter is issue-bound: ~8 warp instructions an edge).
+// and 0.56 for CUB's first pass; as below (6 bits, SASS 4096 -> 2112 instructions) 0.90-1.03,
+// and the build 2.34 ms against 2.46-2.52 (67959e0, v23). Halving the instructions took only
+// ~20% off the scatter: not issue alone (barrier phases, two blocks an SM; not profiled).
 //
 // The tile partition is the same in both kernels: tile t is edges [t * kFirstTile, ...). counts
 // and offsets are digit-major ([digit][tile]), so one exclusive sum over them gives each (digit,
 // tile) its first place in the pass's output, stable across tiles.
 // 6 bits, not CUB's 8: products-like's 22-bit key still takes two CUB passes after it (16 bits),
 // and the ranking's digit match is a ballot a bit (at 8 bits and with the match in both of the
-// scatter's passes, the pass issued ~8 warp instructions an edge and took ~1.0 ms: 84c9450).
+// scatter's passes, the pass issued ~8 warp instructions an edge and took 1.15 ms: 84c9450).
 constexpr int kFirstBits = 6, kFirstDigits = 1 << kFirstBits;
 constexpr int kFirstWarps = 16, kFirstRounds = 16, kFirstThreads = kFirstWarps * 32;
 constexpr int kFirstTile = kFirstThreads * kFirstRounds;  // 8192 edges: 96 KB of keys and pairs staged
@@ -303,7 +305,7 @@ constexpr std::size_t kFirstSmem = std::size_t(kFirstTile) * (sizeof(std::uint32
 
 // The lanes of `active` whose digit (kFirstBits bits) equals this lane's, from a ballot a bit,
 // as CUB's MatchAny: every lane of the warp must call it. Why not __match_any_sync: with it the
-// first pass took 1.48 ms on products-like (H200, 8be91af, trace), ~3x its bytes' time.
+// first pass took 1.48 ms on products-like (H200, 8be91af, trace), ~4x its bytes' time.
 __device__ __forceinline__ unsigned match_digit(std::uint32_t d, unsigned active) {
   unsigned m = active;
 #pragma unroll
@@ -342,8 +344,9 @@ __global__ void __launch_bounds__(256) first_digit_counts_kernel(const I* __rest
 // digits (match_digit), the block places them in shared memory sorted by digit (stable),
 // and writes each digit's run to its place in keys and pairs: runs of ~128 entries a digit,
 // so the stores are mostly whole sectors. A warp counts its digits in one pass over its rounds
-// (shared atomics) and ranks them in a second with its bases, reading dst again. Every load of a pass is issued before its first use: one round at a time would hold
-// ~4 KB of reads in flight an SM, against the ~25 KB that the H200's bandwidth times its latency
+// (shared atomics) and ranks them in a second with its bases, reading dst again. Every load of
+// a part (H rounds, below) is issued before its first use: one round at a time would hold ~4 KB
+// of reads in flight an SM, against the ~25 KB that the H200's bandwidth times its latency
 // asks for. FW, fw: as init_pairs_kernel (one-shot plans carry w's bits in place of the edge id);
 // a template argument so that the plain build holds no registers for w under the 64-register
 // bound that two blocks an SM need.
@@ -1114,9 +1117,11 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   } else {
     // The first pass writes where CUB's passes over the rest leave the result in `kept`: CUB's
     // onesweep takes 8 bits a pass (two for products-like's 16 remaining bits), a single-tile
-    // sort (a few thousand edges) one. Where that guess is wrong, the copy below mends it.
+    // sort one: up to 2304 edges here (CCCL 3.x in CUDA 13.0, sm_90: SingleTilePolicy 256
+    // threads x 19 items scaled by 4 / 8 for the 8-byte pairs). Where that guess is wrong (another
+    // CCCL), the copy below mends it at the cost of one more pass over the pairs.
     const int rest = end_bit - first_bits;
-    const int passes = rest == 0 ? 0 : E <= 4096 ? 1 : (rest + 7) / 8;
+    const int passes = rest == 0 ? 0 : E <= 2304 ? 1 : (rest + 7) / 8;
     Pair* first_out = passes % 2 == 0 ? kept.as<Pair>() : pairs_t;
     auto* counts = reinterpret_cast<std::uint32_t*>(keys_b);
     std::uint32_t* offsets = counts + cells;
