@@ -1000,16 +1000,18 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // (A two-level sort, CUB on bits [6, 22) and a shared-memory rank of the low 6 bits per 64-row
   // bucket, gave the same plan bitwise but was no faster: products-like 2.40-2.42 against 2.40 ms,
   // power-law 2.97-3.05 against 2.40, H200, session 12; removed, in git at 35fda52.)
-  // The fused first pass (see first_digit_scatter_kernel) where its 96 KB of shared memory fit
-  // (sm_90 gives a block 227 KB, sm_80 163, sm_86 99: there the init and CUB's passes over every
-  // bit, as before).
+  // The fused first pass (see first_digit_scatter_kernel) where two of its blocks fit an SM, as
+  // measured on the H200 (228 KB an SM against ~105 KB a block); elsewhere (sm_80: 164 KB an
+  // SM, one block; sm_86: 100) the init and CUB's passes over every bit, as before: one block an
+  // SM was never timed and would leave the SM idle at each of the pass's barriers.
   bool fused = !knobs.build_first_cub && E > 0;
   if (fused) {
-    int optin = 0;
-    PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, plan.device.index));
+    int per_sm = 0, reserved = 0;
+    PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, plan.device.index));
+    PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, plan.device.index));
     cudaFuncAttributes fa{};
     PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&fa, first_digit_scatter_kernel<I, false>));  // both: the same static size
-    fused = fa.sharedSizeBytes + kFirstSmem <= std::size_t(optin);
+    fused = 2 * (fa.sharedSizeBytes + kFirstSmem + std::size_t(reserved)) <= std::size_t(per_sm);
   }
   const int first_bits = fused ? std::min(kFirstBits, end_bit) : 0;  // the bits the first pass sorts
   const std::int64_t tiles = fused ? (E + kFirstTile - 1) / kFirstTile : 0;
