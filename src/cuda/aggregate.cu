@@ -380,7 +380,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
   const std::int32_t id0 = std::int32_t(w0);  // narrow plans: E < 2^31
   std::uint32_t* const my = wh[warp];
   // Bad indices: bit r for dst in round r, bit 16 + r for src; one atomic at the end (a branch
-  // and an atomic a round cost ~6 instructions each, in a pass bound by issue).
+  // and an atomic a round cost ~6 instructions each).
   static_assert(R <= 16);
   auto bad = [N](I v) {
     return sizeof(I) == 4 ? std::uint32_t(v) >= std::uint32_t(N) : std::uint64_t(std::int64_t(v)) >= N;  // N < 2^31
@@ -1104,6 +1104,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // Bad indices make garbage keys, but the sort only reads bits [0, end_bit) and nothing below
   // writes outside the plan's buffers; the error is raised at the synchronization in finish_plan.
   cub::DoubleBuffer<K> keys(keys_a, keys_b);
+  Pair* first_out = pairs_t;  // where the init or the first pass writes the pairs
   if (!fused) {
     // The init kernel writes the transient pairs; an odd number of sort passes (three for 17-24
     // bits, as products-like's 22; one for a single-tile sort or at most 8 bits) leaves the result
@@ -1112,10 +1113,6 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
         src.data_as<const I>(), dst.data_as<const I>(), keys_a, pairs_t, E, std::uint64_t(N), flag, fw);
     check_launch();
     trace.mark("init");
-    cub::DoubleBuffer<Pair> pairs(pairs_t, kept.as<Pair>());
-    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, n32, 0, end_bit, s));
-    if (pairs.Current() != kept.as<Pair>())
-      PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
   } else {
     // The first pass writes where CUB's passes over the rest leave the result in `kept`: CUB's
     // onesweep takes 8 bits a pass (two for products-like's 16 remaining bits), a single-tile
@@ -1124,7 +1121,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     // CCCL), the copy below mends it at the cost of one more pass over the pairs.
     const int rest = end_bit - first_bits;
     const int passes = rest == 0 ? 0 : E <= 2304 ? 1 : (rest + 7) / 8;
-    Pair* first_out = passes % 2 == 0 ? kept.as<Pair>() : pairs_t;
+    if (passes % 2 == 0) first_out = kept.as<Pair>();
     auto* counts = reinterpret_cast<std::uint32_t*>(keys_b);
     std::uint32_t* offsets = counts + cells;
     const std::uint32_t mask = (1u << first_bits) - 1;
@@ -1141,12 +1138,13 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     else scatter(first_digit_scatter_kernel<I, false>);
     check_launch();
     trace.mark("first_pass");
-    cub::DoubleBuffer<Pair> pairs(first_out, first_out == pairs_t ? kept.as<Pair>() : pairs_t);
-    if (rest > 0)
-      PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, n32, first_bits, end_bit, s));
-    if (pairs.Current() != kept.as<Pair>())
-      PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
   }
+  // CUB over the bits the first pass left (all of them without it); the result to `kept`.
+  cub::DoubleBuffer<Pair> pairs(first_out, first_out == pairs_t ? kept.as<Pair>() : pairs_t);
+  if (first_bits < end_bit)
+    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, n32, first_bits, end_bit, s));
+  if (pairs.Current() != kept.as<Pair>())
+    PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
   trace.mark("sort");
   plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
   // A binary search per row (0.12 ms on products-like). A streaming pass over the keys (each
