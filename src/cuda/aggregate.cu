@@ -1011,10 +1011,11 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // (A two-level sort, CUB on bits [6, 22) and a shared-memory rank of the low 6 bits per 64-row
   // bucket, gave the same plan bitwise but was no faster: products-like 2.40-2.42 against 2.40 ms,
   // power-law 2.97-3.05 against 2.40, H200, session 12; removed, in git at 35fda52.)
-  // The fused first pass (see first_digit_scatter_kernel) where two of its blocks fit an SM, as
-  // measured on the H200 (228 KB an SM against ~105 KB a block); elsewhere (sm_80: 164 KB an
-  // SM, one block; sm_86: 100) the init and CUB's passes over every bit, as before: one block an
-  // SM was never timed and would leave the SM idle at each of the pass's barriers.
+  // The fused first pass (see first_digit_scatter_kernel) where 32 / W of its blocks fit an SM
+  // (W = 16: two, as measured on the H200: 228 KB an SM against ~105 KB a block); elsewhere
+  // (sm_80: 164 KB an SM, one block of 16 warps; sm_86: 100) the init and CUB's passes over every
+  // bit, as before: one block an SM was never timed and would leave the SM idle at each of the
+  // pass's barriers.
   const int first_warps = E > 0 ? knobs.build_first_warps : 0;
   // One of the pass's three forms, or none; its kernels called through fn(FirstTile<W>{}).
   auto with_first = [first_warps](auto&& fn) {
