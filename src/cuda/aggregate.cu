@@ -298,17 +298,10 @@ __global__ void init_pairs_kernel(const I* src, const I* dst, K* keys, EdgePair<
 // 6 bits, not CUB's 8: products-like's 22-bit key still takes two CUB passes after it (16 bits),
 // and the ranking's digit match is a ballot a bit (at 8 bits and with the match in both of the
 // scatter's passes, the pass issued ~8 warp instructions an edge and took 1.15 ms: 84c9450).
-constexpr int kFirstBits = 6, kFirstDigits = 1 << kFirstBits, kFirstRounds = 16;
-// A block of W warps takes a tile of W * 512 edges and stages 12 bytes an edge in shared memory;
-// 32 / W blocks an SM (64 registers a thread). W = 16 (8192 edges, 96 KB, two blocks an SM) is
-// the default; W = 8 and 4 (PIPELINK_AGG_BUILD_FIRST=fused8, fused4) are under A/B: more blocks
-// an SM, so that one block's loads and ranking overlap another's write-out and barriers, at half
-// or a quarter of the run length a digit per tile (~128 entries at W = 16).
-template <int W>
-struct FirstTile {
-  static constexpr int warps = W, threads = W * 32, tile = threads * kFirstRounds, blocks_per_sm = 32 / W;
-  static constexpr std::size_t smem = std::size_t(tile) * (sizeof(std::uint32_t) + sizeof(EdgePair<std::int32_t>));
-};
+constexpr int kFirstBits = 6, kFirstDigits = 1 << kFirstBits;
+constexpr int kFirstWarps = 16, kFirstRounds = 16, kFirstThreads = kFirstWarps * 32;
+constexpr int kFirstTile = kFirstThreads * kFirstRounds;  // 8192 edges: 96 KB of keys and pairs staged
+constexpr std::size_t kFirstSmem = std::size_t(kFirstTile) * (sizeof(std::uint32_t) + sizeof(EdgePair<std::int32_t>));
 
 // The lanes of `active` whose digit (kFirstBits bits) equals this lane's, from a ballot a bit,
 // as CUB's MatchAny: every lane of the warp must call it. Why not __match_any_sync: with it the
@@ -334,13 +327,13 @@ __device__ __forceinline__ unsigned match_digit(std::uint32_t d, unsigned active
 }
 
 template <class I>
-__global__ void __launch_bounds__(256) first_digit_counts_kernel(const I* __restrict__ dst, std::int64_t E, int tile,
+__global__ void __launch_bounds__(256) first_digit_counts_kernel(const I* __restrict__ dst, std::int64_t E,
                                                                  std::uint32_t mask, std::uint32_t* __restrict__ counts) {
   __shared__ std::uint32_t h[kFirstDigits];
   for (int i = threadIdx.x; i < kFirstDigits; i += blockDim.x) h[i] = 0;
   __syncthreads();
-  const std::int64_t t0 = std::int64_t(blockIdx.x) * tile;
-  const int n = int(E - t0 < tile ? E - t0 : tile);
+  const std::int64_t t0 = std::int64_t(blockIdx.x) * kFirstTile;
+  const int n = int(E - t0 < kFirstTile ? E - t0 : kFirstTile);
 #pragma unroll 8
   for (int i = threadIdx.x; i < n; i += blockDim.x) atomicAdd(&h[std::uint32_t(dst[t0 + i]) & mask], 1u);
   __syncthreads();
@@ -349,21 +342,19 @@ __global__ void __launch_bounds__(256) first_digit_counts_kernel(const I* __rest
 
 // One tile a block: each warp ranks its 512 edges (16 rounds of 32, in edge order) among equal
 // digits (match_digit), the block places them in shared memory sorted by digit (stable),
-// and writes each digit's run to its place in keys and pairs: runs of ~128 entries a digit
-// at W = 16, so the stores are mostly whole sectors. A warp counts its digits in one pass over its rounds
+// and writes each digit's run to its place in keys and pairs: runs of ~128 entries a digit,
+// so the stores are mostly whole sectors. A warp counts its digits in one pass over its rounds
 // (shared atomics) and ranks them in a second with its bases, reading dst again. Every load of
 // a part (H rounds, below) is issued before its first use: one round at a time would hold ~4 KB
 // of reads in flight an SM, against the ~25 KB that the H200's bandwidth times its latency
 // asks for. FW, fw: as init_pairs_kernel (one-shot plans carry w's bits in place of the edge id);
 // a template argument so that the plain build holds no registers for w under the 64-register
-// bound that 32 / W blocks an SM need.
-template <class I, bool FW, int W>
-__global__ void __launch_bounds__(FirstTile<W>::threads, FirstTile<W>::blocks_per_sm) first_digit_scatter_kernel(
+// bound that two blocks an SM need.
+template <class I, bool FW>
+__global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
     const I* __restrict__ src, const I* __restrict__ dst, std::int64_t E, std::uint64_t N, std::uint32_t mask,
     const std::uint32_t* __restrict__ offsets, std::uint32_t* __restrict__ keys, EdgePair<std::int32_t>* __restrict__ pairs,
     unsigned long long* first_bad, const float* __restrict__ fw) {
-  using T = FirstTile<W>;
-  constexpr int kFirstWarps = T::warps, kFirstThreads = T::threads, kFirstTile = T::tile;
   extern __shared__ __align__(16) unsigned char first_smem[];
   auto* skeys = reinterpret_cast<std::uint32_t*>(first_smem);
   auto* spairs = reinterpret_cast<EdgePair<std::int32_t>*>(first_smem + kFirstTile * sizeof(std::uint32_t));
@@ -569,16 +560,15 @@ std::int64_t long_row_threshold() {
 //   PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (tests only; read in aggregate_one_shot): edge ranges of
 //     more edges than this fail as if out of memory, to make the unforced splits happen (0: off).
 //   PIPELINK_AGG_BUILD_FIRST: 'fused' (the default: the one sort's first radix pass reads src and
-//     dst itself, see first_digit_scatter_kernel; 16 warps a block), 'fused8' or 'fused4' (the
-//     same pass with 8 or 4 warps a block, under A/B), or 'cub' (v1-v22's init kernel, then CUB
-//     over every bit). Narrow plans' one sort only; ranges and wide plans sort as before.
+//     dst itself, see first_digit_scatter_kernel) or 'cub' (v1-v22's init kernel, then CUB over
+//     every bit), for A/B. Narrow plans' one sort only; ranges and wide plans sort as before.
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
   std::int64_t oneshot_chunks = 0;  // 0: one plan, or edge ranges when its sort does not fit
   std::size_t build_memory = 0;     // bytes; 0: no cap
   std::int64_t test_range_oom_above = 0;  // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (0: off)
-  int build_first_warps = 16;  // PIPELINK_AGG_BUILD_FIRST: 16, 8 or 4 warps a block; 0 for 'cub'
+  bool build_first_cub = false;  // PIPELINK_AGG_BUILD_FIRST=cub
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -599,8 +589,7 @@ PlanKnobs plan_knobs() {
   k.oneshot_chunks = read("PIPELINK_AGG_ONESHOT_CHUNKS", 0, 4096, 0);
   k.build_memory = std::size_t(read("PIPELINK_AGG_BUILD_MEMORY", 1, std::int64_t(1) << 30, 0)) << 20;
   k.test_range_oom_above = read("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", 0, std::int64_t(1) << 62, 0);
-  static constexpr int first_warps[] = {16, 8, 4, 0};
-  k.build_first_warps = first_warps[knob_choice("PIPELINK_AGG_BUILD_FIRST", {"fused", "fused8", "fused4", "cub"})];
+  k.build_first_cub = knob_is_second("PIPELINK_AGG_BUILD_FIRST", "fused", "cub");
   return k;
 }
 
@@ -1011,34 +1000,21 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // (A two-level sort, CUB on bits [6, 22) and a shared-memory rank of the low 6 bits per 64-row
   // bucket, gave the same plan bitwise but was no faster: products-like 2.40-2.42 against 2.40 ms,
   // power-law 2.97-3.05 against 2.40, H200, session 12; removed, in git at 35fda52.)
-  // The fused first pass (see first_digit_scatter_kernel) where 32 / W of its blocks fit an SM
-  // (W = 16: two, as measured on the H200: 228 KB an SM against ~105 KB a block); elsewhere
-  // (sm_80: 164 KB an SM, one block of 16 warps; sm_86: 100) the init and CUB's passes over every
-  // bit, as before: one block an SM was never timed and would leave the SM idle at each of the
-  // pass's barriers.
-  const int first_warps = E > 0 ? knobs.build_first_warps : 0;
-  // One of the pass's three forms, or none; its kernels called through fn(FirstTile<W>{}).
-  auto with_first = [first_warps](auto&& fn) {
-    if (first_warps == 16) fn(FirstTile<16>{});
-    else if (first_warps == 8) fn(FirstTile<8>{});
-    else fn(FirstTile<4>{});
-  };
-  bool fused = first_warps > 0;
-  int first_tile = 0;
+  // The fused first pass (see first_digit_scatter_kernel) where two of its blocks fit an SM, as
+  // measured on the H200 (228 KB an SM against ~105 KB a block); elsewhere (sm_80: 164 KB an
+  // SM, one block; sm_86: 100) the init and CUB's passes over every bit, as before: one block an
+  // SM was never timed and would leave the SM idle at each of the pass's barriers.
+  bool fused = !knobs.build_first_cub && E > 0;
   if (fused) {
     int per_sm = 0, reserved = 0;
     PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, plan.device.index));
     PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, plan.device.index));
-    with_first([&](auto t) {
-      using T = decltype(t);
-      cudaFuncAttributes fa{};
-      PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&fa, first_digit_scatter_kernel<I, false, T::warps>));  // both: the same static size
-      fused = T::blocks_per_sm * (fa.sharedSizeBytes + T::smem + std::size_t(reserved)) <= std::size_t(per_sm);
-      first_tile = T::tile;
-    });
+    cudaFuncAttributes fa{};
+    PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&fa, first_digit_scatter_kernel<I, false>));  // both: the same static size
+    fused = 2 * (fa.sharedSizeBytes + kFirstSmem + std::size_t(reserved)) <= std::size_t(per_sm);
   }
   const int first_bits = fused ? std::min(kFirstBits, end_bit) : 0;  // the bits the first pass sorts
-  const std::int64_t tiles = fused ? (E + first_tile - 1) / first_tile : 0;
+  const std::int64_t tiles = fused ? (E + kFirstTile - 1) / kFirstTile : 0;
   const std::int64_t cells = tiles * kFirstDigits;  // the first pass's counts, [digit][tile]
   // CUB's temp size depends only on the sizes: ask with null buffers first. The first pass's scan
   // shares the region (it is done before CUB starts).
@@ -1149,23 +1125,19 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     auto* counts = reinterpret_cast<std::uint32_t*>(keys_b);
     std::uint32_t* offsets = counts + cells;
     const std::uint32_t mask = (1u << first_bits) - 1;
-    first_digit_counts_kernel<I><<<int(tiles), 256, 0, s>>>(dst.data_as<const I>(), E, first_tile, mask, counts);
+    first_digit_counts_kernel<I><<<int(tiles), 256, 0, s>>>(dst.data_as<const I>(), E, mask, counts);
     check_launch();
     PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp, scan_bytes, counts, offsets, cells, s));
-    with_first([&](auto t) {
-      using T = decltype(t);
-      // The attribute belongs to the function: one value for every plan (see the bucket kernel's).
-      auto scatter = [&](auto kernel) {
-        PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(T::smem)));
-        kernel<<<int(tiles), T::threads, T::smem, s>>>(src.data_as<const I>(), dst.data_as<const I>(), E, std::uint64_t(N),
-                                                       mask, offsets, keys_a, first_out, flag, fw);
-      };
-      if (fw) scatter(first_digit_scatter_kernel<I, true, T::warps>);
-      else scatter(first_digit_scatter_kernel<I, false, T::warps>);
-    });
+    // The attribute belongs to the function: one value for every plan (see the bucket kernel's).
+    auto scatter = [&](auto kernel) {
+      PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFirstSmem)));
+      kernel<<<int(tiles), kFirstThreads, kFirstSmem, s>>>(src.data_as<const I>(), dst.data_as<const I>(), E, std::uint64_t(N),
+                                                         mask, offsets, keys_a, first_out, flag, fw);
+    };
+    if (fw) scatter(first_digit_scatter_kernel<I, true>);
+    else scatter(first_digit_scatter_kernel<I, false>);
     check_launch();
-    // The step's name tells the forms apart in an A/B's trace.
-    trace.mark(first_warps == 16 ? "first_pass" : first_warps == 8 ? "first_pass8" : "first_pass4");
+    trace.mark("first_pass");
   }
   // CUB over the bits the first pass left (all of them without it); the result to `kept`.
   cub::DoubleBuffer<Pair> pairs(first_out, first_out == pairs_t ? kept.as<Pair>() : pairs_t);
