@@ -724,8 +724,8 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
 }
 
 TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
-  // The narrow build's first radix pass (first_digit_scatter_kernel, the default) against the
-  // init kernel and CUB over every bit (PIPELINK_AGG_BUILD_FIRST=cub): the same plan, so the same
+  // The narrow build's first radix pass (first_digit_scatter_kernel, the default, and its warp
+  // form, PIPELINK_AGG_BUILD_FIRST=warp) against the init kernel and CUB over every bit (PIPELINK_AGG_BUILD_FIRST=cub): the same plan, so the same
   // edge order (edge ids permuted through it) and the same bits, planned and one-shot (w in the
   // pairs). Sizes around the pass's 8192-edge tile and CUB's single-tile sort (2304 pairs on
   // sm_90: 2304 and 3000 edges with 11 bits left take one CUB pass and two), key widths whose
@@ -780,6 +780,16 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
     EXPECT_TRUE(bitwise_equal(o1, o2)) << "the fused first pass orders the edges differently";
     EXPECT_TRUE(bitwise_equal(p1, p2)) << "planned: other bits";
     EXPECT_TRUE(bitwise_equal(s1, s2)) << "one-shot: other bits";
+    {  // the warp form (bases from its counts kernel): the same plan again
+      Tensor o3, p3, s3;
+      {
+        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", "warp"}});
+        run(o3, p3, s3);
+      }
+      EXPECT_TRUE(bitwise_equal(o3, o2)) << "the warp form orders the edges differently";
+      EXPECT_TRUE(bitwise_equal(p3, p2)) << "warp form, planned: other bits";
+      EXPECT_TRUE(bitwise_equal(s3, s2)) << "warp form, one-shot: other bits";
+    }
     // The order itself: ascending destination, edge ids ascending within a row (stable).
     const Tensor dh = g.dst;
     auto dst_of = [&](std::int64_t e) {
@@ -805,12 +815,16 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
       };
       poke(g.src, src_first ? 69700 : 70001, src_first ? -1 : 500);
       poke(g.dst, 70000, -3);
-      try {
-        (void)AggregatePlan::build(gpu(g.src), gpu(g.dst), 500);
-        ADD_FAILURE() << "no error";
-      } catch (const IndexOutOfRangeError& e) {
-        EXPECT_EQ(e.position(), src_first ? 69700 : 70000) << e.what();
-        EXPECT_EQ(e.port(), src_first ? "src" : "dst") << e.what();
+      for (const char* form : {"fused", "warp"}) {  // the warp form finds dst in its counts kernel
+        SCOPED_TRACE(form);
+        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", form}});
+        try {
+          (void)AggregatePlan::build(gpu(g.src), gpu(g.dst), 500);
+          ADD_FAILURE() << "no error";
+        } catch (const IndexOutOfRangeError& e) {
+          EXPECT_EQ(e.position(), src_first ? 69700 : 70000) << e.what();
+          EXPECT_EQ(e.port(), src_first ? "src" : "dst") << e.what();
+        }
       }
     }
   }

@@ -340,6 +340,63 @@ __global__ void __launch_bounds__(256) first_digit_counts_kernel(const I* __rest
   for (int d = threadIdx.x; d < kFirstDigits; d += blockDim.x) counts[std::int64_t(d) * gridDim.x + blockIdx.x] = h[d];
 }
 
+// The warp form's counts (PIPELINK_AGG_BUILD_FIRST=warp): the tile's digit counts as
+// first_digit_counts_kernel's, and each warp's first place a digit in the tile's sorted order
+// (the tile's digit start plus the same digit's count in the warps before it), so that the
+// scatter starts at its ranking: no count phase, no first read of dst, one block barrier less.
+// Why: ncu --set full on the scatter (H200, products-like, int64 indices, session 21): 48% of
+// its warps' stall samples wait on global loads (long scoreboard) and 17% at barriers, with
+// issue 25-31% busy and DRAM at 51-55%: it waits on two latency-bound phases in turn. The
+// partition is the scatter's (warp w of a tile takes edges t0 + 512 w + 32 r + lane). Bad
+// destinations are found here (src in the scatter; both atomicMin the same flag).
+template <class I>
+__global__ void __launch_bounds__(kFirstThreads) first_digit_warp_counts_kernel(
+    const I* __restrict__ dst, std::int64_t E, std::uint64_t N, std::uint32_t mask, std::uint32_t* __restrict__ counts,
+    std::uint16_t* __restrict__ bases, unsigned long long* first_bad) {
+  __shared__ std::uint32_t wh[kFirstWarps][kFirstDigits];
+  __shared__ std::uint32_t lstart[kFirstDigits];
+  using Scan = cub::BlockScan<std::uint32_t, kFirstThreads>;
+  __shared__ typename Scan::TempStorage scan_temp;
+  constexpr int R = kFirstRounds;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int i = threadIdx.x; i < kFirstWarps * kFirstDigits; i += kFirstThreads) (&wh[0][0])[i] = 0;
+  const std::int64_t w0 = std::int64_t(blockIdx.x) * kFirstTile + std::int64_t(warp) * 32 * R + lane;
+  const int lim = int(E - w0 < 32 * R ? (E - w0 > 0 ? E - w0 : 0) : 32 * R);
+  const I* const dw = dst + w0;
+  I dv[R];  // all 16 loads in flight: nothing else is live here
+#pragma unroll
+  for (int r = 0; r < R; ++r) dv[r] = 32 * r < lim ? dw[32 * r] : I(0);
+  __syncthreads();  // wh zeroed
+  std::uint32_t bad_bits = 0;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const bool in = 32 * r < lim;
+    const bool bad = sizeof(I) == 4 ? std::uint32_t(dv[r]) >= std::uint32_t(N) : std::uint64_t(std::int64_t(dv[r])) >= N;
+    bad_bits |= std::uint32_t(in && bad) << r;
+    atomicAdd(&wh[warp][std::uint32_t(dv[r]) & mask], in ? 1u : 0u);
+  }
+  if (bad_bits) atomicMin(first_bad, (unsigned long long)(w0 + 32 * (__ffs(bad_bits) - 1)));
+  __syncthreads();
+  std::uint32_t total = 0;
+  if (threadIdx.x < kFirstDigits) {
+    const int d = threadIdx.x;
+#pragma unroll
+    for (int w = 0; w < kFirstWarps; ++w) {
+      const std::uint32_t c = wh[w][d];
+      wh[w][d] = total;
+      total += c;
+    }
+    counts[std::int64_t(d) * gridDim.x + blockIdx.x] = total;
+  }
+  std::uint32_t first = 0;
+  Scan(scan_temp).ExclusiveSum(total, first);
+  if (threadIdx.x < kFirstDigits) lstart[threadIdx.x] = first;
+  __syncthreads();
+  std::uint16_t* const out = bases + std::int64_t(blockIdx.x) * kFirstWarps * kFirstDigits;
+  for (int i = threadIdx.x; i < kFirstWarps * kFirstDigits; i += kFirstThreads)
+    out[i] = std::uint16_t(lstart[i % kFirstDigits] + (&wh[0][0])[i]);  // <= 8192
+}
+
 // One tile a block: each warp ranks its 512 edges (16 rounds of 32, in edge order) among equal
 // digits (match_digit), the block places them in shared memory sorted by digit (stable),
 // and writes each digit's run to its place in keys and pairs: runs of ~128 entries a digit,
@@ -350,11 +407,12 @@ __global__ void __launch_bounds__(256) first_digit_counts_kernel(const I* __rest
 // asks for. FW, fw: as init_pairs_kernel (one-shot plans carry w's bits in place of the edge id);
 // a template argument so that the plain build holds no registers for w under the 64-register
 // bound that two blocks an SM need.
-template <class I, bool FW>
+// WC (the warp form): the count phase's work comes from first_digit_warp_counts_kernel's bases.
+template <class I, bool FW, bool WC>
 __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
     const I* __restrict__ src, const I* __restrict__ dst, std::int64_t E, std::uint64_t N, std::uint32_t mask,
     const std::uint32_t* __restrict__ offsets, std::uint32_t* __restrict__ keys, EdgePair<std::int32_t>* __restrict__ pairs,
-    unsigned long long* first_bad, const float* __restrict__ fw) {
+    unsigned long long* first_bad, const float* __restrict__ fw, const std::uint16_t* __restrict__ bases) {
   extern __shared__ __align__(16) unsigned char first_smem[];
   auto* skeys = reinterpret_cast<std::uint32_t*>(first_smem);
   auto* spairs = reinterpret_cast<EdgePair<std::int32_t>*>(first_smem + kFirstTile * sizeof(std::uint32_t));
@@ -368,7 +426,8 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
   constexpr int R = kFirstRounds, H = sizeof(I) == 8 || FW ? R / 4 : R / 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const unsigned lt = (1u << lane) - 1;
-  for (int i = threadIdx.x; i < kFirstWarps * kFirstDigits; i += kFirstThreads) (&wh[0][0])[i] = 0;
+  if constexpr (!WC)
+    for (int i = threadIdx.x; i < kFirstWarps * kFirstDigits; i += kFirstThreads) (&wh[0][0])[i] = 0;
   const std::int64_t t0 = std::int64_t(blockIdx.x) * kFirstTile;
   // Round r's edge is w0 + 32 r, in the tile while 32 r < lim. Addresses as a base pointer and
   // constant offsets: 64-bit edge indices per round held 16 more register pairs (spills).
@@ -386,37 +445,48 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
     return sizeof(I) == 4 ? std::uint32_t(v) >= std::uint32_t(N) : std::uint64_t(std::int64_t(v)) >= N;  // N < 2^31
   };
   std::uint32_t bad_bits = 0;
-  __syncthreads();  // wh zeroed
-#pragma unroll
-  for (int h = 0; h < R; h += H) {
-    I dv[H];
-#pragma unroll
-    for (int r = 0; r < H; ++r) dv[r] = 32 * (h + r) < lim ? dw[32 * (h + r)] : I(0);
-#pragma unroll
-    for (int r = 0; r < H; ++r) {
-      const bool in = 32 * (h + r) < lim;
-      bad_bits |= std::uint32_t(in && bad(dv[r])) << (h + r);
-      // The counts need no order: a shared-memory atomic an edge (the ranking pass matches).
-      // Lanes past E add 0 (no branch).
-      atomicAdd(&my[std::uint32_t(dv[r]) & mask], in ? 1u : 0u);
+  if constexpr (WC) {
+    // Each warp's bases, already offset by the tile's digit starts (warp 0's are those starts).
+    const std::uint16_t* const b = bases + std::int64_t(blockIdx.x) * kFirstWarps * kFirstDigits;
+    for (int i = threadIdx.x; i < kFirstWarps * kFirstDigits; i += kFirstThreads) (&wh[0][0])[i] = b[i];
+    if (threadIdx.x < kFirstDigits) {
+      lstart[threadIdx.x] = b[threadIdx.x];
+      gstart[threadIdx.x] = offsets[std::int64_t(threadIdx.x) * gridDim.x + blockIdx.x];
     }
-  }
-  __syncthreads();
-  std::uint32_t total = 0;
-  if (threadIdx.x < kFirstDigits) {
-    const int d = threadIdx.x;
+    __syncthreads();
+  } else {
+    __syncthreads();  // wh zeroed
 #pragma unroll
-    for (int w = 0; w < kFirstWarps; ++w) {
-      const std::uint32_t c = wh[w][d];
-      wh[w][d] = total;
-      total += c;
+    for (int h = 0; h < R; h += H) {
+      I dv[H];
+#pragma unroll
+      for (int r = 0; r < H; ++r) dv[r] = 32 * (h + r) < lim ? dw[32 * (h + r)] : I(0);
+#pragma unroll
+      for (int r = 0; r < H; ++r) {
+        const bool in = 32 * (h + r) < lim;
+        bad_bits |= std::uint32_t(in && bad(dv[r])) << (h + r);
+        // The counts need no order: a shared-memory atomic an edge (the ranking pass matches).
+        // Lanes past E add 0 (no branch).
+        atomicAdd(&my[std::uint32_t(dv[r]) & mask], in ? 1u : 0u);
+      }
     }
-    gstart[d] = offsets[std::int64_t(d) * gridDim.x + blockIdx.x];
+    __syncthreads();
+    std::uint32_t total = 0;
+    if (threadIdx.x < kFirstDigits) {
+      const int d = threadIdx.x;
+#pragma unroll
+      for (int w = 0; w < kFirstWarps; ++w) {
+        const std::uint32_t c = wh[w][d];
+        wh[w][d] = total;
+        total += c;
+      }
+      gstart[d] = offsets[std::int64_t(d) * gridDim.x + blockIdx.x];
+    }
+    std::uint32_t first = 0;
+    Scan(scan_temp).ExclusiveSum(total, first);
+    if (threadIdx.x < kFirstDigits) lstart[threadIdx.x] = first;
+    __syncthreads();
   }
-  std::uint32_t first = 0;
-  Scan(scan_temp).ExclusiveSum(total, first);
-  if (threadIdx.x < kFirstDigits) lstart[threadIdx.x] = first;
-  __syncthreads();
 #pragma unroll
   for (int h = 0; h < R; h += H) {
     std::int32_t sv[H], wv[H];
@@ -446,7 +516,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
       __syncwarp();  // every lane has read the base before its leader moves it
       if (in && lane == __ffs(peers) - 1) my[d] = base + __popc(peers);
       __syncwarp();
-      const std::uint32_t lp = lstart[d] + base + __popc(peers & lt);
+      const std::uint32_t lp = (WC ? 0u : lstart[d]) + base + __popc(peers & lt);
       if (in) {
         skeys[lp] = key[r];
         spairs[lp] = EdgePair<std::int32_t>{sv[r], FW ? wv[r] : id0 + 32 * (h + r)};
@@ -560,15 +630,17 @@ std::int64_t long_row_threshold() {
 //   PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (tests only; read in aggregate_one_shot): edge ranges of
 //     more edges than this fail as if out of memory, to make the unforced splits happen (0: off).
 //   PIPELINK_AGG_BUILD_FIRST: 'fused' (the default: the one sort's first radix pass reads src and
-//     dst itself, see first_digit_scatter_kernel) or 'cub' (v1-v22's init kernel, then CUB over
-//     every bit), for A/B. Narrow plans' one sort only; ranges and wide plans sort as before.
+//     dst itself, see first_digit_scatter_kernel), 'warp' (the same pass with each warp's bases
+//     from its counts kernel, first_digit_warp_counts_kernel; under A/B) or 'cub' (v1-v22's init
+//     kernel, then CUB over every bit). Narrow plans' one sort only; ranges and wide plans sort
+//     as before.
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
   std::int64_t oneshot_chunks = 0;  // 0: one plan, or edge ranges when its sort does not fit
   std::size_t build_memory = 0;     // bytes; 0: no cap
   std::int64_t test_range_oom_above = 0;  // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (0: off)
-  bool build_first_cub = false;  // PIPELINK_AGG_BUILD_FIRST=cub
+  int build_first = 0;  // PIPELINK_AGG_BUILD_FIRST: 0 fused, 1 warp, 2 cub
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -589,7 +661,7 @@ PlanKnobs plan_knobs() {
   k.oneshot_chunks = read("PIPELINK_AGG_ONESHOT_CHUNKS", 0, 4096, 0);
   k.build_memory = std::size_t(read("PIPELINK_AGG_BUILD_MEMORY", 1, std::int64_t(1) << 30, 0)) << 20;
   k.test_range_oom_above = read("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", 0, std::int64_t(1) << 62, 0);
-  k.build_first_cub = knob_is_second("PIPELINK_AGG_BUILD_FIRST", "fused", "cub");
+  k.build_first = knob_choice("PIPELINK_AGG_BUILD_FIRST", {"fused", "warp", "cub"});
   return k;
 }
 
@@ -1004,13 +1076,14 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // measured on the H200 (228 KB an SM against ~105 KB a block); elsewhere (sm_80: 164 KB an
   // SM, one block; sm_86: 100) the init and CUB's passes over every bit, as before: one block an
   // SM was never timed and would leave the SM idle at each of the pass's barriers.
-  bool fused = !knobs.build_first_cub && E > 0;
+  bool fused = knobs.build_first != 2 && E > 0;
+  const bool warp_counts = fused && knobs.build_first == 1;
   if (fused) {
     int per_sm = 0, reserved = 0;
     PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, plan.device.index));
     PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, plan.device.index));
     cudaFuncAttributes fa{};
-    PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&fa, first_digit_scatter_kernel<I, false>));  // both: the same static size
+    PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&fa, first_digit_scatter_kernel<I, false, false>));  // all four: the same static size
     fused = 2 * (fa.sharedSizeBytes + kFirstSmem + std::size_t(reserved)) <= std::size_t(per_sm);
   }
   const int first_bits = fused ? std::min(kFirstBits, end_bit) : 0;  // the bits the first pass sorts
@@ -1029,7 +1102,10 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
                                                       static_cast<std::uint32_t*>(nullptr), cells, s));
   auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
   // keys_b, CUB's alternate keys, holds the first pass's counts and offsets until CUB starts.
-  const std::size_t kb = up(std::max<std::size_t>(E * sizeof(K), 2 * cells * sizeof(std::uint32_t))),
+  // The warp form's bases (u16, a warp's per digit) after them: 2 KB a tile of 8192 edges.
+  const std::size_t first_scratch = 2 * cells * sizeof(std::uint32_t) +
+                                    (warp_counts ? std::size_t(tiles) * kFirstWarps * kFirstDigits * sizeof(std::uint16_t) : 0);
+  const std::size_t kb = up(std::max<std::size_t>(E * sizeof(K), first_scratch)),
                     pb = up(E * sizeof(Pair)), arena_bytes = 2 * kb + pb + up(std::max(temp_bytes, scan_bytes));
   const bool capped = chunks == 0 && knobs.build_memory > 0 && arena_bytes > knobs.build_memory;
   // The kept pairs first (see above). A one-shot build that may hand over to edge ranges makes
@@ -1125,19 +1201,29 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     auto* counts = reinterpret_cast<std::uint32_t*>(keys_b);
     std::uint32_t* offsets = counts + cells;
     const std::uint32_t mask = (1u << first_bits) - 1;
-    first_digit_counts_kernel<I><<<int(tiles), 256, 0, s>>>(dst.data_as<const I>(), E, mask, counts);
+    auto* bases = reinterpret_cast<std::uint16_t*>(offsets + cells);
+    if (warp_counts)
+      first_digit_warp_counts_kernel<I><<<int(tiles), kFirstThreads, 0, s>>>(dst.data_as<const I>(), E, std::uint64_t(N), mask,
+                                                                             counts, bases, flag);
+    else
+      first_digit_counts_kernel<I><<<int(tiles), 256, 0, s>>>(dst.data_as<const I>(), E, mask, counts);
     check_launch();
     PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp, scan_bytes, counts, offsets, cells, s));
     // The attribute belongs to the function: one value for every plan (see the bucket kernel's).
     auto scatter = [&](auto kernel) {
       PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFirstSmem)));
       kernel<<<int(tiles), kFirstThreads, kFirstSmem, s>>>(src.data_as<const I>(), dst.data_as<const I>(), E, std::uint64_t(N),
-                                                         mask, offsets, keys_a, first_out, flag, fw);
+                                                         mask, offsets, keys_a, first_out, flag, fw, bases);
     };
-    if (fw) scatter(first_digit_scatter_kernel<I, true>);
-    else scatter(first_digit_scatter_kernel<I, false>);
+    if (warp_counts) {
+      if (fw) scatter(first_digit_scatter_kernel<I, true, true>);
+      else scatter(first_digit_scatter_kernel<I, false, true>);
+    } else {
+      if (fw) scatter(first_digit_scatter_kernel<I, true, false>);
+      else scatter(first_digit_scatter_kernel<I, false, false>);
+    }
     check_launch();
-    trace.mark("first_pass");
+    trace.mark(warp_counts ? "first_pass_warp" : "first_pass");  // the name tells the forms apart in an A/B's trace
   }
   // CUB over the bits the first pass left (all of them without it); the result to `kept`.
   cub::DoubleBuffer<Pair> pairs(first_out, first_out == pairs_t ? kept.as<Pair>() : pairs_t);
