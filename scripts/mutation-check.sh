@@ -74,8 +74,11 @@ mutations=(
   "compact float64 w permutes one half@src/cuda/aggregate.cu@  for (int half = 0; half < 2; ++half) {@  for (int half = 0; half < 1; ++half) {@1@CudaAggregate.WeightPermutationCompactPlanGivesTheSameBits"
   "unsigned LI copies take negative strides@src/cuda/aggregate.cu@issue == 2 && xs >= 0 && xs < (std::int64_t(1) << 29);@issue == 2 && xs < (std::int64_t(1) << 29);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
   "wide-address copies take the wrong piece@src/cuda/aggregate.cu@x + std::int64_t(sr) * xs + q * 4);@x + std::int64_t(sr) * xs + (q ^ 1) * 4);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
-  "first radix pass ranks lanes in reverse@src/cuda/aggregate.cu@lstart[d] + base + __popc(peers & lt);@lstart[d] + base + __popc(peers & ~lt) - 1;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
-  "first radix pass skips the warps' bases@src/cuda/aggregate.cu@      wh[w][d] = total;@      wh[w][d] = 0;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
+  "first radix pass ranks lanes in reverse@src/cuda/aggregate.cu@base + __popc(peers & lt);@base + __popc(peers & ~lt) - 1;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
+  "first radix pass skips the warps' bases@src/cuda/aggregate.cu@      wh[w][d] = total;@      wh[w][d] = 0;@2@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
+  "first radix pass, warp counts skip the warps' bases@src/cuda/aggregate.cu@      wh[w][d] = total;@      wh[w][d] = 0;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
+  "first radix pass, warp counts miss bad destinations@src/cuda/aggregate.cu@    bad_bits |= std::uint32_t(in && bad) << r;@    bad_bits |= 0u;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
+  "first radix pass, warp bases without the tile's starts@src/cuda/aggregate.cu@std::uint16_t(lstart[i % kFirstDigits] + (&wh[0][0])[i]);@std::uint16_t((&wh[0][0])[i]);@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
 )
 fail=0
 selected=()
