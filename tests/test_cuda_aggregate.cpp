@@ -725,9 +725,9 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
 
 TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
   // The narrow build's first radix pass (first_digit_scatter_kernel, the default, and its warp
-  // form, PIPELINK_AGG_BUILD_FIRST=warp) against the init kernel and CUB over every bit (PIPELINK_AGG_BUILD_FIRST=cub): the same plan, so the same
-  // edge order (edge ids permuted through it) and the same bits, planned and one-shot (w in the
-  // pairs). Sizes around the pass's 8192-edge tile and CUB's single-tile sort (2304 pairs on
+  // form, PIPELINK_AGG_BUILD_FIRST=warp) against the init kernel and CUB over every bit
+  // (PIPELINK_AGG_BUILD_FIRST=cub): the same plan, so the same edge order (edge ids permuted
+  // through it) and the same bits, planned and one-shot (w in the pairs). Sizes around the pass's 8192-edge tile and CUB's single-tile sort (2304 pairs on
   // sm_90: 2304 and 3000 edges with 11 bits left take one CUB pass and two), key widths whose
   // remaining bits take 0 (N <= 64: the first pass is the whole sort), 1, 2 and 3 CUB passes
   // (odd and even, so both places the first pass writes to), int32 and int64 indices, and
