@@ -78,6 +78,8 @@ mutations=(
   "first radix pass skips the warps' bases@src/cuda/aggregate.cu@      wh[w][d] = total;@      wh[w][d] = 0;@2@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "first radix pass, warp counts skip the warps' bases@src/cuda/aggregate.cu@      wh[w][d] = total;@      wh[w][d] = 0;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "first radix pass, warp counts miss bad destinations@src/cuda/aggregate.cu@    bad_bits |= std::uint32_t(in && bad) << r;@    bad_bits |= 0u;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
+  "first radix pass, warp form adds the tile's starts twice@src/cuda/aggregate.cu@(WC ? 0u : lstart[d]) + base@lstart[d] + base@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
+  "first radix pass, warp form writes out from zero starts@src/cuda/aggregate.cu@      lstart[threadIdx.x] = b[threadIdx.x];@      lstart[threadIdx.x] = 0;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "first radix pass, warp bases without the tile's starts@src/cuda/aggregate.cu@std::uint16_t(lstart[i % kFirstDigits] + (&wh[0][0])[i]);@std::uint16_t((&wh[0][0])[i]);@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
 )
 fail=0

@@ -724,14 +724,14 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
 }
 
 TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
-  // The narrow build's first radix pass (first_digit_scatter_kernel, the default, and its warp
-  // form, PIPELINK_AGG_BUILD_FIRST=warp) against the init kernel and CUB over every bit
-  // (PIPELINK_AGG_BUILD_FIRST=cub): the same plan, so the same edge order (edge ids permuted
-  // through it) and the same bits, planned and one-shot (w in the pairs). Sizes around the pass's 8192-edge tile and CUB's single-tile sort (2304 pairs on
-  // sm_90: 2304 and 3000 edges with 11 bits left take one CUB pass and two), key widths whose
-  // remaining bits take 0 (N <= 64: the first pass is the whole sort), 1, 2 and 3 CUB passes
-  // (odd and even, so both places the first pass writes to), int32 and int64 indices, and
-  // graphs whose destinations crowd one digit (a tile of one digit).
+  // The narrow build's first radix pass (first_digit_scatter_kernel, the default, and its warp form,
+  // PIPELINK_AGG_BUILD_FIRST=warp) against the init kernel and CUB over every bit
+  // (PIPELINK_AGG_BUILD_FIRST=cub): the same plan, so the same edge order (edge ids permuted through
+  // it) and the same bits, planned and one-shot (w in the pairs). Sizes around the pass's 8192-edge
+  // tile and CUB's single-tile sort (2304 pairs on sm_90: 2304 and 3000 edges with 11 bits left take
+  // one CUB pass and two), key widths whose remaining bits take 0 (N <= 64: the first pass is the
+  // whole sort), 1, 2 and 3 CUB passes (odd and even, so both places the first pass writes to),
+  // int32 and int64 indices, and graphs whose destinations crowd one digit (a tile of one digit).
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
                        "PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
@@ -804,7 +804,8 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
   }
   // Bad indices under the fused pass: the first bad edge of either array, int32 and int64; dst
   // first (the same round as a later bad src), then src first (an earlier round of the same warp
-  // than a later bad dst: the pass checks dst and src in its two passes over the rounds).
+  // than a later bad dst: the pass checks dst and src in its two passes over the rounds; the warp
+  // form checks dst in its counts kernel and src in the scatter).
   for (DType t : {DType::i32, DType::i64}) {
     for (const bool src_first : {false, true}) {
       SCOPED_TRACE(std::string(t == DType::i32 ? "int32" : "int64") + (src_first ? ", src first" : ", dst first"));

@@ -343,7 +343,8 @@ __global__ void __launch_bounds__(256) first_digit_counts_kernel(const I* __rest
 // The warp form's counts (PIPELINK_AGG_BUILD_FIRST=warp): the tile's digit counts as
 // first_digit_counts_kernel's, and each warp's first place a digit in the tile's sorted order
 // (the tile's digit start plus the same digit's count in the warps before it), so that the
-// scatter starts at its ranking: no count phase, no first read of dst, one block barrier less.
+// scatter starts at its ranking: no count phase, no first read of dst, no block scan, and two
+// block barriers less.
 // Why: ncu --set full on the scatter (H200, products-like, int64 indices, session 21): 48% of
 // its warps' stall samples wait on global loads (long scoreboard) and 17% at barriers, with
 // issue 25-31% busy and DRAM at 51-55%: it waits on two latency-bound phases in turn. The
@@ -416,13 +417,16 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
   extern __shared__ __align__(16) unsigned char first_smem[];
   auto* skeys = reinterpret_cast<std::uint32_t*>(first_smem);
   auto* spairs = reinterpret_cast<EdgePair<std::int32_t>*>(first_smem + kFirstTile * sizeof(std::uint32_t));
-  __shared__ std::uint32_t wh[kFirstWarps][kFirstDigits];  // a warp's count, then its base, per digit
+  // A warp's count, then its base, per digit (WC: its base from the start, the tile's digit start
+  // included).
+  __shared__ std::uint32_t wh[kFirstWarps][kFirstDigits];
   __shared__ std::uint32_t lstart[kFirstDigits], gstart[kFirstDigits];
   using Scan = cub::BlockScan<std::uint32_t, kFirstThreads>;
   __shared__ typename Scan::TempStorage scan_temp;
   // Each pass loads dst, or src and dst (and fw), in parts of H rounds: halves, quarters for int64
-  // indices (two registers a value) and with fw. No spills at 64 registers (cuobjdump, all four
-  // forms; halves with fw spilled 8 bytes).
+  // indices (two registers a value) and with fw. At 64 registers (cuobjdump, session 21) the int64
+  // forms and those without fw keep no stack; int32 with fw keeps 8 bytes (16 in the warp form:
+  // one-shot plans of int32 indices only; halves with fw spilled more).
   constexpr int R = kFirstRounds, H = sizeof(I) == 8 || FW ? R / 4 : R / 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const unsigned lt = (1u << lane) - 1;
@@ -1077,15 +1081,16 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // SM, one block; sm_86: 100) the init and CUB's passes over every bit, as before: one block an
   // SM was never timed and would leave the SM idle at each of the pass's barriers.
   bool fused = knobs.build_first != 2 && E > 0;
-  const bool warp_counts = fused && knobs.build_first == 1;
   if (fused) {
     int per_sm = 0, reserved = 0;
     PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, plan.device.index));
     PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, plan.device.index));
     cudaFuncAttributes fa{};
-    PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&fa, first_digit_scatter_kernel<I, false, false>));  // all four: the same static size
+    // The fused forms' static size, the larger (the warp forms hold no block scan).
+    PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&fa, first_digit_scatter_kernel<I, false, false>));
     fused = 2 * (fa.sharedSizeBytes + kFirstSmem + std::size_t(reserved)) <= std::size_t(per_sm);
   }
+  const bool warp_counts = fused && knobs.build_first == 1;  // after the fit: no pass, no warp form
   const int first_bits = fused ? std::min(kFirstBits, end_bit) : 0;  // the bits the first pass sorts
   const std::int64_t tiles = fused ? (E + kFirstTile - 1) / kFirstTile : 0;
   const std::int64_t cells = tiles * kFirstDigits;  // the first pass's counts, [digit][tile]
