@@ -326,6 +326,19 @@ __device__ __forceinline__ unsigned match_digit(std::uint32_t d, unsigned active
   return m;
 }
 
+// Column d of a block's per-warp digit counts, wh[warp][d], becomes each warp's first place
+// among the tile's edges of digit d (the counts of the warps before it); returns the tile's count.
+__device__ __forceinline__ std::uint32_t warp_bases_in_place(std::uint32_t (*wh)[kFirstDigits], int d) {
+  std::uint32_t total = 0;
+#pragma unroll
+  for (int w = 0; w < kFirstWarps; ++w) {
+    const std::uint32_t c = wh[w][d];
+    wh[w][d] = total;
+    total += c;
+  }
+  return total;
+}
+
 template <class I>
 __global__ void __launch_bounds__(256) first_digit_counts_kernel(const I* __restrict__ dst, std::int64_t E,
                                                                  std::uint32_t mask, std::uint32_t* __restrict__ counts) {
@@ -380,14 +393,8 @@ __global__ void __launch_bounds__(kFirstThreads) first_digit_warp_counts_kernel(
   __syncthreads();
   std::uint32_t total = 0;
   if (threadIdx.x < kFirstDigits) {
-    const int d = threadIdx.x;
-#pragma unroll
-    for (int w = 0; w < kFirstWarps; ++w) {
-      const std::uint32_t c = wh[w][d];
-      wh[w][d] = total;
-      total += c;
-    }
-    counts[std::int64_t(d) * gridDim.x + blockIdx.x] = total;
+    total = warp_bases_in_place(wh, threadIdx.x);
+    counts[std::int64_t(threadIdx.x) * gridDim.x + blockIdx.x] = total;
   }
   std::uint32_t first = 0;
   Scan(scan_temp).ExclusiveSum(total, first);
@@ -477,14 +484,8 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
     __syncthreads();
     std::uint32_t total = 0;
     if (threadIdx.x < kFirstDigits) {
-      const int d = threadIdx.x;
-#pragma unroll
-      for (int w = 0; w < kFirstWarps; ++w) {
-        const std::uint32_t c = wh[w][d];
-        wh[w][d] = total;
-        total += c;
-      }
-      gstart[d] = offsets[std::int64_t(d) * gridDim.x + blockIdx.x];
+      total = warp_bases_in_place(wh, threadIdx.x);
+      gstart[threadIdx.x] = offsets[std::int64_t(threadIdx.x) * gridDim.x + blockIdx.x];
     }
     std::uint32_t first = 0;
     Scan(scan_temp).ExclusiveSum(total, first);
