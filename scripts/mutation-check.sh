@@ -76,7 +76,7 @@ mutations=(
   "wide-address copies take the wrong piece@src/cuda/aggregate.cu@x + std::int64_t(sr) * xs + q * 4);@x + std::int64_t(sr) * xs + (q ^ 1) * 4);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
   "first radix pass ranks lanes in reverse@src/cuda/aggregate.cu@base + __popc(peers & lt);@base + __popc(peers & ~lt) - 1;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "first radix pass skips the warps' bases@src/cuda/aggregate.cu@    wh[w][d] = total;@    wh[w][d] = 0;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
-  "first radix pass, warp counts miss bad destinations@src/cuda/aggregate.cu@    bad_bits |= std::uint32_t(in && bad) << r;@    bad_bits |= 0u;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
+  "first radix pass, warp counts miss bad destinations@src/cuda/aggregate.cu@    bad_bits |= std::uint32_t(in && narrow_index_bad(dv[r], N)) << r;@    bad_bits |= 0u;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "first radix pass, warp form adds the tile's starts twice@src/cuda/aggregate.cu@(WC ? 0u : lstart[d]) + base@lstart[d] + base@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "first radix pass, warp form writes out from zero starts@src/cuda/aggregate.cu@      lstart[threadIdx.x] = b[threadIdx.x];@      lstart[threadIdx.x] = 0;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "first radix pass, warp bases without the tile's starts@src/cuda/aggregate.cu@std::uint16_t(lstart[i % kFirstDigits] + (&wh[0][0])[i]);@std::uint16_t((&wh[0][0])[i]);@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"

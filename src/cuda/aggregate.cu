@@ -326,6 +326,12 @@ __device__ __forceinline__ unsigned match_digit(std::uint32_t d, unsigned active
   return m;
 }
 
+// An index outside [0, N) of a narrow plan (N < 2^31): negative int64 values wrap above N.
+template <class I>
+__device__ __forceinline__ bool narrow_index_bad(I v, std::uint64_t N) {
+  return sizeof(I) == 4 ? std::uint32_t(v) >= std::uint32_t(N) : std::uint64_t(std::int64_t(v)) >= N;
+}
+
 // Column d of a block's per-warp digit counts, wh[warp][d], becomes each warp's first place
 // among the tile's edges of digit d (the counts of the warps before it); returns the tile's count.
 __device__ __forceinline__ std::uint32_t warp_bases_in_place(std::uint32_t (*wh)[kFirstDigits], int d) {
@@ -385,8 +391,7 @@ __global__ void __launch_bounds__(kFirstThreads) first_digit_warp_counts_kernel(
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const bool in = 32 * r < lim;
-    const bool bad = sizeof(I) == 4 ? std::uint32_t(dv[r]) >= std::uint32_t(N) : std::uint64_t(std::int64_t(dv[r])) >= N;
-    bad_bits |= std::uint32_t(in && bad) << r;
+    bad_bits |= std::uint32_t(in && narrow_index_bad(dv[r], N)) << r;
     atomicAdd(&wh[warp][std::uint32_t(dv[r]) & mask], in ? 1u : 0u);
   }
   if (bad_bits) atomicMin(first_bad, (unsigned long long)(w0 + 32 * (__ffs(bad_bits) - 1)));
@@ -452,9 +457,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
   // Bad indices: bit r for dst in round r, bit 16 + r for src; one atomic at the end (a branch
   // and an atomic a round cost ~6 instructions each).
   static_assert(R <= 16);
-  auto bad = [N](I v) {
-    return sizeof(I) == 4 ? std::uint32_t(v) >= std::uint32_t(N) : std::uint64_t(std::int64_t(v)) >= N;  // N < 2^31
-  };
+  auto bad = [N](I v) { return narrow_index_bad(v, N); };
   std::uint32_t bad_bits = 0;
   // WC: the tile's place a digit in the pass's output, loaded here and stored to gstart only after
   // the ranking, which hides the loads' latency (a cache line a digit: in the fused form every
