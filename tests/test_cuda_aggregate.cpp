@@ -724,8 +724,8 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
 }
 
 TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
-  // The narrow build's first radix pass (first_digit_scatter_kernel, the default, and its warp form,
-  // PIPELINK_AGG_BUILD_FIRST=warp) against the init kernel and CUB over every bit
+  // The narrow build's first radix pass (first_digit_scatter_kernel: its warp form, the default,
+  // and its fused form, PIPELINK_AGG_BUILD_FIRST=fused) against the init kernel and CUB over every bit
   // (PIPELINK_AGG_BUILD_FIRST=cub): the same plan, so the same edge order (edge ids permuted through
   // it) and the same bits, planned and one-shot (w in the pairs). Sizes around the pass's 8192-edge
   // tile and CUB's single-tile sort (2304 pairs on sm_90: 2304 and 3000 edges with 11 bits left take
@@ -771,24 +771,26 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
       planned = host(a);
       once = host(b);
     };
-    Tensor o1, p1, s1, o2, p2, s2;
-    run(o1, p1, s1);
+    Tensor o0, p0, s0;  // the reference: the init kernel and CUB over every bit
     {
       ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", "cub"}});
-      run(o2, p2, s2);
+      run(o0, p0, s0);
     }
-    EXPECT_TRUE(bitwise_equal(o1, o2)) << "the fused first pass orders the edges differently";
-    EXPECT_TRUE(bitwise_equal(p1, p2)) << "planned: other bits";
-    EXPECT_TRUE(bitwise_equal(s1, s2)) << "one-shot: other bits";
-    {  // the warp form (bases from its counts kernel): the same plan again
-      Tensor o3, p3, s3;
+    Tensor o1, p1, s1;  // the default form (warp from v25), unnamed: what users get
+    run(o1, p1, s1);
+    EXPECT_TRUE(bitwise_equal(o1, o0)) << "the default first pass orders the edges differently";
+    EXPECT_TRUE(bitwise_equal(p1, p0)) << "default first pass, planned: other bits";
+    EXPECT_TRUE(bitwise_equal(s1, s0)) << "default first pass, one-shot: other bits";
+    for (const char* form : {"fused", "warp"}) {  // each form by name: the same plan again
+      SCOPED_TRACE(form);
+      Tensor o, p, s1f;
       {
-        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", "warp"}});
-        run(o3, p3, s3);
+        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", form}});
+        run(o, p, s1f);
       }
-      EXPECT_TRUE(bitwise_equal(o3, o2)) << "the warp form orders the edges differently";
-      EXPECT_TRUE(bitwise_equal(p3, p2)) << "warp form, planned: other bits";
-      EXPECT_TRUE(bitwise_equal(s3, s2)) << "warp form, one-shot: other bits";
+      EXPECT_TRUE(bitwise_equal(o, o0)) << "the first pass orders the edges differently";
+      EXPECT_TRUE(bitwise_equal(p, p0)) << "planned: other bits";
+      EXPECT_TRUE(bitwise_equal(s1f, s0)) << "one-shot: other bits";
     }
     // The order itself: ascending destination, edge ids ascending within a row (stable).
     const Tensor dh = g.dst;

@@ -641,18 +641,19 @@ std::int64_t long_row_threshold() {
 //     PIPELINK_AGG_ONESHOT_CHUNKS=1 a one-shot call sorts destination ranges instead.
 //   PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (tests only; read in aggregate_one_shot): edge ranges of
 //     more edges than this fail as if out of memory, to make the unforced splits happen (0: off).
-//   PIPELINK_AGG_BUILD_FIRST: 'fused' (the default: the one sort's first radix pass reads src and
-//     dst itself, see first_digit_scatter_kernel), 'warp' (the same pass with each warp's bases
-//     from its counts kernel, first_digit_warp_counts_kernel; under A/B) or 'cub' (v1-v22's init
-//     kernel, then CUB over every bit). Narrow plans' one sort only; ranges and wide plans sort
-//     as before.
+//   PIPELINK_AGG_BUILD_FIRST: 'warp' (the default from v25: the one sort's first radix pass reads
+//     src and dst itself, see first_digit_scatter_kernel, with each warp's bases from its counts
+//     kernel, first_digit_warp_counts_kernel; first pass 0.843 against 0.940 ms, H200 session 21),
+//     'fused' (the same pass counting in its own first phase; the default v23-v24) or 'cub'
+//     (v1-v22's init kernel, then CUB over every bit). Narrow plans' one sort only; ranges and
+//     wide plans sort as before.
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
   std::int64_t oneshot_chunks = 0;  // 0: one plan, or edge ranges when its sort does not fit
   std::size_t build_memory = 0;     // bytes; 0: no cap
   std::int64_t test_range_oom_above = 0;  // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (0: off)
-  int build_first = 0;  // PIPELINK_AGG_BUILD_FIRST: 0 fused, 1 warp, 2 cub
+  int build_first = 0;  // PIPELINK_AGG_BUILD_FIRST: 0 warp, 1 fused, 2 cub
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -673,7 +674,7 @@ PlanKnobs plan_knobs() {
   k.oneshot_chunks = read("PIPELINK_AGG_ONESHOT_CHUNKS", 0, 4096, 0);
   k.build_memory = std::size_t(read("PIPELINK_AGG_BUILD_MEMORY", 1, std::int64_t(1) << 30, 0)) << 20;
   k.test_range_oom_above = read("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", 0, std::int64_t(1) << 62, 0);
-  k.build_first = knob_choice("PIPELINK_AGG_BUILD_FIRST", {"fused", "warp", "cub"});
+  k.build_first = knob_choice("PIPELINK_AGG_BUILD_FIRST", {"warp", "fused", "cub"});
   return k;
 }
 
@@ -1098,7 +1099,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&fa, first_digit_scatter_kernel<I, false, false>));
     fused = 2 * (fa.sharedSizeBytes + kFirstSmem + std::size_t(reserved)) <= std::size_t(per_sm);
   }
-  const bool warp_counts = fused && knobs.build_first == 1;  // after the fit: no pass, no warp form
+  const bool warp_counts = fused && knobs.build_first == 0;  // after the fit: no pass, no warp form
   const int first_bits = fused ? std::min(kFirstBits, end_bit) : 0;  // the bits the first pass sorts
   const std::int64_t tiles = fused ? (E + kFirstTile - 1) / kFirstTile : 0;
   const std::int64_t cells = tiles * kFirstDigits;  // the first pass's counts, [digit][tile]
