@@ -26,6 +26,8 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   cmake --preset cuda >/dev/null
   cmake --build --preset cuda -j "$jobs"
   ctest --preset cuda -j "$jobs"
+  echo "=== the GPU mutants' texts still apply (scripts/mutation-check.sh; the mutants run on a GPU) ==="
+  MUTANT_TEXTS=1 scripts/mutation-check.sh
 else
   echo "=== CUDA on: SKIPPED (no nvcc on this machine) ==="
 fi

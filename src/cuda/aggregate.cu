@@ -437,9 +437,11 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
   __shared__ typename Scan::TempStorage scan_temp;
   // Each pass loads dst, or src and dst (and fw), in parts of H rounds: halves, quarters for int64
   // indices (two registers a value) and with fw. At 64 registers (cuobjdump, session 21) the int64
-  // forms and those without fw keep no stack; int32 with fw keeps 8 bytes (16 in the warp form:
-  // one-shot plans of int32 indices only; halves with fw spilled more).
-  constexpr int R = kFirstRounds, H = sizeof(I) == 8 || FW ? R / 4 : R / 2;
+  // forms and those without fw keep no stack; int32 with fw keeps 8 bytes (24 in the warp form:
+  // one-shot plans of int32 indices only). The warp form without fw holds no counts' registers,
+  // so its int64 ranking takes halves too (two waits on loads a warp instead of four) and keeps
+  // no stack; with fw halves spilled (24 bytes int64, 40 int32: session 22), so quarters there.
+  constexpr int R = kFirstRounds, H = (sizeof(I) == 8 && !(WC && !FW)) || FW ? R / 4 : R / 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const unsigned lt = (1u << lane) - 1;
   if constexpr (!WC)
