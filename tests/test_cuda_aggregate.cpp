@@ -723,6 +723,57 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
   }
 }
 
+TEST_F(CudaAggregate, RowStartsScanIsTheSearch) {
+  // The narrow one sort's row_ptr from row starts and a suffix minimum (the default) against a
+  // binary search a row (PIPELINK_AGG_ROW_PTR=search): the same planned output bitwise, rows
+  // without edges zero, on graphs whose empty rows come first, last, in one long run, or
+  // everywhere (a few edges on many rows), one row holding every edge, and N = 1.
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ROW_PTR", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
+                       "PIPELINK_AGG_FORCE_WIDE");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  struct G {
+    std::int64_t N, E;
+    DType index;
+    int shape;  // 0: uniform; 1: dst in [N/2, N/2 + 7]; 2: every dst N - 1; 3: dst 0 or N - 1
+  };
+  const G cases[] = {{1, 1, DType::i32, 0},        {1, 5000, DType::i64, 0},      {1000000, 300, DType::i32, 0},
+                     {70000, 300000, DType::i64, 0}, {200000, 50000, DType::i32, 1}, {4097, 20000, DType::i64, 2},
+                     {300000, 9000, DType::i32, 3}};
+  for (const G& c : cases) {
+    const std::int64_t N = c.N, E = c.E, F = 5;
+    SCOPED_TRACE("N=" + std::to_string(N) + " E=" + std::to_string(E) + " shape=" + std::to_string(c.shape));
+    EdgeList g = uniform_graph(N, E, seed + std::uint64_t(N + E), c.index);
+    for (std::int64_t e = 0; e < E && c.shape; ++e) {
+      auto set = [&](auto* d) {
+        using T = std::remove_reference_t<decltype(d[0])>;
+        d[e] = T(c.shape == 1 ? N / 2 + d[e] % 8 : c.shape == 2 ? N - 1 : (d[e] % 2) * (N - 1));
+      };
+      if (c.index == DType::i32) set(g.dst.data_as<std::int32_t>());
+      else set(g.dst.data_as<std::int64_t>());
+    }
+    const Tensor xh = random_tensor({N, F}, DType::f32, seed + 1, -2, 2), wh = random_tensor({E}, DType::f32, seed + 2);
+    Tensor x = gpu(xh), w = gpu(wh), sg = gpu(g.src), dg = gpu(g.dst);
+    auto run = [&] {
+      AggregatePlan plan = AggregatePlan::build(sg, dg, N);
+      Tensor o = poisoned_gpu(N, F, DType::f32);
+      aggregate(plan, x, w.view(), o);
+      return host(o);
+    };
+    const Tensor a = run();
+    Tensor b;
+    {
+      ScopedEnv env({{"PIPELINK_AGG_ROW_PTR", "search"}});
+      b = run();
+    }
+    EXPECT_TRUE(bitwise_equal(a, b)) << "row starts and the search give other bits";
+    // And against the float64 oracle (the search could share a fault with the plan's later steps).
+    VerifyReport r = verify_aggregate(a, aggregate_oracle(xh, g.src, g.dst, wh.view()));
+    EXPECT_TRUE(r.within_tolerance) << r.summary();
+    EXPECT_EQ(r.unwritten, 0) << r.summary();
+  }
+}
+
 TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
   // The narrow build's first radix pass (first_digit_scatter_kernel: its warp form, the default,
   // and its fused form, PIPELINK_AGG_BUILD_FIRST=fused) against the init kernel and CUB over every bit

@@ -11,6 +11,8 @@
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/reverse_iterator.h>
+#include <cuda/functional>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -567,6 +569,25 @@ __global__ void row_ptr_kernel(const K* keys, int shift, std::int64_t E, std::in
   }
 }
 
+// The narrow one sort's row_ptr in two passes instead of a binary search a row: each row's first
+// position where the sorted keys start it (row_ptr pre-set to ~0, row_ptr[N] = E), then a suffix
+// minimum over the rows (CUB scan) gives the rows without edges their next row's start (and keeps
+// row_ptr ascending whatever the keys, as downstream kernels need before a bad index throws). Why:
+// the search is N + 1 chains of ~26 dependent loads, 0.12-0.13 ms on products-like (H200,
+// session 22 trace), where the keys are one 248 MB stream (~0.06 ms at copy bandwidth). A
+// streaming pass that also wrote the empty rows' runs measured ~0.05 ms less (c02714dc5981) but
+// left a long run of empty rows to one thread; the scan keeps the work O(N + E) for any graph.
+template <class K>
+__global__ void row_starts_kernel(const K* __restrict__ keys, std::int64_t E, std::int64_t N, std::uint32_t* row_ptr) {
+  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < E; i += stride) {
+    const K k = keys[i];
+    // k < N: a bad index's key (sorted on its low bits only) writes nothing; the build throws.
+    if (std::uint64_t(k) < std::uint64_t(N) && (i == 0 || keys[i - 1] != k)) row_ptr[k] = std::uint32_t(i);
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) row_ptr[N] = std::uint32_t(E);
+}
+
 // Work split of the planned run: group g (a lane group or warp) owns the rows r whose position
 // key(r) = row_ptr[r] + (k > 0 ? r / k : 0) lies in [g*C, (g+1)*C): first_row[g] = first row with
 // key >= g*C; first_row[groups] = N. k = 0 (the default) balances by edges alone; k > 0 counts every
@@ -649,6 +670,9 @@ std::int64_t long_row_threshold() {
 //     'fused' (the same pass counting in its own first phase; the default v23-v24) or 'cub'
 //     (v1-v22's init kernel, then CUB over every bit). Narrow plans' one sort only; ranges and
 //     wide plans sort as before.
+//   PIPELINK_AGG_ROW_PTR: 'scan' (the default from v25: row starts from one pass over the sorted
+//     keys, then a suffix minimum; see row_starts_kernel) or 'search' (a binary search a row, as
+//     v1-v24). The narrow one sort only; ranges and wide plans search.
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
@@ -656,6 +680,7 @@ struct PlanKnobs {
   std::size_t build_memory = 0;     // bytes; 0: no cap
   std::int64_t test_range_oom_above = 0;  // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (0: off)
   int build_first = 0;  // PIPELINK_AGG_BUILD_FIRST: 0 warp, 1 fused, 2 cub
+  bool row_ptr_search = false;  // PIPELINK_AGG_ROW_PTR=search: the binary search a row (v1-v24)
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -677,6 +702,7 @@ PlanKnobs plan_knobs() {
   k.build_memory = std::size_t(read("PIPELINK_AGG_BUILD_MEMORY", 1, std::int64_t(1) << 30, 0)) << 20;
   k.test_range_oom_above = read("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", 0, std::int64_t(1) << 62, 0);
   k.build_first = knob_choice("PIPELINK_AGG_BUILD_FIRST", {"warp", "fused", "cub"});
+  k.row_ptr_search = knob_is_second("PIPELINK_AGG_ROW_PTR", "scan", "search");
   return k;
 }
 
@@ -1249,13 +1275,25 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
   trace.mark("sort");
   plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
-  // A binary search per row (0.12 ms on products-like). A streaming pass over the keys (each
-  // position writing the rows that start there) measured ~0.05 ms less at c02714dc5981 but was
-  // taken out after review: one thread writes a whole run of empty rows, so a graph whose edges
-  // reach only a few of its N rows would serialize on it.
-  row_ptr_kernel<K, std::int32_t><<<grid_for(N + 1, 256), 256, 0, s>>>(keys.Current(), 0, E, N,
-                                                                       plan.row_ptr.as<std::int32_t>());
-  check_launch();
+  // Row starts and a suffix minimum (row_starts_kernel), the scan's temp storage in CUB's other
+  // keys buffer (free now: E keys' bytes, against a few KB); the binary search a row under
+  // PIPELINK_AGG_ROW_PTR=search or where that room is short (tiny graphs).
+  auto* rp = reinterpret_cast<std::uint32_t*>(plan.row_ptr.as<std::int32_t>());
+  const auto rev = thrust::make_reverse_iterator(rp + N + 1);
+  std::size_t min_bytes = 0;
+  PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(nullptr, min_bytes, rev, rev, ::cuda::minimum<std::uint32_t>{},
+                                                     N + 1, s));
+  if (!knobs.row_ptr_search && E > 0 && min_bytes <= std::size_t(E) * sizeof(K)) {
+    PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0xFF, (N + 1) * sizeof(std::uint32_t), s));
+    row_starts_kernel<K><<<grid_for(E, 256), 256, 0, s>>>(keys.Current(), E, N, rp);
+    check_launch();
+    PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(keys.Alternate(), min_bytes, rev, rev,
+                                                       ::cuda::minimum<std::uint32_t>{}, N + 1, s));
+  } else {
+    row_ptr_kernel<K, std::int32_t><<<grid_for(N + 1, 256), 256, 0, s>>>(keys.Current(), 0, E, N,
+                                                                         plan.row_ptr.as<std::int32_t>());
+    check_launch();
+  }
   trace.mark("row_ptr");
   plan.pairs = std::move(kept);
 }
