@@ -54,7 +54,7 @@ mutations=(
   "first radix pass, warp form writes out from zero starts@src/cuda/aggregate.cu@lstart[threadIdx.x] = b[threadIdx.x];@lstart[threadIdx.x] = 0;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "first radix pass, warp bases without the tile's starts@src/cuda/aggregate.cu@std::uint16_t(lstart[i % kFirstDigits] + (&wh[0][0])[i]);@std::uint16_t((&wh[0][0])[i]);@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "row starts skip the suffix minimum@src/cuda/aggregate.cu@PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(keys.Alternate()@if (false) PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(keys.Alternate()@1@CudaAggregate.RowStartsScanIsTheSearch"
-  "row starts at every edge of a row@src/cuda/aggregate.cu@(i == 0 || keys[i - 1] != k)@(true)@1@CudaAggregate.RowStartsScanIsTheSearch"
+  "row starts at every edge of a row@src/cuda/aggregate.cu@ && k[j] != prev)@)@1@CudaAggregate.RowStartsScanIsTheSearch"
 )
 
 # MUTANT_TEXTS=1: only check that every mutant's text is found in the tree as it stands (no GPU,

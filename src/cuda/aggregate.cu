@@ -569,21 +569,41 @@ __global__ void row_ptr_kernel(const K* keys, int shift, std::int64_t E, std::in
   }
 }
 
-// The narrow one sort's row_ptr in two passes instead of a binary search a row: each row's first
-// position where the sorted keys start it (row_ptr pre-set to ~0, row_ptr[N] = E), then a suffix
-// minimum over the rows (CUB scan) gives the rows without edges their next row's start (and keeps
-// row_ptr ascending whatever the keys, as downstream kernels need before a bad index throws). Why:
-// the search is N + 1 chains of ~26 dependent loads, 0.12-0.13 ms on products-like (H200,
-// session 22 trace), where the keys are one 248 MB stream (~0.06 ms at copy bandwidth). A
-// streaming pass that also wrote the empty rows' runs measured ~0.05 ms less (c02714dc5981) but
-// left a long run of empty rows to one thread; the scan keeps the work O(N + E) for any graph.
-template <class K>
-__global__ void row_starts_kernel(const K* __restrict__ keys, std::int64_t E, std::int64_t N, std::uint32_t* row_ptr) {
-  const std::int64_t stride = std::int64_t(gridDim.x) * blockDim.x;
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < E; i += stride) {
-    const K k = keys[i];
-    // k < N: a bad index's key (sorted on its low bits only) writes nothing; the build throws.
-    if (std::uint64_t(k) < std::uint64_t(N) && (i == 0 || keys[i - 1] != k)) row_ptr[k] = std::uint32_t(i);
+// The narrow one sort's row_ptr in two passes instead of a binary search a row
+// (PIPELINK_AGG_ROW_PTR=scan, opt-in): each row's first position where the sorted keys start it
+// (row_ptr pre-set to ~0, row_ptr[N] = E), then a suffix minimum over the rows (CUB scan) gives
+// the rows without edges their next row's start (and keeps row_ptr ascending whatever the keys,
+// as the later kernels need before a bad index throws). O(N + E) for any graph: a streaming
+// form that also wrote the empty rows' runs (c02714dc5981) left a long run to one thread.
+// Why try it: the search is N + 1 chains of ~26 dependent loads, 0.12 ms on products-like
+// (H200), where the keys are one 248 MB stream (~0.06 ms at copy bandwidth). Measured with one
+// key a thread (8b8f546, H200, session 22): 0.278 ms against the search's 0.123 (241K blocks of
+// one 4-byte load each), so the search stayed the default; now 8 keys a thread in two 16-byte
+// loads.
+constexpr int kRowStartKeys = 8;
+__global__ void __launch_bounds__(256) row_starts_kernel(const std::uint32_t* __restrict__ keys, std::int64_t E,
+                                                         std::int64_t N, std::uint32_t* row_ptr) {
+  constexpr int V = kRowStartKeys;
+  const std::int64_t chunks = (E + V - 1) / V, stride = std::int64_t(gridDim.x) * blockDim.x;
+  for (std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; c < chunks; c += stride) {
+    const std::int64_t i0 = c * V;
+    const int n = int(E - i0 < V ? E - i0 : V);
+    std::uint32_t k[V];
+    if (n == V) {  // keys come from the build's arena: 256-byte aligned, so chunk c is 32 bytes in
+      const uint4 lo = reinterpret_cast<const uint4*>(keys)[2 * c], hi = reinterpret_cast<const uint4*>(keys)[2 * c + 1];
+      k[0] = lo.x, k[1] = lo.y, k[2] = lo.z, k[3] = lo.w, k[4] = hi.x, k[5] = hi.y, k[6] = hi.z, k[7] = hi.w;
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) k[j] = j < n ? keys[i0 + j] : 0u;
+    }
+    // The key before the chunk; none before the first (~0 is no row: N < 2^31).
+    std::uint32_t prev = i0 > 0 ? keys[i0 - 1] : ~0u;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      // k < N: a bad index's key (sorted on its low bits only) writes nothing; the build throws.
+      if (j < n && k[j] < std::uint64_t(N) && k[j] != prev) row_ptr[k[j]] = std::uint32_t(i0 + j);
+      prev = k[j];
+    }
   }
   if (blockIdx.x == 0 && threadIdx.x == 0) row_ptr[N] = std::uint32_t(E);
 }
@@ -670,9 +690,9 @@ std::int64_t long_row_threshold() {
 //     'fused' (the same pass counting in its own first phase; the default v23-v24) or 'cub'
 //     (v1-v22's init kernel, then CUB over every bit). Narrow plans' one sort only; ranges and
 //     wide plans sort as before.
-//   PIPELINK_AGG_ROW_PTR: 'scan' (the default from v25: row starts from one pass over the sorted
-//     keys, then a suffix minimum; see row_starts_kernel) or 'search' (a binary search a row, as
-//     v1-v24). The narrow one sort only; ranges and wide plans search.
+//   PIPELINK_AGG_ROW_PTR: 'search' (the default: a binary search a row) or 'scan' (row starts from
+//     one pass over the sorted keys, then a suffix minimum; see row_starts_kernel; under A/B).
+//     The narrow one sort only; ranges and wide plans search.
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
@@ -680,7 +700,7 @@ struct PlanKnobs {
   std::size_t build_memory = 0;     // bytes; 0: no cap
   std::int64_t test_range_oom_above = 0;  // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (0: off)
   int build_first = 0;  // PIPELINK_AGG_BUILD_FIRST: 0 warp, 1 fused, 2 cub
-  bool row_ptr_search = false;  // PIPELINK_AGG_ROW_PTR=search: the binary search a row (v1-v24)
+  bool row_ptr_scan = false;  // PIPELINK_AGG_ROW_PTR=scan: row starts and a suffix minimum (opt-in)
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -702,7 +722,7 @@ PlanKnobs plan_knobs() {
   k.build_memory = std::size_t(read("PIPELINK_AGG_BUILD_MEMORY", 1, std::int64_t(1) << 30, 0)) << 20;
   k.test_range_oom_above = read("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", 0, std::int64_t(1) << 62, 0);
   k.build_first = knob_choice("PIPELINK_AGG_BUILD_FIRST", {"warp", "fused", "cub"});
-  k.row_ptr_search = knob_is_second("PIPELINK_AGG_ROW_PTR", "scan", "search");
+  k.row_ptr_scan = knob_is_second("PIPELINK_AGG_ROW_PTR", "search", "scan");
   return k;
 }
 
@@ -1275,17 +1295,17 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
   trace.mark("sort");
   plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
-  // Row starts and a suffix minimum (row_starts_kernel), the scan's temp storage in CUB's other
-  // keys buffer (free now: E keys' bytes, against a few KB); the binary search a row under
-  // PIPELINK_AGG_ROW_PTR=search or where that room is short (tiny graphs).
+  // A binary search a row (0.12 ms on products-like, H200), or under PIPELINK_AGG_ROW_PTR=scan
+  // row starts and a suffix minimum (row_starts_kernel), the scan's temp storage in CUB's other
+  // keys buffer (free now: E keys' bytes, against a few KB; the search where that room is short).
   auto* rp = reinterpret_cast<std::uint32_t*>(plan.row_ptr.as<std::int32_t>());
   const auto rev = thrust::make_reverse_iterator(rp + N + 1);
   std::size_t min_bytes = 0;
   PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(nullptr, min_bytes, rev, rev, ::cuda::minimum<std::uint32_t>{},
                                                      N + 1, s));
-  if (!knobs.row_ptr_search && E > 0 && min_bytes <= std::size_t(E) * sizeof(K)) {
+  if (knobs.row_ptr_scan && E > 0 && min_bytes <= std::size_t(E) * sizeof(K)) {
     PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0xFF, (N + 1) * sizeof(std::uint32_t), s));
-    row_starts_kernel<K><<<grid_for(E, 256), 256, 0, s>>>(keys.Current(), E, N, rp);
+    row_starts_kernel<<<grid_for((E + kRowStartKeys - 1) / kRowStartKeys, 256), 256, 0, s>>>(keys.Current(), E, N, rp);
     check_launch();
     PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(keys.Alternate(), min_bytes, rev, rev,
                                                        ::cuda::minimum<std::uint32_t>{}, N + 1, s));
