@@ -784,7 +784,7 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
   // whole sort), 1, 2 and 3 CUB passes (odd and even, so both places the first pass writes to),
   // int32 and int64 indices, and graphs whose destinations crowd one digit (a tile of one digit).
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
-                       "PIPELINK_AGG_FORCE_WIDE");
+                       "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_ONESHOT_W");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   struct G {
@@ -832,11 +832,14 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
     EXPECT_TRUE(bitwise_equal(o1, o0)) << "the default first pass orders the edges differently";
     EXPECT_TRUE(bitwise_equal(p1, p0)) << "default first pass, planned: other bits";
     EXPECT_TRUE(bitwise_equal(s1, s0)) << "default first pass, one-shot: other bits";
-    for (const char* form : {"fused", "warp"}) {  // each form by name: the same plan again
+    // Each form by name: the same plan again. "late": the warp form with a one-shot build's w
+    // read at the write-out (PIPELINK_AGG_ONESHOT_W=late; plain builds are the warp form's).
+    for (const char* form : {"fused", "warp", "late"}) {
       SCOPED_TRACE(form);
       Tensor o, p, s1f;
       {
-        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", form}});
+        const bool late = std::string_view(form) == "late";
+        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", late ? "warp" : form}, {"PIPELINK_AGG_ONESHOT_W", late ? "late" : nullptr}});
         run(o, p, s1f);
       }
       EXPECT_TRUE(bitwise_equal(o, o0)) << "the first pass orders the edges differently";

@@ -421,9 +421,13 @@ __global__ void __launch_bounds__(kFirstThreads) first_digit_warp_counts_kernel(
 // of reads in flight an SM, against the ~25 KB that the H200's bandwidth times its latency
 // asks for. FW, fw: as init_pairs_kernel (one-shot plans carry w's bits in place of the edge id);
 // a template argument so that the plain build holds no registers for w under the 64-register
-// bound that two blocks an SM need.
+// bound that two blocks an SM need. FW = 1 loads w with the part's indices and ranks it with
+// them; FW = 2 (PIPELINK_AGG_ONESHOT_W=late, warp form only) ranks the edge id as a plain build
+// does and reads w[id] at the write-out, from the tile's 32 KB of w (L2 after its first touch),
+// so the ranking keeps the plain build's registers: halves for int64 (v25: 0.836 -> 0.769 ms on
+// plan builds) where FW = 1 must use quarters.
 // WC (the warp form): the count phase's work comes from first_digit_warp_counts_kernel's bases.
-template <class I, bool FW, bool WC>
+template <class I, int FW, bool WC>
 __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
     const I* __restrict__ src, const I* __restrict__ dst, std::int64_t E, std::uint64_t N, std::uint32_t mask,
     const std::uint32_t* __restrict__ offsets, std::uint32_t* __restrict__ keys, EdgePair<std::int32_t>* __restrict__ pairs,
@@ -443,7 +447,8 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
   // one-shot plans of int32 indices only). The warp form without fw holds no counts' registers,
   // so its int64 ranking takes halves too (two waits on loads a warp instead of four) and keeps
   // no stack; with fw halves spilled (24 bytes int64, 40 int32: session 22), so quarters there.
-  constexpr int R = kFirstRounds, H = (sizeof(I) == 8 && !(WC && !FW)) || FW ? R / 4 : R / 2;
+  constexpr bool FWR = FW == 1;  // w loaded and ranked with the indices (FW = 2: read at the write-out)
+  constexpr int R = kFirstRounds, H = (sizeof(I) == 8 && !(WC && !FWR)) || FWR ? R / 4 : R / 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const unsigned lt = (1u << lane) - 1;
   if constexpr (!WC)
@@ -455,7 +460,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
   const int lim = int(E - w0 < 32 * R ? (E - w0 > 0 ? E - w0 : 0) : 32 * R);
   const I* const dw = dst + w0;
   const I* const sw = src + w0;
-  const float* const fww = FW ? fw + w0 : nullptr;
+  const float* const fww = FWR ? fw + w0 : nullptr;
   const std::int32_t id0 = std::int32_t(w0);  // narrow plans: E < 2^31
   std::uint32_t* const my = wh[warp];
   // Bad indices: bit r for dst in round r, bit 16 + r for src; one atomic at the end (a branch
@@ -513,7 +518,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
         const bool in = 32 * (h + r) < lim;
         sl[r] = in ? sw[32 * (h + r)] : I(0);
         key[r] = in ? std::uint32_t(dw[32 * (h + r)]) : 0u;  // dst again (L2): keys held across the passes spilled
-        if constexpr (FW) wv[r] = in ? __float_as_int(fww[32 * (h + r)]) : 0;
+        if constexpr (FWR) wv[r] = in ? __float_as_int(fww[32 * (h + r)]) : 0;
       }
 #pragma unroll
       for (int r = 0; r < H; ++r) {
@@ -534,7 +539,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
       const std::uint32_t lp = (WC ? 0u : lstart[d]) + base + __popc(peers & lt);
       if (in) {
         skeys[lp] = key[r];
-        spairs[lp] = EdgePair<std::int32_t>{sv[r], FW ? wv[r] : id0 + 32 * (h + r)};
+        spairs[lp] = EdgePair<std::int32_t>{sv[r], FWR ? wv[r] : id0 + 32 * (h + r)};
       }
     }
   }
@@ -549,7 +554,9 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
     const std::uint32_t key_i = skeys[i], d = key_i & mask;
     const std::uint32_t g = gstart[d] + (std::uint32_t(i) - lstart[d]);
     keys[g] = key_i;
-    pairs[g] = spairs[i];
+    EdgePair<std::int32_t> p = spairs[i];
+    if constexpr (FW == 2) p.id = __float_as_int(fw[p.id]);  // the edge's weight bits in place of its id
+    pairs[g] = p;
   }
 }
 
@@ -693,6 +700,9 @@ std::int64_t long_row_threshold() {
 //   PIPELINK_AGG_ROW_PTR: 'search' (the default: a binary search a row) or 'scan' (row starts from
 //     one pass over the sorted keys, then a suffix minimum; see row_starts_kernel; under A/B).
 //     The narrow one sort only; ranges and wide plans search.
+//   PIPELINK_AGG_ONESHOT_W: 'ranked' (the default: a one-shot build's first pass loads w with the
+//     indices and ranks it with them) or 'late' (it ranks the edge id and reads w at its
+//     write-out; see first_digit_scatter_kernel, FW = 2; under A/B). Warp form only.
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
@@ -701,6 +711,7 @@ struct PlanKnobs {
   std::int64_t test_range_oom_above = 0;  // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (0: off)
   int build_first = 0;  // PIPELINK_AGG_BUILD_FIRST: 0 warp, 1 fused, 2 cub
   bool row_ptr_scan = false;  // PIPELINK_AGG_ROW_PTR=scan: row starts and a suffix minimum (opt-in)
+  bool oneshot_w_late = false;  // PIPELINK_AGG_ONESHOT_W=late: w read at the first pass's write-out (opt-in)
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -723,6 +734,7 @@ PlanKnobs plan_knobs() {
   k.test_range_oom_above = read("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", 0, std::int64_t(1) << 62, 0);
   k.build_first = knob_choice("PIPELINK_AGG_BUILD_FIRST", {"warp", "fused", "cub"});
   k.row_ptr_scan = knob_is_second("PIPELINK_AGG_ROW_PTR", "search", "scan");
+  k.oneshot_w_late = knob_is_second("PIPELINK_AGG_ONESHOT_W", "ranked", "late");
   return k;
 }
 
@@ -1144,7 +1156,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, plan.device.index));
     cudaFuncAttributes fa{};
     // The fused forms' static size, the larger (the warp forms hold no block scan).
-    PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&fa, first_digit_scatter_kernel<I, false, false>));
+    PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&fa, first_digit_scatter_kernel<I, 0, false>));
     fused = 2 * (fa.sharedSizeBytes + kFirstSmem + std::size_t(reserved)) <= std::size_t(per_sm);
   }
   const bool warp_counts = fused && knobs.build_first == 0;  // after the fit: no pass, no warp form
@@ -1278,11 +1290,12 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
                                                          mask, offsets, keys_a, first_out, flag, fw, bases);
     };
     if (warp_counts) {
-      if (fw) scatter(first_digit_scatter_kernel<I, true, true>);
-      else scatter(first_digit_scatter_kernel<I, false, true>);
+      if (fw && knobs.oneshot_w_late) scatter(first_digit_scatter_kernel<I, 2, true>);
+      else if (fw) scatter(first_digit_scatter_kernel<I, 1, true>);
+      else scatter(first_digit_scatter_kernel<I, 0, true>);
     } else {
-      if (fw) scatter(first_digit_scatter_kernel<I, true, false>);
-      else scatter(first_digit_scatter_kernel<I, false, false>);
+      if (fw) scatter(first_digit_scatter_kernel<I, 1, false>);
+      else scatter(first_digit_scatter_kernel<I, 0, false>);
     }
     check_launch();
     trace.mark(warp_counts ? "first_pass_warp" : "first_pass");  // the name tells the forms apart in an A/B's trace
