@@ -4,6 +4,7 @@
 # so the checkout is never modified. A mutation that the tests do not catch fails the script.
 #   usage: OUT=/some/dir scripts/mutation-check.sh      (gpu-check.sh runs it with MUTANTS=1)
 #          MUTANT_ONLY=<part of a name>[|<another>]: only the mutants whose names contain one. Results so far: docs/results/h200-mutants.txt
+#          MUTANT_TEXTS=1: only check that every mutant's text is found (no GPU, no build; scripts/test.sh runs it)
 #          (frees-not-ordered: caught at 6245a1e817c8 and a2cd4a9; permute-not-ordered: missed at
 #          1706ad606597 and a2cd4a9, caught once the stream test queued busy work before it).
 set -uo pipefail

@@ -737,7 +737,8 @@ TEST_F(CudaAggregate, RowStartsScanIsTheSearch) {
     DType index;
     int shape;  // 0: uniform; 1: dst in [N/2, N/2 + 7]; 2: every dst N - 1; 3: dst 0 or N - 1
   };
-  const G cases[] = {{1, 1, DType::i32, 0},        {1, 5000, DType::i64, 0},      {1000000, 300, DType::i32, 0},
+  // {1, 1}: too few edges for the scan's temp storage (~128 edges' keys): the search's fallback.
+  const G cases[] = {{1, 1, DType::i32, 0},        {1, 5000, DType::i64, 0},      {1000000, 4100, DType::i32, 0},
                      {70000, 300000, DType::i64, 0}, {200000, 50000, DType::i32, 1}, {4097, 20000, DType::i64, 2},
                      {300000, 9000, DType::i32, 3},   {50, 8195, DType::i64, 0}};
   for (const G& c : cases) {
@@ -1089,7 +1090,8 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
                              std::pair{"PIPELINK_AGG_ROWS_PER_EDGE", "-1"}, std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "5000"},
                              std::pair{"PIPELINK_AGG_ONESHOT_CHUNKS", "-1"}, std::pair{"PIPELINK_AGG_ONESHOT_CHUNKS", "4097"},
                              std::pair{"PIPELINK_AGG_BUILD_MEMORY", "0"}, std::pair{"PIPELINK_AGG_BUILD_MEMORY", "1G"},
-                             std::pair{"PIPELINK_AGG_BUILD_FIRST", "fast"}}) {
+                             std::pair{"PIPELINK_AGG_BUILD_FIRST", "fast"},
+                             std::pair{"PIPELINK_AGG_ROW_PTR", "fast"}, std::pair{"PIPELINK_AGG_ONESHOT_W", "early"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);

@@ -585,8 +585,8 @@ __global__ void row_ptr_kernel(const K* keys, int shift, std::int64_t E, std::in
 // Why try it: the search is N + 1 chains of ~26 dependent loads, 0.12 ms on products-like
 // (H200), where the keys are one 248 MB stream (~0.06 ms at copy bandwidth). Measured with one
 // key a thread (8b8f546, H200, session 22): 0.278 ms against the search's 0.123 (241K blocks of
-// one 4-byte load each), so the search stayed the default; now 8 keys a thread in two 16-byte
-// loads.
+// one 4-byte load each); with 8 keys a thread in two 16-byte loads (46971b7): 0.086 against
+// 0.122 (trace medians, same process). Opt-in until the whole GPU suite has run with it.
 constexpr int kRowStartKeys = 8;
 __global__ void __launch_bounds__(256) row_starts_kernel(const std::uint32_t* __restrict__ keys, std::int64_t E,
                                                          std::int64_t N, std::uint32_t* row_ptr) {
@@ -1314,20 +1314,23 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   auto* rp = reinterpret_cast<std::uint32_t*>(plan.row_ptr.as<std::int32_t>());
   const auto rev = thrust::make_reverse_iterator(rp + N + 1);
   std::size_t min_bytes = 0;
-  PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(nullptr, min_bytes, rev, rev, ::cuda::minimum<std::uint32_t>{},
-                                                     N + 1, s));
+  if (knobs.row_ptr_scan && E > 0)
+    PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(nullptr, min_bytes, rev, rev, ::cuda::minimum<std::uint32_t>{},
+                                                       N + 1, s));
+  // The trace names the form that ran (the scan falls back to the search below ~128 edges).
   if (knobs.row_ptr_scan && E > 0 && min_bytes <= std::size_t(E) * sizeof(K)) {
     PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0xFF, (N + 1) * sizeof(std::uint32_t), s));
     row_starts_kernel<<<grid_for((E + kRowStartKeys - 1) / kRowStartKeys, 256), 256, 0, s>>>(keys.Current(), E, N, rp);
     check_launch();
     PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(keys.Alternate(), min_bytes, rev, rev,
                                                        ::cuda::minimum<std::uint32_t>{}, N + 1, s));
+    trace.mark("row_ptr_scan");
   } else {
     row_ptr_kernel<K, std::int32_t><<<grid_for(N + 1, 256), 256, 0, s>>>(keys.Current(), 0, E, N,
                                                                          plan.row_ptr.as<std::int32_t>());
     check_launch();
+    trace.mark("row_ptr");
   }
-  trace.mark("row_ptr");
   plan.pairs = std::move(kept);
 }
 
