@@ -1418,6 +1418,44 @@ TEST_F(CudaAggregate, WeightPermutationAutoSkipsSplitRows) {
   }
 }
 
+TEST_F(CudaAggregate, PrepareWeightsBuildsWhatTheFirstRunWould) {
+  // AggregatePlan::prepare_weights: the plan then holds what a first run given w in edge order
+  // leaves it (the tables, the ids dropped), that first run allocates no more than a later one
+  // (the scratch of E floats), the bits are those of a plan that built its tables in its first
+  // run, and a second call changes nothing. On a plan with a split hub row (gathers): nothing.
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_W_PERMUTE", "PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_FORCE_WIDE",
+                       "PIPELINK_AGG_W_PERMUTE_COMPACT");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 200000, E = std::int64_t(1) << 22, F = 16;
+  EdgeList g = uniform_graph(N, E, seed, DType::i32);
+  Tensor xg = gpu(random_tensor({N, F}, DType::f32, seed + 1, -2, 2)), wg = gpu(random_tensor({E}, DType::f32, seed + 2));
+  for (bool hub : {false, true}) {
+    SCOPED_TRACE(hub ? "a hub row (split)" : "no split rows");
+    if (hub)
+      for (std::int64_t e = 0; e < E; e += 1000) g.dst.data_as<std::int32_t>()[e] = 5;  // ~4200 edges: > 1024
+    Tensor sg = gpu(g.src), dg = gpu(g.dst);
+    AggregatePlan lazy = AggregatePlan::build(sg, dg, N);
+    Tensor ref = poisoned_gpu(N, F, DType::f32), out = poisoned_gpu(N, F, DType::f32);
+    aggregate(lazy, xg, wg.view(), ref);  // builds its tables here
+    AggregatePlan eager = AggregatePlan::build(sg, dg, N);
+    const std::size_t built = eager.bytes();
+    eager.prepare_weights();
+    cuda::synchronize();
+    const std::size_t prepared = eager.bytes();
+    EXPECT_EQ(prepared, lazy.bytes()) << "prepare_weights left the plan other than a first run does";
+    if (hub) EXPECT_EQ(prepared, built) << "tables built on a plan that gathers";
+    else EXPECT_GT(prepared, built) << "no tables at 2^22 edges";
+    eager.prepare_weights();  // again: nothing more
+    EXPECT_EQ(eager.bytes(), prepared);
+    const std::size_t first = peak_extra_bytes([&] { aggregate(eager, xg, wg.view(), out); });
+    EXPECT_EQ(eager.bytes(), prepared) << "the first run after prepare_weights changed the plan";
+    EXPECT_LE(first, std::size_t(E) * sizeof(float) + (std::size_t(1) << 20))
+        << "the first run after prepare_weights allocated more than its scratch";
+    EXPECT_TRUE(bitwise_equal(host(out), host(ref)));
+  }
+}
+
 // The permutation's kernels on a graph small enough for racecheck (WeightPermutationGivesTheGatherBits
 // did not finish in 190 s under it on the H200): the bucket kernel with more than 1024 tiles (T = 64:
 // 1094, two counters a thread in its scan), pass 1 and pass 2 with 16-byte loads (w aligned) and

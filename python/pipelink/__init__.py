@@ -84,6 +84,24 @@ def _stream_of(x: Any, fw: str) -> int:
     return 0
 
 
+def _device_stream(fw: str, device: str) -> int:
+    """The current stream of ``device`` (``"cuda:k"``) in framework ``fw``; 0 on the CPU."""
+    if not device.startswith("cuda"):
+        return 0
+    index = int(device.partition(":")[2] or 0)
+    if fw == "torch":
+        torch = _torch()
+        if _RAW_STREAM is not None:
+            return int(_RAW_STREAM(index))
+        return int(torch.cuda.current_stream(index).cuda_stream)
+    if fw == "cupy":
+        import cupy
+
+        with cupy.cuda.Device(index):
+            return int(cupy.cuda.get_current_stream().ptr)
+    return 0
+
+
 _TORCH_EXPORT: Any = None
 
 
@@ -205,10 +223,25 @@ class AggregatePlan:
     indices (:class:`IndexOutOfRangeError`).
     """
 
-    def __init__(self, src: Any, dst: Any, num_nodes: int) -> None:
+    def __init__(self, src: Any, dst: Any, num_nodes: int, *, prepare_weights: bool = False) -> None:
         fw = _framework(src)
+        self._fw = fw  # whose current stream prepare_weights queues on
         self._impl = _pipelink.build_plan(_native(src, fw), _native(dst, _framework(dst)), int(num_nodes),
                                           _stream_of(src, fw))
+        if prepare_weights:
+            self.prepare_weights()
+
+    def prepare_weights(self) -> None:
+        """Build now what the first call given float32 ``w`` in edge order would build.
+
+        On CUDA that is the tables that bring ``w`` into the plan's order (see :attr:`nbytes`), so
+        the first call then takes the time and memory of every later one. Where calls would
+        gather ``w`` instead (small plans, plans with hub rows) and on the CPU it does nothing.
+        Queued on the current stream of the plan's device (torch's or CuPy's, as the plan's
+        ``src`` was), asynchronous there like a call; calling it again does nothing more.
+        ``AggregatePlan(..., prepare_weights=True)`` does the same.
+        """
+        _pipelink.prepare_weights(self._impl, _device_stream(self._fw, self.device))
 
     @property
     def num_nodes(self) -> int:

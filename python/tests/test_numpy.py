@@ -62,6 +62,19 @@ def test_row_strided_views_are_read_in_place_and_column_strided_refused(rng):
     assert (ei.value.port, ei.value.field) == ("x", "contiguity")
 
 
+def test_prepare_weights_changes_nothing_on_the_cpu(rng):
+    n, e, f = 300, 5000, 8
+    src, dst = random_graph(rng, n, e)
+    x = rng.standard_normal((n, f)).astype(np.float32)
+    w = rng.uniform(-1, 1, e).astype(np.float32)
+    plan = pipelink.AggregatePlan(src, dst, n)
+    before = plan.nbytes
+    plan.prepare_weights()
+    assert plan.nbytes == before
+    eager = pipelink.AggregatePlan(src, dst, n, prepare_weights=True)
+    assert np.array_equal(eager(x, w), plan(x, w))
+
+
 def test_plan_is_reused_and_deterministic(rng):
     n, e, f = 500, 20000, 64
     src, dst = random_graph(rng, n, e)

@@ -135,6 +135,26 @@ def test_cuda_w_permutation_on_torch_streams(rng, monkeypatch, compact):
 
 
 @cuda
+def test_cuda_prepare_weights_on_a_torch_stream(rng, monkeypatch):
+    # prepare_weights builds the w permutation's tables before the first call (T = 1024 forced:
+    # the auto rule wants 2^22 edges), on torch's current stream; the first call then leaves
+    # the plan as it was, and the bits are those of a plan that built them in its first call.
+    x, src, dst, w = graph(rng, 5000, 200000, 64, device="cuda")
+    monkeypatch.setenv("PIPELINK_AGG_W_PERMUTE", "1024")
+    lazy = pipelink.AggregatePlan(src, dst, x.shape[0])
+    ref = lazy(x, w)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        plan = pipelink.AggregatePlan(src, dst, x.shape[0], prepare_weights=True)
+        prepared = plan.nbytes
+        y = plan(x, w)
+    s.synchronize()
+    assert prepared == lazy.nbytes
+    assert plan.nbytes == prepared
+    assert torch.equal(y, ref)
+
+
+@cuda
 def test_runs_on_the_callers_stream_without_a_sync(rng):
     # x is produced on a side stream by work long enough that reading it early would see
     # garbage; aggregate is called inside the same stream context and its result is consumed

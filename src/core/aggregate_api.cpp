@@ -112,6 +112,11 @@ PlanWeights AggregatePlan::permute_weights(const TensorView& w, const TensorView
   return PlanWeights(out, impl_->id);
 }
 
+void AggregatePlan::prepare_weights(void* stream) const {
+  require_plan(*this, "prepare_weights");
+  impl_->prepare_weights(stream);
+}
+
 namespace {
 void run_plan(const AggregatePlan& plan, const TensorView& x, const std::optional<TensorView>& w, const TensorView& out,
               const AggregateOptions& opts, bool w_in_plan_order) {
