@@ -286,6 +286,11 @@ def main() -> int:
                     "event times (with --json, each row's timeline as a Chrome trace beside it). Why: "
                     "Python's planned rows ran 0.1-0.3 ms over C++'s while ncu timed the kernel alone at "
                     "4.07 against 4.04 ms (session 18): in the kernel or outside it, in the warm state")
+    ap.add_argument("--prepare-weights", action="store_true",
+                    help="build every plan with AggregatePlan(..., prepare_weights=True): the w permutation's "
+                    "tables in the plan-build row instead of the planned row's first call. Why: issue 4 "
+                    "reads the planned call's extra memory including its first call (16.88 B/edge on "
+                    "products-like, v23, against 12.81 warm)")
     ap.add_argument("--json"), ap.add_argument("--markdown"), ap.add_argument("--png")
     a = ap.parse_args()
     wanted = [v.strip() for v in a.variants.split(",") if v.strip()] if a.variants is not None else []
@@ -348,14 +353,17 @@ def main() -> int:
         dynamic = torch.compile(reference, dynamic=True)
         variants += [("compile-static", lambda: static(x, src, dst, w), "torch.compile(dynamic=False)"),
                      ("compile-dynamic", lambda: dynamic(x, src, dst, w), "torch.compile(dynamic=True)")]
+    def new_plan():
+        return pipelink.AggregatePlan(src, dst, n, prepare_weights=a.prepare_weights)
+
     def planned_w_plan_order():
         # Weights permuted once into the plan's order, before the cold call (as the C++ bench
         # does): its own variant, since issue 4's planned number takes w per call in edge order.
         return pipelink.aggregate(x, None, None, state["pw"], out=out, plan=state["plan"])
 
     variants += [
-        ("pipelink-plan-build", lambda: state.__setitem__("plan", pipelink.AggregatePlan(src, dst, n)),
-         "AggregatePlan(src, dst, N)"),
+        ("pipelink-plan-build", lambda: state.__setitem__("plan", new_plan()),
+         "AggregatePlan(src, dst, N" + (", prepare_weights=True)" if a.prepare_weights else ")")),
         ("pipelink-planned", lambda: pipelink.aggregate(x, None, None, w, out=out, plan=state["plan"]),
          "aggregate(..., plan=plan): deterministic"),
         ("pipelink-planned-w-plan-order", planned_w_plan_order,
@@ -382,7 +390,7 @@ def main() -> int:
             if name.startswith("pipelink") and name != "pipelink-plan-build":
                 out.fill_(float("nan"))  # poisoned: a path that skips rows fails verification
             if name.startswith("pipelink-planned") and "plan" not in state:  # --variants without the build row
-                state["plan"] = pipelink.AggregatePlan(src, dst, n)
+                state["plan"] = new_plan()
                 clock.sync()
                 log(f"{name}: plan built untimed (pipelink-plan-build not asked for)")
             if name == "pipelink-planned-w-plan-order":  # for the last plan built; outside the timing
@@ -475,7 +483,7 @@ def main() -> int:
             # this one would then run a fresh plan (its first call builds the w tables) or, w in
             # plan order, reject the weights permuted for the old one (session 19's first run:
             # ContractViolationError, plan id 23 against 13).
-            fn = lambda: pipelink.AggregatePlan(src, dst, n)  # noqa: E731
+            fn = new_plan
         settle(device, idle_w, a.settle_s)
         try:
             trace = f"{os.path.splitext(a.json)[0]}-trace-{name}.json" if a.json else None

@@ -211,6 +211,27 @@ def test_compare_torch_script_smoke(tmp_path):
     assert "pipelink-planned vs eager" in m["ratios"]
 
 
+def test_compare_torch_prepare_weights_option(tmp_path):
+    """--prepare-weights builds the plans with prepare_weights=True and says so in the row."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import pipelink as pl
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PIPELINK_PYTHON_PATH=os.path.dirname(os.path.dirname(pl.__file__)))
+    out = tmp_path / "p.json"
+    subprocess.run([sys.executable, os.path.join(root, "bench", "compare_torch.py"), "--workload", "tiny", "--device",
+                    "cpu", "--repeats", "2", "--warmup", "1", "--no-compile", "--prepare-weights",
+                    "--variants", "pipelink-plan-build,pipelink-planned", "--json", str(out)],
+                   check=True, env=env, capture_output=True, text=True, timeout=600)
+    by = {v["name"]: v for v in json.loads(out.read_text())["variants"]}
+    assert "prepare_weights=True" in by["pipelink-plan-build"]["doc"]
+    assert by["pipelink-planned"]["within_tolerance"], by["pipelink-planned"]
+
+
 def test_compare_torch_variants_option(tmp_path):
     """--variants runs the named variants in its order, and refuses unknown names and a planned
     variant before its plan build, before any work."""
