@@ -508,6 +508,7 @@ def main() -> int:
         "tolerance": "|y - oracle| <= 2 (d_i + 4) 2^-24 S_i per element (PROTOCOL.md §2)",
         "idle_power_w": idle_w,
         "knobs": {"repeats": a.repeats, "warmup": a.warmup, "chunk_edges": a.chunk_edges, "settle_s": a.settle_s,
+                  "prepare_weights": a.prepare_weights,
                   "variants": [name for name, _, _ in variants],
                   "PIPELINK_AGG_LONG_ROW": os.environ.get("PIPELINK_AGG_LONG_ROW", "default (64)")},
         "device": {"name": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
@@ -591,7 +592,9 @@ def markdown(m: dict) -> str:
     lines = [f"`{wl['name']}`: N={wl['nodes']}, E={wl['edges']}, F={wl['features']}, float32, tanh, int64 indices. "
              f"Device: {dev['name']} (torch {dev['torch']}, CUDA {dev['cuda']}, "
              f"allocator {dev.get('torch_allocator', '?')}), copy bandwidth "
-             f"{dev['copy_bandwidth_gbs']:.0f} GB/s. Git {m['git']}, {m['date']}.", "",
+             f"{dev['copy_bandwidth_gbs']:.0f} GB/s. Git {m['git']}, {m['date']}."
+             + (" Plans built with `prepare_weights=True` (`--prepare-weights`)."
+                if m.get("knobs", {}).get("prepare_weights") else ""), "",
              "| variant | median ms | min | max | cold ms | torch alloc extra | PipeLink alloc extra | process extra | eff. GB/s | rel L2 err | within tol |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|:-:|"]
     for v in m["variants"]:

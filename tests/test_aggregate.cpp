@@ -336,6 +336,23 @@ TEST(AggregatePlanWeights, EmptyGraph) {
   for (std::int64_t i = 0; i < 20; ++i) EXPECT_EQ(out.data_as<float>()[i], 0.f);
 }
 
+TEST(AggregatePlanWeights, PrepareWeightsOnTheCpuChangesNothingAndChecksItsDtype) {
+  const auto seed = fresh_seed();
+  EdgeList g = uniform_graph(50, 400, seed);
+  AggregatePlan plan = AggregatePlan::build(g.src, g.dst, 50);
+  const std::size_t before = plan.bytes();
+  plan.prepare_weights();
+  plan.prepare_weights(DType::f64);
+  EXPECT_EQ(plan.bytes(), before);
+  try {
+    plan.prepare_weights(DType::i32);
+    ADD_FAILURE() << "int32 weights accepted";
+  } catch (const ContractViolationError& e) {
+    EXPECT_EQ(e.field(), field::dtype) << e.what();
+  }
+  EXPECT_THROW(AggregatePlan().prepare_weights(), std::invalid_argument);  // an empty plan
+}
+
 TEST(AggregatePlanWeights, EachContractFieldOnce) {
   // Every check of permute_weights and of the PlanWeights run, violated once; the buffer the
   // call would write keeps its contents.

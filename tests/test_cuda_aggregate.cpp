@@ -1448,6 +1448,12 @@ TEST_F(CudaAggregate, PrepareWeightsBuildsWhatTheFirstRunWould) {
     else EXPECT_GT(prepared, built) << "no tables at 2^22 edges";
     eager.prepare_weights();  // again: nothing more
     EXPECT_EQ(eager.bytes(), prepared);
+    {  // float64 weights gather: no tables, and the plan keeps its ids
+      AggregatePlan f64 = AggregatePlan::build(sg, dg, N);
+      f64.prepare_weights(DType::f64);
+      cuda::synchronize();
+      EXPECT_EQ(f64.bytes(), built) << "tables built for float64 weights";
+    }
     const std::size_t first = peak_extra_bytes([&] { aggregate(eager, xg, wg.view(), out); });
     EXPECT_EQ(eager.bytes(), prepared) << "the first run after prepare_weights changed the plan";
     EXPECT_LE(first, std::size_t(E) * sizeof(float) + (std::size_t(1) << 20))

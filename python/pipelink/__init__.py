@@ -84,6 +84,19 @@ def _stream_of(x: Any, fw: str) -> int:
     return 0
 
 
+def _dtype_name(d: Any) -> str:
+    """"float32" for "float32", numpy.float32, numpy.dtype("float32"), torch.float32 or cupy's."""
+    if isinstance(d, str):
+        return d
+    name = getattr(d, "name", None)  # numpy / cupy dtype objects
+    if isinstance(name, str):
+        return name
+    name = getattr(d, "__name__", None)  # numpy.float32, the scalar type
+    if isinstance(name, str):
+        return name
+    return str(d).rsplit(".", 1)[-1]  # torch.float32
+
+
 def _device_stream(fw: str, device: str) -> int:
     """The current stream of ``device`` (``"cuda:k"``) in framework ``fw``; 0 on the CPU."""
     if not device.startswith("cuda"):
@@ -231,17 +244,20 @@ class AggregatePlan:
         if prepare_weights:
             self.prepare_weights()
 
-    def prepare_weights(self) -> None:
-        """Build now what the first call given float32 ``w`` in edge order would build.
+    def prepare_weights(self, dtype: Any = "float32") -> None:
+        """Build now what the first call given ``w`` of ``dtype`` in edge order would build.
 
-        On CUDA that is the tables that bring ``w`` into the plan's order (see :attr:`nbytes`), so
-        the first call then takes the time and memory of every later one. Where calls would
-        gather ``w`` instead (small plans, plans with hub rows) and on the CPU it does nothing.
-        Queued on the current stream of the plan's device (torch's or CuPy's, as the plan's
-        ``src`` was), asynchronous there like a call; calling it again does nothing more.
-        ``AggregatePlan(..., prepare_weights=True)`` does the same.
+        On CUDA with float32 weights that is the tables that bring ``w`` into the plan's order
+        (see :attr:`nbytes`), so the first call then takes the time and memory of every later
+        one. Where calls gather ``w`` instead (float64, small plans, plans with hub rows,
+        ``PIPELINK_AGG_W_PERMUTE=off``) and on the CPU it does nothing; calling it again does
+        nothing more. ``dtype``: ``"float32"`` or ``"float64"``, or a torch / NumPy / CuPy float
+        dtype. The tables are built on the stream the plan was built on, and the current stream
+        of the plan's device (torch's or CuPy's, as the plan's ``src`` was) waits for them:
+        asynchronous, like a call. ``AggregatePlan(..., prepare_weights=True)`` does the same for
+        float32.
         """
-        _pipelink.prepare_weights(self._impl, _device_stream(self._fw, self.device))
+        _pipelink.prepare_weights(self._impl, _dtype_name(dtype), _device_stream(self._fw, self.device))
 
     @property
     def num_nodes(self) -> int:
@@ -258,7 +274,7 @@ class AggregatePlan:
         """Bytes the plan holds on its device now.
 
         On CUDA this can change at the first call given ``w`` in edge order on a large plan without
-        hub rows: the plan then keeps tables (4 bytes an edge and more) that bring ``w`` into its
+        hub rows (or at :meth:`prepare_weights`): the plan then keeps tables (4 bytes an edge and more) that bring ``w`` into its
         order in two coalesced passes per call instead of a gather (``PIPELINK_AGG_W_PERMUTE``),
         and by default drops its edge ids (4 bytes an edge) in exchange
         (``PIPELINK_AGG_W_PERMUTE_COMPACT=0`` keeps them).

@@ -109,9 +109,11 @@ void run_plan_py(const PyPlan& p, const Array& x, const std::optional<Array>& w,
   aggregate(p.plan, xv, wv, ov, opts);
 }
 
-void prepare_weights_py(const PyPlan& p, std::uintptr_t stream) {
+void prepare_weights_py(const PyPlan& p, const std::string& dtype, std::uintptr_t stream) {
+  const auto t = parse_dtype(dtype);
+  if (!t) throw ContractViolationError("prepare_weights", "w", field::dtype, "float32 or float64", dtype);
   nb::gil_scoped_release release;
-  p.plan.prepare_weights(reinterpret_cast<void*>(stream));
+  p.plan.prepare_weights(*t, reinterpret_cast<void*>(stream));
 }
 
 struct PyPlanWeights {
@@ -221,7 +223,7 @@ NB_MODULE(_pipelink, m) {
       .def_prop_ro("nbytes", [](const PyPlan& p) { return p.plan.bytes(); })
       .def_prop_ro("device", [](const PyPlan& p) { return p.plan.device().str(); });
   m.def("build_plan", &build_plan_py, "src"_a, "dst"_a, "num_nodes"_a, "stream"_a);
-  m.def("prepare_weights", &prepare_weights_py, "plan"_a, "stream"_a);
+  m.def("prepare_weights", &prepare_weights_py, "plan"_a, "dtype"_a, "stream"_a);
   m.def("run_plan", &run_plan_py, "plan"_a, "x"_a, "w"_a.none(), "out"_a, "transform"_a, "accumulate"_a, "stream"_a);
   nb::class_<PyPlanWeights>(m, "PlanWeights")
       .def_prop_ro("plan_id", [](const PyPlanWeights& w) { return w.weights.plan_id(); });

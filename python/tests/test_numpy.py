@@ -73,6 +73,12 @@ def test_prepare_weights_changes_nothing_on_the_cpu(rng):
     assert plan.nbytes == before
     eager = pipelink.AggregatePlan(src, dst, n, prepare_weights=True)
     assert np.array_equal(eager(x, w), plan(x, w))
+    for d in ("float64", np.float64, np.dtype("float32")):
+        plan.prepare_weights(d)
+    assert plan.nbytes == before
+    with pytest.raises(pipelink.ContractViolationError) as ei:
+        plan.prepare_weights("int32")
+    assert ei.value.field == "dtype"
 
 
 def test_plan_is_reused_and_deterministic(rng):

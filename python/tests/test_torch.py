@@ -143,15 +143,26 @@ def test_cuda_prepare_weights_on_a_torch_stream(rng, monkeypatch):
     monkeypatch.setenv("PIPELINK_AGG_W_PERMUTE", "1024")
     lazy = pipelink.AggregatePlan(src, dst, x.shape[0])
     ref = lazy(x, w)
+    # Built with its tables on the current stream; and built on the default stream, then
+    # prepared and run on a side stream (which must wait for the tables: no sync in between).
+    with torch.cuda.stream(torch.cuda.Stream()):
+        at_build = pipelink.AggregatePlan(src, dst, x.shape[0], prepare_weights=True)
+        y0 = at_build(x, w)
+    plan = pipelink.AggregatePlan(src, dst, x.shape[0])
     s = torch.cuda.Stream()
     with torch.cuda.stream(s):
-        plan = pipelink.AggregatePlan(src, dst, x.shape[0], prepare_weights=True)
+        plan.prepare_weights(torch.float32)
         prepared = plan.nbytes
         y = plan(x, w)
     s.synchronize()
-    assert prepared == lazy.nbytes
+    torch.cuda.synchronize()
+    assert prepared == lazy.nbytes and at_build.nbytes == lazy.nbytes
     assert plan.nbytes == prepared
-    assert torch.equal(y, ref)
+    assert torch.equal(y, ref) and torch.equal(y0, ref)
+    f64 = pipelink.AggregatePlan(src, dst, x.shape[0])
+    before = f64.nbytes
+    f64.prepare_weights(torch.float64)  # float64 weights gather: nothing built
+    assert f64.nbytes == before
 
 
 @cuda
@@ -227,8 +238,9 @@ def test_compare_torch_prepare_weights_option(tmp_path):
                     "cpu", "--repeats", "2", "--warmup", "1", "--no-compile", "--prepare-weights",
                     "--variants", "pipelink-plan-build,pipelink-planned", "--json", str(out)],
                    check=True, env=env, capture_output=True, text=True, timeout=600)
-    by = {v["name"]: v for v in json.loads(out.read_text())["variants"]}
-    assert "prepare_weights=True" in by["pipelink-plan-build"]["doc"]
+    m = json.loads(out.read_text())
+    by = {v["name"]: v for v in m["variants"]}
+    assert "prepare_weights=True" in by["pipelink-plan-build"]["doc"] and m["knobs"]["prepare_weights"] is True
     assert by["pipelink-planned"]["within_tolerance"], by["pipelink-planned"]
 
 

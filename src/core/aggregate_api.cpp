@@ -112,9 +112,12 @@ PlanWeights AggregatePlan::permute_weights(const TensorView& w, const TensorView
   return PlanWeights(out, impl_->id);
 }
 
-void AggregatePlan::prepare_weights(void* stream) const {
+void AggregatePlan::prepare_weights(DType weights, void* stream) const {
   require_plan(*this, "prepare_weights");
-  impl_->prepare_weights(stream);
+  if (weights != DType::f32 && weights != DType::f64)
+    throw ContractViolationError("prepare_weights", "w", field::dtype, "float32 or float64",
+                                 std::string(dtype_name(weights)));
+  impl_->prepare_weights(weights, stream);
 }
 
 namespace {

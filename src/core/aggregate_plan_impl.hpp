@@ -19,8 +19,9 @@ struct AggregatePlan::Impl {
                    bool w_in_plan_order) = 0;
   /// out[k] = w[id of the plan's k-th edge]; both [E], same dtype, on the plan's device (checked).
   virtual void permute(const TensorView& w, const TensorView& out, void* stream) = 0;
-  /// AggregatePlan::prepare_weights: what a first run given float32 w in edge order builds (none here).
-  virtual void prepare_weights(void* /*stream*/) {}
+  /// AggregatePlan::prepare_weights: what a first run given w (`weights`: f32 or f64, checked)
+  /// in edge order builds (none here).
+  virtual void prepare_weights(DType /*weights*/, void* /*stream*/) {}
 };
 
 namespace detail {

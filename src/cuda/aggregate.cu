@@ -940,7 +940,7 @@ struct CudaPlan final : AggregatePlan::Impl {
   void run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
            bool w_in_plan_order) override;
   void permute(const TensorView& w, const TensorView& out, void* stream) override;
-  void prepare_weights(void* stream) override;
+  void prepare_weights(DType weights, void* stream) override;
   void run_on(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
               bool w_in_plan_order, cudaStream_t s);
   // Runs f(s) on stream s after the build (when s is not the build stream), and orders the plan's
@@ -2776,12 +2776,16 @@ void CudaPlan::permute(const TensorView& w, const TensorView& out, void* stream_
 // run then allocates only its scratch, as every later one does. Why: issue 4 reads the first
 // planned call's extra memory, 16.88 B/edge on products-like against 12.81 warm (v23): the
 // tables' build arena and the tables themselves fell in it.
-void CudaPlan::prepare_weights(void* stream_arg) {
+// Float64 w: nothing, as run_on builds no tables for it (a compacted plan would then make every
+// float64 run permute, with E x 8 bytes of scratch, or fail where that does not fit).
+void CudaPlan::prepare_weights(DType weights, void* stream_arg) {
   if (w_in_pairs || wide) return;
   const int tile = w_permute_tile(num_edges, num_segments > 0);  // bad knobs throw here
   (void)w_permute_compact();
-  if (num_edges == 0 || num_nodes == 0 || tile <= 0) return;
+  if (weights != DType::f32 || num_edges == 0 || num_nodes == 0 || tile <= 0) return;
   const cudaStream_t s = as_stream(stream_arg);
+  // weights_permutation builds nothing under capture; nor should the events and waits around it.
+  if (stream_capturing(s) || stream_capturing(stream)) return;
   std::lock_guard lock(run_mu);
   on_stream(s, [&] { (void)weights_permutation(tile, s); });
 }

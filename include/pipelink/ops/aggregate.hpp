@@ -68,12 +68,14 @@ class AggregatePlan {
   /// edge. Same bits as a run given w itself. `out` (same dtype and device as w, caller-owned)
   /// must outlive its use; on CUDA this is asynchronous on `stream`, like a run.
   PlanWeights permute_weights(const TensorView& w, const TensorView& out, void* stream = nullptr) const;
-  /// Builds now what the plan's first run given float32 w in edge order would build, so that
-  /// run costs and holds what every later one does (on CUDA: the tables that bring w into the
-  /// plan's order, +4 bytes an edge, the plan's edge ids dropped; see bytes()). Where such runs
-  /// would gather w instead (small plans, plans with split hub rows, PIPELINK_AGG_W_PERMUTE=off)
-  /// and on the CPU, nothing. Asynchronous on `stream`, like a run.
-  void prepare_weights(void* stream = nullptr) const;
+  /// Builds now what the plan's first run given w of dtype `weights` (float32 or float64) in edge
+  /// order would build, so that run costs and holds what every later one does (on CUDA, float32:
+  /// the tables that bring w into the plan's order, +4 bytes an edge, the plan's edge ids
+  /// dropped; see bytes()). Where such runs gather w instead (float64, small plans, plans with
+  /// split hub rows, PIPELINK_AGG_W_PERMUTE=off), on the CPU, and while `stream` is being
+  /// captured into a CUDA graph, nothing. On CUDA the tables are built on the plan's build
+  /// stream and `stream` waits for them: asynchronous, like a run.
+  void prepare_weights(DType weights = DType::f32, void* stream = nullptr) const;
   const std::shared_ptr<Impl>& impl() const noexcept { return impl_; }
   explicit AggregatePlan(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
