@@ -14,6 +14,7 @@
 #          MUTANTS (scripts/mutation-check.sh), SKIP_BENCH, SKIP_SANITIZER, VARIANTS and INSTR (A/B of opt-in
 #          kernel variants: see below),
 #          RACECHECK_FILTER (a gtest filter for the slow racecheck pass),
+#          CTEST_VARIANTS="tag:VAR=val[,VAR2=val] ..." (the whole CTest again under opt-in knobs),
 #          AB="tag:VAR=1[,VAR2=1] ..." (the main benchmarks also build a plan under each variant
 #          and time its planned run, a one-shot call and a lean call interleaved with the default,
 #          in the same process: `pipelink bench --ab`; for the knobs read at plan build,
@@ -82,6 +83,14 @@ for m in ${MICRO:-}; do
 done
 if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pass in the same call)
   step ctest tests.log ctest --test-dir build/gpu -j 8 --output-on-failure
+  # CTEST_VARIANTS="tag:VAR=val[,VAR2=val] ...": the whole CTest again under opt-in knobs, so a
+  # form meant to become the default meets every test before it does (the tests that compare
+  # forms against the default skip themselves under a non-default knob). E.g.
+  # CTEST_VARIANTS="scan:PIPELINK_AGG_ROW_PTR=scan late:PIPELINK_AGG_ONESHOT_W=late".
+  for v in ${CTEST_VARIANTS:-}; do
+    tag=${v%%:*}; vars=${v#*:}
+    step "ctest [$tag]" tests.log env ${vars//,/ } ctest --test-dir build/gpu -j 8 --output-on-failure
+  done
   for t in $( [ -z "${SKIP_SANITIZER:-}" ] && find build/gpu/tests -maxdepth 1 -type f -executable -name 'test_cuda_*' | sort); do
     n=$(basename "$t")
     # The full-device test fills the GPU to 56 MB free, which would squeeze the sanitizer's own
