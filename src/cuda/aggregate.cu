@@ -447,6 +447,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
   // one-shot plans of int32 indices only). The warp form without fw holds no counts' registers,
   // so its int64 ranking takes halves too (two waits on loads a warp instead of four) and keeps
   // no stack; with fw halves spilled (24 bytes int64, 40 int32: session 22), so quarters there.
+  static_assert(FW >= 0 && FW <= 2 && (FW != 2 || WC), "FW = 2 (late w) is a warp-form variant only");
   constexpr bool FWR = FW == 1;  // w loaded and ranked with the indices (FW = 2: read at the write-out)
   constexpr int R = kFirstRounds, H = (sizeof(I) == 8 && !(WC && !FWR)) || FWR ? R / 4 : R / 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
