@@ -430,6 +430,12 @@ def main() -> int:
             for _ in range(a.repeats):
                 samples.append(clock.time_ms(fn, lambda: sample_mhz.append(sm_clock_mhz(device))))
             v["samples_sm_mhz"] = sample_mhz
+            if device.type == "cuda" and name == "pipelink-planned":
+                # The same call issued from C++ in this process, right after (binding.time_plan_ms):
+                # tells the binding's share of a gap to the C++ bench from the process's.
+                stream = int(torch.cuda.current_stream(device).cuda_stream)
+                v["cpp_in_process_ms"] = _pipelink.time_plan_ms(state["plan"]._impl, x, w, out, "tanh", stream,
+                                                                a.repeats)
             v["ended_utc"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
             v["sm_clock_mhz_after"] = sm_clock_mhz(device)
             v["samples_ms"] = samples
@@ -626,6 +632,12 @@ def markdown(m: dict) -> str:
     if settled:
         lines.append(f"- each row's samples started after the draw fell back near idle ({m.get('idle_power_w', 0):.0f} W "
                      "at start; `--settle-s`): " + "; ".join(settled))
+    for v in m["variants"]:
+        c = v.get("cpp_in_process_ms")
+        if c and "median_ms" in v:
+            lines.append(f"- {v['name']} issued from C++ in this process right after its samples (same tensors, "
+                         f"events around each call): median {statistics.median(c):.2f} ms against "
+                         f"{v['median_ms']:.2f} from Python")
     o = m.get("python_call_overhead")
     if o:
         lines.append(f"- Python call overhead over C++: {o['overhead_us']:.2f} us/call "

@@ -6,6 +6,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <chrono>
 #include <cstdint>
@@ -147,6 +148,30 @@ double issue_seconds_py(const PyPlan& p, const Array& x, const std::optional<Arr
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Per-call milliseconds of `n` plan runs issued from C++ in this process, each between two CUDA
+// events on `stream` and waited for, as compare_torch's Clock times a Python call: the same
+// tensors and process state, without the binding. Why: Python's planned rows ran 0.08-0.27 ms
+// over the C++ bench's in some calls (v25) and matched in others (v24); the C++ bench is
+// another process. CUDA plans only.
+std::vector<double> time_plan_ms_py(const PyPlan& p, const Array& x, const std::optional<Array>& w, const MutArray& out,
+                                    const std::string& transform, std::uintptr_t stream, int n) {
+  if (p.plan.device().kind != DeviceKind::cuda) throw std::invalid_argument("time_plan_ms: a CUDA plan only");
+  const TensorView xv = view_of(x, "x"), ov = view_of(out, "out");
+  const std::optional<TensorView> wv = optional_view(w, "w");
+  const AggregateOptions opts = options_of(transform, false, "auto", stream);
+  nb::gil_scoped_release release;
+  cuda::Event start, stop;
+  std::vector<double> ms;
+  for (int i = 0; i < n; ++i) {
+    start.record(reinterpret_cast<void*>(stream));
+    aggregate(p.plan, xv, wv, ov, opts);
+    stop.record(reinterpret_cast<void*>(stream));
+    stop.synchronize();
+    ms.push_back(stop.elapsed_ms(start));
+  }
+  return ms;
+}
+
 std::string inspect_py(const Array& a) { return inspect_tensor(view_of(a, "tensor")); }
 void dump_py(const Array& a, const std::string& path) { debug_dump(view_of(a, "tensor"), path); }
 
@@ -234,6 +259,7 @@ NB_MODULE(_pipelink, m) {
   m.def("inspect_tensor", &inspect_py, "tensor"_a);
   m.def("debug_dump", &dump_py, "tensor"_a, "path"_a);
   m.def("debug_load", &load_py, "path"_a);
+  m.def("time_plan_ms", &time_plan_ms_py, "plan"_a, "x"_a, "w"_a.none(), "out"_a, "transform"_a, "stream"_a, "n"_a);
   m.def("issue_seconds", &issue_seconds_py, "plan"_a, "x"_a, "w"_a.none(), "out"_a, "transform"_a, "stream"_a, "n"_a);
   m.def("memory_stats", [] {
     const auto st = cuda::memory_stats();

@@ -304,6 +304,25 @@ def test_tensors_that_want_gradients_are_refused(rng):
     check(y, x.detach(), src, dst, w)
 
 
+def test_compare_torch_markdown_shows_the_in_process_cpp_time():
+    """The planned row's C++ loop in the same process (cpp_in_process_ms) is printed beside it."""
+    import importlib.util
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    spec = importlib.util.spec_from_file_location("compare_torch", os.path.join(root, "bench", "compare_torch.py"))
+    ct = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ct)
+    m = {"workload": {"name": "w", "nodes": 1, "edges": 1, "features": 1}, "git": "g", "date": "d",
+         "device": {"name": "dev", "torch": "t", "cuda": "c", "copy_bandwidth_gbs": 1.0},
+         "knobs": {"prepare_weights": True}, "ratios": {}, "reference_spread_max_abs": 0.0,
+         "variants": [{"name": "pipelink-planned", "median_ms": 4.48, "min_ms": 4.4, "max_ms": 4.5, "cold_ms": 9.0,
+                       "cpp_in_process_ms": [4.41, 4.39, 4.40]}]}
+    md = ct.markdown(m)
+    assert "median 4.40 ms against 4.48 from Python" in md
+    assert "prepare_weights=True" in md
+
+
 def test_compare_torch_acceptance_counts_the_plan_either_way():
     """Issue 4's memory criterion for the planned call counts the plan it keeps, whether the
     plan-build row built it or the script built it untimed (until session 18 only the former:
