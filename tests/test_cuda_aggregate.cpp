@@ -39,6 +39,17 @@ Tensor poisoned_gpu(std::int64_t N, std::int64_t F, DType t) {
   return gpu(h);
 }
 
+// A plan build of g must fail naming its first bad edge: `position` in array `port`.
+void expect_build_names_bad_edge(const EdgeList& g, std::int64_t N, std::int64_t position, const char* port) {
+  try {
+    (void)AggregatePlan::build(gpu(g.src), gpu(g.dst), N);
+    ADD_FAILURE() << "no error";
+  } catch (const IndexOutOfRangeError& e) {
+    EXPECT_EQ(e.position(), position) << e.what();
+    EXPECT_EQ(e.port(), port) << e.what();
+  }
+}
+
 enum class Path { one_shot, planned, plan_weights, lean, three_op };
 const char* path_name(Path p) {
   switch (p) {
@@ -714,13 +725,7 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
   g.src.data_as<std::int64_t>()[70001] = 500;
   g.dst.data_as<std::int64_t>()[70000] = -3;
   ScopedEnv env({{"PIPELINK_AGG_BUILD_CHUNKS", "3"}});
-  try {
-    (void)AggregatePlan::build(gpu(g.src), gpu(g.dst), 500);
-    ADD_FAILURE() << "no error";
-  } catch (const IndexOutOfRangeError& e) {
-    EXPECT_EQ(e.position(), 70000) << e.what();
-    EXPECT_EQ(e.port(), "dst") << e.what();
-  }
+  expect_build_names_bad_edge(g, 500, 70000, "dst");
 }
 
 TEST_F(CudaAggregate, RowStartsScanIsTheSearch) {
@@ -785,13 +790,7 @@ TEST_F(CudaAggregate, RowStartsScanIsTheSearch) {
     poke(15000, 3000 + 70000);  // past N
     poke(17000, -3);
     ScopedEnv env({{"PIPELINK_AGG_ROW_PTR", "scan"}});
-    try {
-      (void)AggregatePlan::build(gpu(g.src), gpu(g.dst), 3000);
-      ADD_FAILURE() << "no error";
-    } catch (const IndexOutOfRangeError& e) {
-      EXPECT_EQ(e.position(), 15000) << e.what();
-      EXPECT_EQ(e.port(), "dst") << e.what();
-    }
+    expect_build_names_bad_edge(g, 3000, 15000, "dst");
   }
 }
 
@@ -896,13 +895,7 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
       for (const char* form : {"fused", "warp"}) {  // the warp form finds dst in its counts kernel
         SCOPED_TRACE(form);
         ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", form}});
-        try {
-          (void)AggregatePlan::build(gpu(g.src), gpu(g.dst), 500);
-          ADD_FAILURE() << "no error";
-        } catch (const IndexOutOfRangeError& e) {
-          EXPECT_EQ(e.position(), src_first ? 69700 : 70000) << e.what();
-          EXPECT_EQ(e.port(), src_first ? "src" : "dst") << e.what();
-        }
+        expect_build_names_bad_edge(g, 500, src_first ? 69700 : 70000, src_first ? "src" : "dst");
       }
     }
   }
