@@ -729,8 +729,9 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
 }
 
 TEST_F(CudaAggregate, RowStartsScanIsTheSearch) {
-  // The narrow one sort's row_ptr from row starts and a suffix minimum (PIPELINK_AGG_ROW_PTR=scan)
-  // against a binary search a row (the default): the same planned output bitwise, rows
+  // The narrow one sort's row_ptr from row starts and a suffix minimum (the default from v26;
+  // PIPELINK_AGG_ROW_PTR=scan names it) against a binary search a row (=search, the default
+  // until v25): the same planned output bitwise, and the unnamed default's bits too; rows
   // without edges zero, on graphs whose empty rows come first, last, in one long run, or
   // everywhere (a few edges on many rows), one row holding every edge, and N = 1.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ROW_PTR", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
@@ -766,13 +767,17 @@ TEST_F(CudaAggregate, RowStartsScanIsTheSearch) {
       aggregate(plan, x, w.view(), o);
       return host(o);
     };
-    const Tensor a = run();
-    Tensor b;
+    Tensor a, b;
+    {
+      ScopedEnv env({{"PIPELINK_AGG_ROW_PTR", "search"}});
+      a = run();
+    }
     {
       ScopedEnv env({{"PIPELINK_AGG_ROW_PTR", "scan"}});
       b = run();
     }
     EXPECT_TRUE(bitwise_equal(a, b)) << "row starts and the search give other bits";
+    EXPECT_TRUE(bitwise_equal(b, run())) << "the unnamed default and =scan give other bits";
     // And against the float64 oracle (the search could share a fault with the plan's later steps).
     VerifyReport r = verify_aggregate(b, aggregate_oracle(xh, g.src, g.dst, wh.view()));
     EXPECT_TRUE(r.within_tolerance) << r.summary();

@@ -426,6 +426,9 @@ __global__ void __launch_bounds__(kFirstThreads) first_digit_warp_counts_kernel(
 // does and reads w[id] at the write-out, from the tile's 32 KB of w (L2 after its first touch),
 // so the ranking keeps the plain build's registers: halves for int64 (v25: 0.836 -> 0.769 ms on
 // plan builds) where FW = 1 must use quarters.
+// Measured (H200, products-like int64, session 23, v26): the one-shot with FW = 2 ran 1.028x
+// the time of FW = 1 in the same A/B rounds (6.56 against 6.38 ms): the write-out's dependent
+// reads of w cost more than the halves save. FW = 1 stays the default; FW = 2 is kept opt-in.
 // WC (the warp form): the count phase's work comes from first_digit_warp_counts_kernel's bases.
 template <class I, int FW, bool WC>
 __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
@@ -578,7 +581,7 @@ __global__ void row_ptr_kernel(const K* keys, int shift, std::int64_t E, std::in
 }
 
 // The narrow one sort's row_ptr in two passes instead of a binary search a row
-// (PIPELINK_AGG_ROW_PTR=scan, opt-in): each row's first position where the sorted keys start it
+// (the default from v26; PIPELINK_AGG_ROW_PTR=search keeps the search): each row's first position where the sorted keys start it
 // (row_ptr pre-set to ~0, row_ptr[N] = E), then a suffix minimum over the rows (CUB scan) gives
 // the rows without edges their next row's start (and keeps row_ptr ascending whatever the keys,
 // as the later kernels need before a bad index throws). O(N + E) for any graph: a streaming
@@ -587,7 +590,8 @@ __global__ void row_ptr_kernel(const K* keys, int shift, std::int64_t E, std::in
 // (H200), where the keys are one 248 MB stream (~0.06 ms at copy bandwidth). Measured with one
 // key a thread (8b8f546, H200, session 22): 0.278 ms against the search's 0.123 (241K blocks of
 // one 4-byte load each); with 8 keys a thread in two 16-byte loads (46971b7): 0.086 against
-// 0.122 (trace medians, same process). Opt-in until the whole GPU suite has run with it.
+// 0.122 (trace medians, same process). The default since the whole GPU suite passed with it
+// (session 23: CTest 208/208 under =scan, memcheck and racecheck of RowStarts clean).
 constexpr int kRowStartKeys = 8;
 __global__ void __launch_bounds__(256) row_starts_kernel(const std::uint32_t* __restrict__ keys, std::int64_t E,
                                                          std::int64_t N, std::uint32_t* row_ptr) {
@@ -698,12 +702,12 @@ std::int64_t long_row_threshold() {
 //     'fused' (the same pass counting in its own first phase; the default v23-v24) or 'cub'
 //     (v1-v22's init kernel, then CUB over every bit). Narrow plans' one sort only; ranges and
 //     wide plans sort as before.
-//   PIPELINK_AGG_ROW_PTR: 'search' (the default: a binary search a row) or 'scan' (row starts from
-//     one pass over the sorted keys, then a suffix minimum; see row_starts_kernel; under A/B).
+//   PIPELINK_AGG_ROW_PTR: 'scan' (the default from v26: row starts from one pass over the sorted
+//     keys, then a suffix minimum; see row_starts_kernel) or 'search' (a binary search a row).
 //     The narrow one sort only; ranges and wide plans search.
 //   PIPELINK_AGG_ONESHOT_W: 'ranked' (the default: a one-shot build's first pass loads w with the
 //     indices and ranks it with them) or 'late' (it ranks the edge id and reads w at its
-//     write-out; see first_digit_scatter_kernel, FW = 2; under A/B). Warp form only.
+//     write-out; see first_digit_scatter_kernel, FW = 2; 1.028x the time, v26). Warp form only.
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
@@ -711,7 +715,7 @@ struct PlanKnobs {
   std::size_t build_memory = 0;     // bytes; 0: no cap
   std::int64_t test_range_oom_above = 0;  // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (0: off)
   int build_first = 0;  // PIPELINK_AGG_BUILD_FIRST: 0 warp, 1 fused, 2 cub
-  bool row_ptr_scan = false;  // PIPELINK_AGG_ROW_PTR=scan: row starts and a suffix minimum (opt-in)
+  bool row_ptr_scan = true;  // PIPELINK_AGG_ROW_PTR: row starts and a suffix minimum (scan, the default) or search
   bool oneshot_w_late = false;  // PIPELINK_AGG_ONESHOT_W=late: w read at the first pass's write-out (opt-in)
 };
 PlanKnobs plan_knobs() {
@@ -734,7 +738,7 @@ PlanKnobs plan_knobs() {
   k.build_memory = std::size_t(read("PIPELINK_AGG_BUILD_MEMORY", 1, std::int64_t(1) << 30, 0)) << 20;
   k.test_range_oom_above = read("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", 0, std::int64_t(1) << 62, 0);
   k.build_first = knob_choice("PIPELINK_AGG_BUILD_FIRST", {"warp", "fused", "cub"});
-  k.row_ptr_scan = knob_is_second("PIPELINK_AGG_ROW_PTR", "search", "scan");
+  k.row_ptr_scan = !knob_is_second("PIPELINK_AGG_ROW_PTR", "scan", "search");
   k.oneshot_w_late = knob_is_second("PIPELINK_AGG_ONESHOT_W", "ranked", "late");
   return k;
 }
@@ -1310,8 +1314,8 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
   trace.mark("sort");
   plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
-  // A binary search a row (0.12 ms on products-like, H200), or under PIPELINK_AGG_ROW_PTR=scan
-  // row starts and a suffix minimum (row_starts_kernel), the scan's temp storage in CUB's other
+  // Row starts and a suffix minimum (row_starts_kernel; 0.086 ms on products-like, H200), or under
+  // PIPELINK_AGG_ROW_PTR=search a binary search a row (0.122 ms), the scan's temp storage in CUB's other
   // keys buffer (free now: E keys' bytes, against a few KB; the search where that room is short).
   auto* rp = reinterpret_cast<std::uint32_t*>(plan.row_ptr.as<std::int32_t>());
   const auto rev = thrust::make_reverse_iterator(rp + N + 1);
