@@ -86,7 +86,7 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
   # CTEST_VARIANTS="tag:VAR=val[,VAR2=val] ...": the whole CTest again under opt-in knobs, so a
   # form meant to become the default meets every test before it does (the tests that compare
   # forms against the default skip themselves under a non-default knob). E.g.
-  # CTEST_VARIANTS="scan:PIPELINK_AGG_ROW_PTR=scan late:PIPELINK_AGG_ONESHOT_W=late".
+  # CTEST_VARIANTS="search:PIPELINK_AGG_ROW_PTR=search late:PIPELINK_AGG_ONESHOT_W=late".
   for v in ${CTEST_VARIANTS:-}; do
     tag=${v%%:*}; vars=${v#*:}
     step "ctest [$tag]" tests.log env ${vars//,/ } ctest --test-dir build/gpu -j 8 --output-on-failure

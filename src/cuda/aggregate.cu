@@ -580,9 +580,9 @@ __global__ void row_ptr_kernel(const K* keys, int shift, std::int64_t E, std::in
   }
 }
 
-// The narrow one sort's row_ptr in two passes instead of a binary search a row
-// (the default from v26; PIPELINK_AGG_ROW_PTR=search keeps the search): each row's first position where the sorted keys start it
-// (row_ptr pre-set to ~0, row_ptr[N] = E), then a suffix minimum over the rows (CUB scan) gives
+// The narrow one sort's row_ptr in two passes instead of a binary search a row (the default
+// from v26; PIPELINK_AGG_ROW_PTR=search keeps the search): each row's first position where the
+// sorted keys start it (row_ptr pre-set to ~0, row_ptr[N] = E), then a suffix minimum over the rows (CUB scan) gives
 // the rows without edges their next row's start (and keeps row_ptr ascending whatever the keys,
 // as the later kernels need before a bad index throws). O(N + E) for any graph: a streaming
 // form that also wrote the empty rows' runs (c02714dc5981) left a long run to one thread.
