@@ -803,6 +803,35 @@ TEST_F(CudaAggregate, RowStartsScanIsTheSearch) {
   }
 }
 
+TEST_F(CudaAggregate, PlanWithoutSplitRowsKeepsNoSegmentTable) {
+  // A plan keeps seg_first (N + 1 entries) only when it has split rows: the same N and E with one
+  // row of 3000 edges (split at the 1024-edge segment length) keep those bytes more than a
+  // uniform graph's plan (rows of ~4 edges), and both run right (split rows read the table).
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_BUILD_CHUNKS",
+                       "PIPELINK_AGG_BUILD_MEMORY");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 50000, E = 200000, F = 8;
+  EdgeList plain = uniform_graph(N, E, seed, DType::i32), hub = uniform_graph(N, E, seed, DType::i32);
+  for (std::int64_t e = 0; e < 3000; ++e) hub.dst.data_as<std::int32_t>()[e * 37] = 4242;
+  const Tensor xh = random_tensor({N, F}, DType::f32, seed + 1, -2, 2);
+  const Tensor wh = random_tensor({E}, DType::f32, seed + 2);
+  std::size_t bytes[2] = {0, 0};
+  int i = 0;
+  for (const EdgeList* g : {&plain, &hub}) {
+    SCOPED_TRACE(i ? "a split row" : "no split rows");
+    const Tensor sg = gpu(g->src), dg = gpu(g->dst), x = gpu(xh), w = gpu(wh);
+    AggregatePlan plan = AggregatePlan::build(sg, dg, N);
+    bytes[i++] = plan.bytes();
+    Tensor o = poisoned_gpu(N, F, DType::f32);
+    aggregate(plan, x, w.view(), o);
+    const VerifyReport r = verify_aggregate(host(o), aggregate_oracle(xh, g->src, g->dst, wh.view()));
+    EXPECT_TRUE(r.within_tolerance) << r.summary();
+    EXPECT_EQ(r.unwritten, 0) << r.summary();
+  }
+  EXPECT_GE(bytes[1], bytes[0] + std::size_t(N + 1) * 4) << "a plan without split rows kept its segment table";
+}
+
 TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
   // The narrow build's first radix pass (first_digit_scatter_kernel: its warp form, the default,
   // and its fused form, PIPELINK_AGG_BUILD_FIRST=fused) against the init kernel and CUB over every bit
