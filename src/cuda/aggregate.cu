@@ -582,8 +582,8 @@ __global__ void row_ptr_kernel(const K* keys, int shift, std::int64_t E, std::in
 
 // The narrow one sort's row_ptr in two passes instead of a binary search a row (the default
 // from v26; PIPELINK_AGG_ROW_PTR=search keeps the search): each row's first position where the
-// sorted keys start it (row_ptr pre-set to ~0, row_ptr[N] = E), then a suffix minimum over the rows (CUB scan) gives
-// the rows without edges their next row's start (and keeps row_ptr ascending whatever the keys,
+// sorted keys start it (row_ptr pre-set to ~0, row_ptr[N] = E), then a suffix minimum over the
+// rows (CUB scan) gives the rows without edges their next row's start (and keeps row_ptr ascending whatever the keys,
 // as the later kernels need before a bad index throws). O(N + E) for any graph: a streaming
 // form that also wrote the empty rows' runs (c02714dc5981) left a long run to one thread.
 // Why try it: the search is N + 1 chains of ~26 dependent loads, 0.12 ms on products-like
@@ -715,7 +715,7 @@ struct PlanKnobs {
   std::size_t build_memory = 0;     // bytes; 0: no cap
   std::int64_t test_range_oom_above = 0;  // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (0: off)
   int build_first = 0;  // PIPELINK_AGG_BUILD_FIRST: 0 warp, 1 fused, 2 cub
-  bool row_ptr_scan = true;  // PIPELINK_AGG_ROW_PTR: row starts and a suffix minimum (scan, the default) or search
+  bool row_ptr_scan = true;  // PIPELINK_AGG_ROW_PTR: 'scan' (the default) or 'search'
   bool oneshot_w_late = false;  // PIPELINK_AGG_ONESHOT_W=late: w read at the first pass's write-out (opt-in)
 };
 PlanKnobs plan_knobs() {
@@ -1314,9 +1314,9 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
   trace.mark("sort");
   plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
-  // Row starts and a suffix minimum (row_starts_kernel; 0.086 ms on products-like, H200), or under
-  // PIPELINK_AGG_ROW_PTR=search a binary search a row (0.122 ms), the scan's temp storage in CUB's other
-  // keys buffer (free now: E keys' bytes, against a few KB; the search where that room is short).
+  // Row starts and a suffix minimum (row_starts_kernel; 0.086 ms on products-like, H200), or
+  // under PIPELINK_AGG_ROW_PTR=search a binary search a row (0.122 ms); the scan's temp storage
+  // in CUB's other keys buffer (free now: E keys' bytes, against a few KB; the search where that room is short).
   auto* rp = reinterpret_cast<std::uint32_t*>(plan.row_ptr.as<std::int32_t>());
   const auto rev = thrust::make_reverse_iterator(rp + N + 1);
   std::size_t min_bytes = 0;
