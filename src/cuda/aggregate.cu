@@ -582,16 +582,16 @@ __global__ void row_ptr_kernel(const K* keys, int shift, std::int64_t E, std::in
 
 // The narrow one sort's row_ptr in two passes instead of a binary search a row (the default
 // from v26; PIPELINK_AGG_ROW_PTR=search keeps the search): each row's first position where the
-// sorted keys start it (row_ptr pre-set to ~0, row_ptr[N] = E), then a suffix minimum over the
-// rows (CUB scan) gives the rows without edges their next row's start (and keeps row_ptr ascending whatever the keys,
-// as the later kernels need before a bad index throws). O(N + E) for any graph: a streaming
-// form that also wrote the empty rows' runs (c02714dc5981) left a long run to one thread.
-// Why try it: the search is N + 1 chains of ~26 dependent loads, 0.12 ms on products-like
-// (H200), where the keys are one 248 MB stream (~0.06 ms at copy bandwidth). Measured with one
-// key a thread (8b8f546, H200, session 22): 0.278 ms against the search's 0.123 (241K blocks of
-// one 4-byte load each); with 8 keys a thread in two 16-byte loads (46971b7): 0.086 against
-// 0.122 (trace medians, same process). The default since the whole GPU suite passed with it
-// (session 23: CTest 208/208 under =scan, memcheck and racecheck of RowStarts clean).
+// sorted keys start it (row_ptr pre-set to ~0, row_ptr[N] = E), then a suffix minimum over the rows
+// (CUB scan) gives the rows without edges their next row's start (and keeps row_ptr ascending
+// whatever the keys, as the later kernels need before a bad index throws). O(N + E) for any graph:
+// a streaming form that also wrote the empty rows' runs (c02714dc5981) left a long run to one
+// thread. Why try it: the search is N + 1 chains of ~26 dependent loads, 0.12 ms on products-like
+// (H200), where the keys are one 248 MB stream (~0.06 ms at copy bandwidth). Measured with one key
+// a thread (8b8f546, H200, session 22): 0.278 ms against the search's 0.123 (241K blocks of one
+// 4-byte load each); with 8 keys a thread in two 16-byte loads (46971b7): 0.086 against 0.122
+// (trace medians, same process). The default since the whole GPU suite passed with it (session 23:
+// CTest 208/208 under =scan, memcheck and racecheck of RowStarts clean).
 constexpr int kRowStartKeys = 8;
 __global__ void __launch_bounds__(256) row_starts_kernel(const std::uint32_t* __restrict__ keys, std::int64_t E,
                                                          std::int64_t N, std::uint32_t* row_ptr) {
@@ -1314,9 +1314,10 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
   trace.mark("sort");
   plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
-  // Row starts and a suffix minimum (row_starts_kernel; 0.086 ms on products-like, H200), or
-  // under PIPELINK_AGG_ROW_PTR=search a binary search a row (0.122 ms); the scan's temp storage
-  // in CUB's other keys buffer (free now: E keys' bytes, against a few KB; the search where that room is short).
+  // Row starts and a suffix minimum (row_starts_kernel; 0.086 ms on products-like, H200), or under
+  // PIPELINK_AGG_ROW_PTR=search a binary search a row (0.122 ms); the scan's temp storage in CUB's
+  // other keys buffer (free now: E keys' bytes, against a few KB; the search where that room is
+  // short).
   auto* rp = reinterpret_cast<std::uint32_t*>(plan.row_ptr.as<std::int32_t>());
   const auto rev = thrust::make_reverse_iterator(rp + N + 1);
   std::size_t min_bytes = 0;
