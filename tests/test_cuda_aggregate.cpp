@@ -832,6 +832,53 @@ TEST_F(CudaAggregate, PlanWithoutSplitRowsKeepsNoSegmentTable) {
   EXPECT_GE(bytes[1], bytes[0] + std::size_t(N + 1) * 4) << "a plan without split rows kept its segment table";
 }
 
+TEST_F(CudaAggregate, PlanCountsItsSegmentsAndLongRows) {
+  // The build totals split rows' segments and long rows (more than 64 edges, at most the
+  // 1024-edge segment length) in one pass and makes their tables only where a total is not zero
+  // (finish_plan). The same N and E with one row of 3000 edges (3 segments) and five rows of 100
+  // edges (long, not split) hold exactly seg_first (N + 1 entries), 3 segment rows and 5 long rows
+  // more than a uniform graph's plan (rows of ~4 edges), and both run right at F = 8, where the
+  // register walk takes the long rows from their list.
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_LONG_ROW", "PIPELINK_AGG_FORCE_WIDE",
+                       "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 50000, E = 200000, F = 8;
+  EdgeList plain = uniform_graph(N, E, seed, DType::i32), mixed = uniform_graph(N, E, seed, DType::i32);
+  auto* md = mixed.dst.data_as<std::int32_t>();
+  // Rows 4242 and 100-104 first cleared of their uniform edges, so their degrees are exact.
+  for (std::int64_t e = 0; e < E; ++e)
+    if (md[e] == 4242 || (md[e] >= 100 && md[e] <= 104)) md[e] = 7;
+  for (std::int64_t e = 0; e < 3000; ++e) md[e * 37] = 4242;
+  for (std::int64_t k = 0; k < 500; ++k) md[k * 37 + 1] = std::int32_t(100 + k / 100);
+  for (const EdgeList* g : {&plain, &mixed}) {  // no other row of the mixed graph is long
+    std::vector<std::int64_t> deg(N, 0);
+    for (std::int64_t e = 0; e < E; ++e) ++deg[g->dst.data_as<std::int32_t>()[e]];
+    for (std::int64_t r = 0; r < N; ++r) {
+      if (r != 4242 && (r < 100 || r > 104)) {
+        ASSERT_LE(deg[r], 64) << "row " << r << " of the drawn graph is long";
+      }
+    }
+  }
+  const Tensor xh = random_tensor({N, F}, DType::f32, seed + 1, -2, 2);
+  const Tensor wh = random_tensor({E}, DType::f32, seed + 2);
+  std::size_t bytes[2] = {0, 0};
+  int i = 0;
+  for (const EdgeList* g : {&plain, &mixed}) {
+    SCOPED_TRACE(i ? "a split row and five long rows" : "no split or long rows");
+    const Tensor sg = gpu(g->src), dg = gpu(g->dst), x = gpu(xh), w = gpu(wh);
+    AggregatePlan plan = AggregatePlan::build(sg, dg, N);
+    bytes[i++] = plan.bytes();
+    Tensor o = poisoned_gpu(N, F, DType::f32);
+    aggregate(plan, x, w.view(), o);
+    const VerifyReport r = verify_aggregate(host(o), aggregate_oracle(xh, g->src, g->dst, wh.view()));
+    EXPECT_TRUE(r.within_tolerance) << r.summary();
+    EXPECT_EQ(r.unwritten, 0) << r.summary();
+  }
+  EXPECT_EQ(bytes[1], bytes[0] + std::size_t(N + 1) * 4 + 3 * 4 + 5 * 4)
+      << "the plan's segment table, segment rows or long rows are not what its rows need";
+}
+
 TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
   // The narrow build's first radix pass (first_digit_scatter_kernel: its warp form, the default,
   // and its fused form, PIPELINK_AGG_BUILD_FIRST=fused) against the init kernel and CUB over every bit

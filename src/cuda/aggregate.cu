@@ -743,6 +743,22 @@ PlanKnobs plan_knobs() {
   return k;
 }
 
+// The build's totals of split rows' segments and of long rows (not split), added into
+// totals[0] and totals[1] (zeroed before): one pass over the row offsets that writes nothing in
+// the common case (products-like has neither), so the per-row counts, their scans and the tables
+// below are made only when a total is not zero, after the host has read them with the index
+// check's verdict (finish_plan).
+template <class P>
+__global__ void segment_totals_kernel(const P* row_ptr, std::int64_t N, std::int64_t long_row, std::int64_t seg_len,
+                                      unsigned long long* totals) {
+  for (std::int64_t r = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; r < N;
+       r += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::int64_t d = std::int64_t(row_ptr[r + 1]) - std::int64_t(row_ptr[r]);
+    if (d > seg_len) atomicAdd(totals, (unsigned long long)((d + seg_len - 1) / seg_len));
+    else if (d > long_row) atomicAdd(totals + 1, 1ull);
+  }
+}
+
 // segs[r]: segments of a split row (else 0); lng[r]: 1 for a long row that is not split.
 template <class P>
 __global__ void count_segments_kernel(const P* row_ptr, std::int64_t N, std::int64_t long_row, std::int64_t seg_len,
@@ -1379,7 +1395,7 @@ void sort_wide(CudaPlan& plan, const TensorView& src, const TensorView& dst, std
 // The rest of the plan (work split, long rows, segments), then the index check's verdict.
 template <class P>
 void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
-                 unsigned long long* flag_ptr, BuildTrace& trace) {
+                 unsigned long long* status, BuildTrace& trace) {
   const std::int64_t E = plan.num_edges;
   plan.groups = (E + (plan.rows_per_edge > 0 ? N / plan.rows_per_edge : 0)) / plan.chunk + 1;
   plan.first_row = DeviceBuffer((plan.groups + 1) * sizeof(P), s);
@@ -1389,43 +1405,46 @@ void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   check_launch();
   trace.mark("work_split");
 
-  // Segments of the rows longer than seg_len edges; the list of long rows.
-  DeviceBuffer segs((N + 1) * sizeof(P), s), lng((N + 1) * sizeof(P), s), long_first((N + 1) * sizeof(P), s);
+  // Segments of the rows longer than seg_len edges; the list of long rows. Their totals first,
+  // read with the index check's verdict in one copy (status: first bad edge, then the two
+  // totals); the per-row tables only where a total is not zero. Before: the per-row counts and
+  // two CUB scans in every build, and three 8-byte copies to pageable memory, each its own
+  // round trip (trace, products-like, H200: segment_scans 0.035 + verdict_wait 0.035 ms).
   plan.long_row = std::min(long_row_threshold(), plan.seg_len);
-  count_segments_kernel<P><<<grid_for(N + 1, 256), 256, 0, s>>>(plan.row_ptr.as<const P>(), N, plan.long_row, plan.seg_len,
-                                                                segs.as<P>(), lng.as<P>());
+  segment_totals_kernel<P><<<grid_for(N, 256), 256, 0, s>>>(plan.row_ptr.as<const P>(), N, plan.long_row, plan.seg_len,
+                                                            status + 1);
   check_launch();
-  plan.seg_first = DeviceBuffer((N + 1) * sizeof(P), s);
-  std::size_t scan_bytes = 0;
-  PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, segs.as<P>(), plan.seg_first.as<P>(), N + 1, s));
-  {
+  trace.mark("segment_totals");
+  unsigned long long st[3] = {ULLONG_MAX, 0, 0};
+  PIPELINK_CUDA_CHECK(cudaMemcpyAsync(st, status, sizeof st, cudaMemcpyDeviceToHost, s));
+  PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
+  trace.mark("verdict_wait");
+  report_bad_edge("aggregate", &src, &dst, N, st[0]);
+  plan.num_segments = std::int64_t(st[1]);
+  plan.num_long = std::int64_t(st[2]);
+  if (plan.num_segments + plan.num_long > 0) {
+    DeviceBuffer segs((N + 1) * sizeof(P), s), lng((N + 1) * sizeof(P), s), long_first((N + 1) * sizeof(P), s);
+    count_segments_kernel<P><<<grid_for(N + 1, 256), 256, 0, s>>>(plan.row_ptr.as<const P>(), N, plan.long_row,
+                                                                  plan.seg_len, segs.as<P>(), lng.as<P>());
+    check_launch();
+    plan.seg_first = DeviceBuffer((N + 1) * sizeof(P), s);
+    std::size_t scan_bytes = 0;
+    PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, segs.as<P>(), plan.seg_first.as<P>(), N + 1, s));
     DeviceBuffer scan_temp(scan_bytes, s);
     PIPELINK_CUDA_CHECK(
         cub::DeviceScan::ExclusiveSum(scan_temp.get(), scan_bytes, segs.as<P>(), plan.seg_first.as<P>(), N + 1, s));
     PIPELINK_CUDA_CHECK(
         cub::DeviceScan::ExclusiveSum(scan_temp.get(), scan_bytes, lng.as<P>(), long_first.as<P>(), N + 1, s));
-  }
-  trace.mark("segment_scans");
-  P totals[2] = {0, 0};
-  unsigned long long bad = ULLONG_MAX;
-  PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&totals[0], plan.seg_first.as<P>() + N, sizeof(P), cudaMemcpyDeviceToHost, s));
-  PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&totals[1], long_first.as<P>() + N, sizeof(P), cudaMemcpyDeviceToHost, s));
-  PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&bad, flag_ptr, sizeof bad, cudaMemcpyDeviceToHost, s));
-  PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
-  trace.mark("verdict_wait");
-  report_bad_edge("aggregate", &src, &dst, N, bad);
-  plan.num_segments = std::int64_t(totals[0]);
-  plan.num_long = std::int64_t(totals[1]);
-  if (plan.num_segments + plan.num_long > 0) {
     plan.seg_row = DeviceBuffer(plan.num_segments * sizeof(P), s);
     plan.long_rows = DeviceBuffer(plan.num_long * sizeof(P), s);
     fill_segment_rows_kernel<P><<<grid_for(N, 256), 256, 0, s>>>(plan.seg_first.as<const P>(), long_first.as<const P>(), N,
                                                                  plan.seg_row.as<P>(), plan.long_rows.as<P>());
     check_launch();
+    trace.mark("segment_scans");
   }
   // The run's kernels read seg_first for split rows' segments only (and the fill above, ordered
-  // before this stream-ordered free): a plan without split rows drops its N + 1 entries, 9.8 MB
-  // or 0.16 B/edge on products-like (plan 8.47 -> ~8.31 B/edge once its w tables exist).
+  // before this stream-ordered free): a plan without split rows holds none of its N + 1 entries,
+  // 9.8 MB or 0.16 B/edge on products-like (plan 8.47 -> 8.32 B/edge with its w tables, v26).
   if (plan.num_segments == 0) plan.seg_first.reset();
 }
 
@@ -1454,9 +1473,12 @@ std::shared_ptr<CudaPlan> build_plan_for(const TensorView& src, const TensorView
   trace.mark("start");
   if (plan->num_edges > 0) {
     const bool i32 = src.dtype() == DType::i32;
-    DeviceBuffer flag(sizeof(unsigned long long), s);
-    PIPELINK_CUDA_CHECK(cudaMemsetAsync(flag.get(), 0xFF, sizeof(unsigned long long), s));
-    auto* f = flag.as<unsigned long long>();
+    // The build's status, read back in one copy by finish_plan: the first bad edge (the sort's
+    // kernels' flag, ULLONG_MAX where none), then the totals of segments and long rows.
+    DeviceBuffer status(3 * sizeof(unsigned long long), s);
+    auto* f = status.as<unsigned long long>();
+    PIPELINK_CUDA_CHECK(cudaMemsetAsync(f, 0xFF, sizeof(unsigned long long), s));
+    PIPELINK_CUDA_CHECK(cudaMemsetAsync(f + 1, 0, 2 * sizeof(unsigned long long), s));
     if (plan->wide) {
       if (i32) sort_wide<std::int32_t>(*plan, src, dst, N, s, f, trace);
       else sort_wide<std::int64_t>(*plan, src, dst, N, s, f, trace);
