@@ -6,6 +6,7 @@
 // row per edge (15.8 GB) + the plan's src and edge-id columns (0.5 GB) + w gathered through the
 // edge ids (one 32-byte sector per edge: 2.0 GB) + the output (0.63 GB): ~19 GB, 4.5 ms at the
 // 4.26 TB/s copy bandwidth PROTOCOL.md measured. Rows of x re-read from L2 are the only way below.
+#include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
@@ -747,15 +748,27 @@ PlanKnobs plan_knobs() {
 // totals[0] and totals[1] (zeroed before): one pass over the row offsets that writes nothing in
 // the common case (products-like has neither), so the per-row counts, their scans and the tables
 // below are made only when a total is not zero, after the host has read them with the index
-// check's verdict (finish_plan).
+// check's verdict (finish_plan). Each block sums its rows first (power-law has ~10^5 long rows:
+// an atomic a row on one address would queue them all there), then adds one value a total.
+// The counts must be count_segments_kernel's: finish_plan sizes seg_row and long_rows by these
+// totals, and fill_segment_rows_kernel writes them at that kernel's scanned offsets.
 template <class P>
-__global__ void segment_totals_kernel(const P* row_ptr, std::int64_t N, std::int64_t long_row, std::int64_t seg_len,
-                                      unsigned long long* totals) {
+__global__ void __launch_bounds__(256) segment_totals_kernel(const P* row_ptr, std::int64_t N, std::int64_t long_row,
+                                                             std::int64_t seg_len, unsigned long long* totals) {
+  using Reduce = cub::BlockReduce<unsigned long long, 256>;
+  __shared__ typename Reduce::TempStorage tmp[2];
+  unsigned long long segs = 0, lng = 0;
   for (std::int64_t r = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; r < N;
        r += std::int64_t(gridDim.x) * blockDim.x) {
     const std::int64_t d = std::int64_t(row_ptr[r + 1]) - std::int64_t(row_ptr[r]);
-    if (d > seg_len) atomicAdd(totals, (unsigned long long)((d + seg_len - 1) / seg_len));
-    else if (d > long_row) atomicAdd(totals + 1, 1ull);
+    if (d > seg_len) segs += (unsigned long long)((d + seg_len - 1) / seg_len);
+    else if (d > long_row) ++lng;
+  }
+  segs = Reduce(tmp[0]).Sum(segs);
+  lng = Reduce(tmp[1]).Sum(lng);
+  if (threadIdx.x == 0) {
+    if (segs) atomicAdd(totals, segs);
+    if (lng) atomicAdd(totals + 1, lng);
   }
 }
 
