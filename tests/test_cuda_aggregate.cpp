@@ -803,6 +803,22 @@ TEST_F(CudaAggregate, RowStartsScanIsTheSearch) {
   }
 }
 
+// The bytes of g's plan as built (before a run given w in edge order adds the permutation's
+// tables), then one run of it with w, checked against the oracle with every row written.
+std::size_t plan_bytes_then_checked_run(const EdgeList& g, std::int64_t N, const Tensor& xh, const Tensor& wh,
+                                        const char* what) {
+  SCOPED_TRACE(what);
+  const Tensor sg = gpu(g.src), dg = gpu(g.dst), x = gpu(xh), w = gpu(wh);
+  AggregatePlan plan = AggregatePlan::build(sg, dg, N);
+  const std::size_t bytes = plan.bytes();
+  Tensor o = poisoned_gpu(N, xh.dim(1), DType::f32);
+  aggregate(plan, x, w.view(), o);
+  const VerifyReport r = verify_aggregate(host(o), aggregate_oracle(xh, g.src, g.dst, wh.view()));
+  EXPECT_TRUE(r.within_tolerance) << r.summary();
+  EXPECT_EQ(r.unwritten, 0) << r.summary();
+  return bytes;
+}
+
 TEST_F(CudaAggregate, PlanWithoutSplitRowsKeepsNoSegmentTable) {
   // A plan keeps seg_first (N + 1 entries) only when it has split rows: the same N and E with one
   // row of 3000 edges (split at the 1024-edge segment length) keep those bytes more than a
@@ -816,20 +832,9 @@ TEST_F(CudaAggregate, PlanWithoutSplitRowsKeepsNoSegmentTable) {
   for (std::int64_t e = 0; e < 3000; ++e) hub.dst.data_as<std::int32_t>()[e * 37] = 4242;
   const Tensor xh = random_tensor({N, F}, DType::f32, seed + 1, -2, 2);
   const Tensor wh = random_tensor({E}, DType::f32, seed + 2);
-  std::size_t bytes[2] = {0, 0};
-  int i = 0;
-  for (const EdgeList* g : {&plain, &hub}) {
-    SCOPED_TRACE(i ? "a split row" : "no split rows");
-    const Tensor sg = gpu(g->src), dg = gpu(g->dst), x = gpu(xh), w = gpu(wh);
-    AggregatePlan plan = AggregatePlan::build(sg, dg, N);
-    bytes[i++] = plan.bytes();
-    Tensor o = poisoned_gpu(N, F, DType::f32);
-    aggregate(plan, x, w.view(), o);
-    const VerifyReport r = verify_aggregate(host(o), aggregate_oracle(xh, g->src, g->dst, wh.view()));
-    EXPECT_TRUE(r.within_tolerance) << r.summary();
-    EXPECT_EQ(r.unwritten, 0) << r.summary();
-  }
-  EXPECT_GE(bytes[1], bytes[0] + std::size_t(N + 1) * 4) << "a plan without split rows kept its segment table";
+  const std::size_t plain_bytes = plan_bytes_then_checked_run(plain, N, xh, wh, "no split rows");
+  const std::size_t hub_bytes = plan_bytes_then_checked_run(hub, N, xh, wh, "a split row");
+  EXPECT_GE(hub_bytes, plain_bytes + std::size_t(N + 1) * 4) << "a plan without split rows kept its segment table";
 }
 
 TEST_F(CudaAggregate, PlanCountsItsSegmentsAndLongRows) {
@@ -862,20 +867,9 @@ TEST_F(CudaAggregate, PlanCountsItsSegmentsAndLongRows) {
   }
   const Tensor xh = random_tensor({N, F}, DType::f32, seed + 1, -2, 2);
   const Tensor wh = random_tensor({E}, DType::f32, seed + 2);
-  std::size_t bytes[2] = {0, 0};
-  int i = 0;
-  for (const EdgeList* g : {&plain, &mixed}) {
-    SCOPED_TRACE(i ? "a split row and five long rows" : "no split or long rows");
-    const Tensor sg = gpu(g->src), dg = gpu(g->dst), x = gpu(xh), w = gpu(wh);
-    AggregatePlan plan = AggregatePlan::build(sg, dg, N);
-    bytes[i++] = plan.bytes();
-    Tensor o = poisoned_gpu(N, F, DType::f32);
-    aggregate(plan, x, w.view(), o);
-    const VerifyReport r = verify_aggregate(host(o), aggregate_oracle(xh, g->src, g->dst, wh.view()));
-    EXPECT_TRUE(r.within_tolerance) << r.summary();
-    EXPECT_EQ(r.unwritten, 0) << r.summary();
-  }
-  EXPECT_EQ(bytes[1], bytes[0] + std::size_t(N + 1) * 4 + 3 * 4 + 5 * 4)
+  const std::size_t plain_bytes = plan_bytes_then_checked_run(plain, N, xh, wh, "no split or long rows");
+  const std::size_t mixed_bytes = plan_bytes_then_checked_run(mixed, N, xh, wh, "a split row and five long rows");
+  EXPECT_EQ(mixed_bytes, plain_bytes + std::size_t(N + 1) * 4 + 3 * 4 + 5 * 4)
       << "the plan's segment table, segment rows or long rows are not what its rows need";
 }
 

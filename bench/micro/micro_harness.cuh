@@ -32,27 +32,31 @@ inline void report(const char* name, std::vector<float> t, const char* note = ""
   std::fflush(stdout);
 }
 
-/// f once as warm-up, then `reps` samples of f between device events (ms).
-inline std::vector<float> timed(const std::function<void()>& f, int reps = 10) {
+/// One sample of f between device events (ms), no warm-up: for work whose inputs the caller
+/// restores before each sample (a sort that would otherwise sort sorted data).
+inline float once_ms(const std::function<void()>& f) {
   static cudaEvent_t a = nullptr, b = nullptr;
   if (!a) {
     CK(cudaEventCreate(&a));
     CK(cudaEventCreate(&b));
   }
+  CK(cudaEventRecord(a));
+  f();
+  CK(cudaEventRecord(b));
+  CK(cudaEventSynchronize(b));
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, a, b));
+  CK(cudaGetLastError());
+  return ms;
+}
+
+/// f once as warm-up, then `reps` samples of f between device events (ms).
+inline std::vector<float> timed(const std::function<void()>& f, int reps = 10) {
   f();
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   std::vector<float> t;
-  for (int i = 0; i < reps; ++i) {
-    CK(cudaEventRecord(a));
-    f();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    t.push_back(ms);
-  }
-  CK(cudaGetLastError());
+  for (int i = 0; i < reps; ++i) t.push_back(once_ms(f));
   return t;
 }
 

@@ -12,9 +12,7 @@
 // 384 x 12 1.336, 256 x 12 1.340; every larger tile (352 x 18, 512 x 12 and 15, 320 x 20) fails
 // ptxas: the onesweep kernel's static shared memory is capped at 48 KB. The default is as fast as
 // any tuning that compiles: not taken into the build.
-#include <cub/cub.cuh>
-
-#include "micro_harness.cuh"
+#include "build_sort_inputs.cuh"
 
 #ifndef TH
 #define TH 384
@@ -29,9 +27,7 @@
 using namespace micro;
 using u32 = std::uint32_t;
 
-struct Pair {
-  int src, id;
-};
+using Pair = SortPair;
 
 using Base = cub::detail::radix::policy_hub<u32, Pair, u32>::Policy900;
 struct Hub {
@@ -56,26 +52,16 @@ struct Hub {
 };
 using Tuned = cub::DispatchRadixSort<cub::SortOrder::Ascending, u32, Pair, u32, cub::detail::identity_decomposer_t, Hub>;
 
-__global__ void init_pairs(const i64* src, const i64* dst, u32* keys, Pair* pairs, i64 E) {
-  for (i64 e = blockIdx.x * i64(blockDim.x) + threadIdx.x; e < E; e += i64(gridDim.x) * blockDim.x) {
-    keys[e] = u32(dst[e]);
-    pairs[e] = Pair{int(src[e]), int(e)};
-  }
-}
 
 int main(int argc, char** argv) {
   const i64 E = edge_count_arg(argc, argv), N = 2449029;
   if (E < 0) return 1;
   const int low = 6, end_bit = 22;
-  int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const int blocks = sms * 8;
-  i64* src = dalloc<i64>(E);
-  i64* dst = dalloc<i64>(E);
-  float* w = dalloc<float>(E);
-  gen_edges<<<blocks, 256>>>(src, dst, w, E, N, 1);
-  u32 *ka = dalloc<u32>(E), *kb = dalloc<u32>(E), *k0 = dalloc<u32>(E);
-  Pair *pa = dalloc<Pair>(E), *pb = dalloc<Pair>(E), *p0 = dalloc<Pair>(E), *ref = dalloc<Pair>(E);
+  const BuildSortInputs in = draw_build_sort_inputs(E, N);
+  const int blocks = in.blocks;
+  const i64 *src = in.src, *dst = in.dst;
+  u32 *ka = in.ka, *kb = in.kb, *k0 = in.k0;
+  Pair *pa = in.pa, *pb = in.pb, *p0 = in.p0, *ref = in.ref;
   std::size_t t1 = 0, t2 = 0;
   {
     cub::DoubleBuffer<u32> k(ka, kb);
@@ -85,27 +71,7 @@ int main(int argc, char** argv) {
   }
   void* temp = dalloc<char>(i64(std::max(t1, t2)));
   // The first pass's order (stable on the low 6 bits), untimed; every sample starts from it.
-  init_pairs<<<blocks, 256>>>(src, dst, ka, pa, E);
-  {
-    cub::DoubleBuffer<u32> k(ka, kb);
-    cub::DoubleBuffer<Pair> p(pa, pb);
-    CK(cub::DeviceRadixSort::SortPairs(temp, t1, k, p, u32(E), 0, low));
-    CK(cudaMemcpy(k0, k.Current(), E * 4, cudaMemcpyDeviceToDevice));
-    CK(cudaMemcpy(p0, p.Current(), E * 8, cudaMemcpyDeviceToDevice));
-  }
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  auto once = [&](const std::function<void()>& f) {
-    CK(cudaEventRecord(a));
-    f();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    CK(cudaGetLastError());
-    return ms;
-  };
+  first_pass_order(src, dst, E, low, blocks, ka, kb, pa, pb, temp, std::max(t1, t2), k0, p0);
   using OP = Hub::Policy::OnesweepPolicy;
   std::vector<float> td, tt;
   Pair* out = nullptr;
@@ -115,7 +81,7 @@ int main(int argc, char** argv) {
     CK(cudaMemcpy(pa, p0, E * 8, cudaMemcpyDeviceToDevice));
     cub::DoubleBuffer<u32> k(ka, kb);
     cub::DoubleBuffer<Pair> p(pa, pb);
-    const float ms = once([&] {
+    const float ms = once_ms([&] {
       if (tuned) CK(Tuned::Dispatch(temp, t2, k, p, u32(E), low, end_bit, true, 0));
       else CK(cub::DeviceRadixSort::SortPairs(temp, t1, k, p, u32(E), low, end_bit));
     });

@@ -15,24 +15,14 @@
 // (0.85x for 2/3 of the bytes: CUB's passes are not bound by their bytes alone), C 0.262, the
 // in-degree atomics 0.66 against 0.118 for the read alone, the scan 0.02. B + C + D + E = 1.98
 // against A + the row-offset scan (~1.30): the packed form loses by ~0.7 ms and was not built.
-#include <cub/cub.cuh>
-
-#include "micro_harness.cuh"
+#include "build_sort_inputs.cuh"
 
 using namespace micro;
 using u32 = std::uint32_t;
 using u64 = std::uint64_t;
 
-struct Pair {
-  int src, id;
-};
+using Pair = SortPair;
 
-__global__ void init_pairs(const i64* src, const i64* dst, u32* keys, Pair* pairs, i64 E) {
-  for (i64 e = blockIdx.x * i64(blockDim.x) + threadIdx.x; e < E; e += i64(gridDim.x) * blockDim.x) {
-    keys[e] = u32(dst[e]);
-    pairs[e] = Pair{int(src[e]), int(e)};
-  }
-}
 __global__ void unpack(u64* keys, i64 E, int ib, u64 smask, u64 imask) {
   for (i64 k = blockIdx.x * i64(blockDim.x) + threadIdx.x; k < E; k += i64(gridDim.x) * blockDim.x) {
     const u64 v = keys[k];
@@ -57,15 +47,11 @@ int main(int argc, char** argv) {
   const i64 E = edge_count_arg(argc, argv), N = 2449029;
   if (E < 0) return 1;
   const int low = 6, end_bit = 22, sb = 22, ib = 26;
-  int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const int blocks = sms * 8;
-  i64* src = dalloc<i64>(E);
-  i64* dst = dalloc<i64>(E);
-  float* w = dalloc<float>(E);
-  gen_edges<<<blocks, 256>>>(src, dst, w, E, N, 1);
-  u32 *ka = dalloc<u32>(E), *kb = dalloc<u32>(E), *k0 = dalloc<u32>(E);
-  Pair *pa = dalloc<Pair>(E), *pb = dalloc<Pair>(E), *p0 = dalloc<Pair>(E), *ref = dalloc<Pair>(E);
+  const BuildSortInputs in = draw_build_sort_inputs(E, N);
+  const int blocks = in.blocks;
+  const i64 *src = in.src, *dst = in.dst;
+  u32 *ka = in.ka, *kb = in.kb, *k0 = in.k0;
+  Pair *pa = in.pa, *pb = in.pb, *p0 = in.p0, *ref = in.ref;
   u64 *qa = dalloc<u64>(E), *qb = dalloc<u64>(E), *q0 = dalloc<u64>(E);
   u32 *deg = dalloc<u32>(N + 1), *rp = dalloc<u32>(N + 1), *sink = dalloc<u32>(1);
   int* rp_ref = dalloc<int>(N + 1);
@@ -79,33 +65,12 @@ int main(int argc, char** argv) {
     CK(cub::DeviceScan::ExclusiveSum(nullptr, t3, deg, rp, N + 1));
   }
   void* temp = dalloc<char>(i64(std::max({t1, t2, t3})));
-  // The first pass's output order (stable on the low 6 bits), made once by CUB and untimed: both
-  // forms start every sample from it, as in the build.
-  init_pairs<<<blocks, 256>>>(src, dst, ka, pa, E);
-  {
-    cub::DoubleBuffer<u32> k(ka, kb);
-    cub::DoubleBuffer<Pair> p(pa, pb);
-    CK(cub::DeviceRadixSort::SortPairs(temp, t1, k, p, u32(E), 0, low));
-    CK(cudaMemcpy(k0, k.Current(), E * 4, cudaMemcpyDeviceToDevice));
-    CK(cudaMemcpy(p0, p.Current(), E * 8, cudaMemcpyDeviceToDevice));
-  }
+  // The first pass's output order: both forms start every sample from it, as in the build.
+  first_pass_order(src, dst, E, low, blocks, ka, kb, pa, pb, temp, t1, k0, p0);
   pack<<<blocks, 256>>>(k0, p0, q0, E, low, sb, ib);
   CK(cudaDeviceSynchronize());
   std::printf("packed sort micro: E %lld, N %lld, %d SMs; packed key: rest %d + src %d + id %d bits\n", (long long)E,
-              (long long)N, sms, end_bit - low, sb, ib);
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  auto once = [&](const std::function<void()>& f) {
-    CK(cudaEventRecord(a));
-    f();
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    CK(cudaGetLastError());
-    return ms;
-  };
+              (long long)N, blocks / 8, end_bit - low, sb, ib);
   constexpr int R = 11;  // the first of each is a warm-up
   std::vector<float> ta, tb, tc, td, t0, te;
   const u32* sorted_keys = nullptr;
@@ -114,7 +79,7 @@ int main(int argc, char** argv) {
     CK(cudaMemcpy(pa, p0, E * 8, cudaMemcpyDeviceToDevice));
     cub::DoubleBuffer<u32> k(ka, kb);
     cub::DoubleBuffer<Pair> p(pa, pb);
-    const float ms = once([&] { CK(cub::DeviceRadixSort::SortPairs(temp, t1, k, p, u32(E), low, end_bit)); });
+    const float ms = once_ms([&] { CK(cub::DeviceRadixSort::SortPairs(temp, t1, k, p, u32(E), low, end_bit)); });
     if (r > 0) ta.push_back(ms);
     CK(cudaMemcpy(ref, p.Current(), E * 8, cudaMemcpyDeviceToDevice));
     sorted_keys = k.Current();
@@ -125,7 +90,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < R; ++r) {
     CK(cudaMemcpy(qa, q0, E * 8, cudaMemcpyDeviceToDevice));
     cub::DoubleBuffer<u64> q(qa, qb);
-    const float ms = once([&] { CK(cub::DeviceRadixSort::SortKeys(temp, t2, q, u32(E), sb + ib, 64)); });
+    const float ms = once_ms([&] { CK(cub::DeviceRadixSort::SortKeys(temp, t2, q, u32(E), sb + ib, 64)); });
     if (r > 0) tb.push_back(ms);
     sorted_q = q.Current();
   }
@@ -134,12 +99,12 @@ int main(int argc, char** argv) {
   CK(cudaMemcpy(q_keep, sorted_q, E * 8, cudaMemcpyDeviceToDevice));
   for (int r = 0; r < R; ++r) {
     CK(cudaMemcpy(sorted_q, q_keep, E * 8, cudaMemcpyDeviceToDevice));
-    const float ms = once([&] { unpack<<<blocks, 256>>>(sorted_q, E, ib, (u64(1) << sb) - 1, (u64(1) << ib) - 1); });
+    const float ms = once_ms([&] { unpack<<<blocks, 256>>>(sorted_q, E, ib, (u64(1) << sb) - 1, (u64(1) << ib) - 1); });
     if (r > 0) tc.push_back(ms);
   }
   report("C unpack u64 -> (src, id) in place", tc);
   for (int r = 0; r < R; ++r) {
-    const float ms = once([&] {
+    const float ms = once_ms([&] {
       CK(cudaMemsetAsync(deg, 0, (N + 1) * 4));
       indegree<<<blocks, 256>>>(dst, E, deg);
     });
@@ -147,12 +112,12 @@ int main(int argc, char** argv) {
   }
   report("D in-degree: memset + atomicAdd a dst (int64)", td);
   for (int r = 0; r < R; ++r) {
-    const float ms = once([&] { read_only<<<blocks, 256>>>(dst, E, sink); });
+    const float ms = once_ms([&] { read_only<<<blocks, 256>>>(dst, E, sink); });
     if (r > 0) t0.push_back(ms);
   }
   report("D0 the same read of dst, no atomics", t0);
   for (int r = 0; r < R; ++r) {
-    const float ms = once([&] { CK(cub::DeviceScan::ExclusiveSum(temp, t3, deg, rp, N + 1)); });
+    const float ms = once_ms([&] { CK(cub::DeviceScan::ExclusiveSum(temp, t3, deg, rp, N + 1)); });
     if (r > 0) te.push_back(ms);
   }
   report("E ExclusiveSum of N + 1 degrees", te);
