@@ -486,9 +486,10 @@ TEST_F(CudaAggregate, TanhIsFaithfulInEveryFloatKernel) {
 
 TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   // The LI copies with an unsigned row stride (the default), with a signed one
-  // (PIPELINK_AGG_STAGED_ISSUE=signed) and the wide-address copies (=0, also taken for row strides
-  // of 2^29 floats or more, and for negative ones by default) move the same rows into the same
-  // stage slots, so every output bit matches: planned (w by edge id), w in plan order, one-shot
+  // (PIPELINK_AGG_STAGED_ISSUE=signed), the wide-address copies (=0, also taken for row strides
+  // of 2^29 floats or more, and for negative ones by default) and the bulk copies (=bulk, a copy
+  // engine transfer a row, completing on an mbarrier) move the same rows into the same stage
+  // slots, so every output bit matches: planned (w by edge id), w in plan order, one-shot
   // (w in the pairs), no weights, accumulate, a padded x row stride, reversed rows, and split hub
   // rows.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_STAGED_ISSUE", "PIPELINK_AGG_FORCE_WIDE");
@@ -518,7 +519,7 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
     Tensor a = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
     call(a);
     const Tensor ref = host(a);
-    for (const char* form : {"signed", "0"}) {
+    for (const char* form : {"signed", "0", "bulk"}) {
       Tensor b = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
       {
         ScopedEnv env({{"PIPELINK_AGG_STAGED_ISSUE", form}});
@@ -542,7 +543,7 @@ TEST_F(CudaAggregate, RowStridesPastFourGigabytes) {
   // bits), 2^29 + 64 floats apart (past the LI copies' limit: the wide-address copies serve it; a
   // signed 32-bit byte stride would turn negative) and 2^30 + 64 apart (an unsigned one would
   // wrap to 256 bytes). Planned and one-shot, against the oracle and bitwise against
-  // PIPELINK_AGG_STAGED_ISSUE=signed and =0. Only the rows themselves are written; the rest of
+  // PIPELINK_AGG_STAGED_ISSUE=signed, =0 and =bulk (64-bit row addresses at any stride). Only the rows themselves are written; the rest of
   // the span is never read.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_STAGED_ISSUE", "PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
@@ -573,7 +574,7 @@ TEST_F(CudaAggregate, RowStridesPastFourGigabytes) {
         else aggregate(plan, xv, wg.view(), out);
       };
       const Tensor got = expect_accurate_then_repeatable([&] { return poisoned_gpu(N, F, DType::f32); }, call, oracle);
-      for (const char* form : {"signed", "0"}) {
+      for (const char* form : {"signed", "0", "bulk"}) {
         Tensor other = poisoned_gpu(N, F, DType::f32);
         {
           ScopedEnv env({{"PIPELINK_AGG_STAGED_ISSUE", form}});

@@ -14,6 +14,7 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/reverse_iterator.h>
 #include <cuda/functional>
+#include <cuda/ptx>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -1720,7 +1721,10 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
 // of v7. power-law 6.00 -> 5.68 ms; products-like 5.35 ms against v7's 5.30 in the main table
 // (no measured difference). Same adds in the same order as v7, so the same bits.
 constexpr int kStageEdges = 8, kStages = 3, kStagedWarps = 2, kStagedF = 64;
-constexpr int staged_smem_bytes(int warps) { return warps * kStages * kStageEdges * (kStagedF + 1) * int(sizeof(float)); }
+constexpr int staged_rows_bytes(int warps) { return warps * kStages * kStageEdges * (kStagedF + 1) * int(sizeof(float)); }
+// After every warp's rows and weights: the bulk copies' mbarriers (ISSUE 3), one a stage slot a
+// warp (8 bytes each; the other forms leave them unused).
+constexpr int staged_smem_bytes(int warps) { return staged_rows_bytes(warps) + warps * kStages * 8; }
 
 // cp.async exists from sm_80 on; staged_fits() keeps older devices off this kernel, and a build
 // for an older architecture compiles it to a trap.
@@ -1755,6 +1759,44 @@ template <int N>
 __device__ __forceinline__ void cp_wait() {
 #ifndef PIPELINK_NO_CP_ASYNC
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+// The bulk copies (ISSUE 3) and their mbarriers exist from sm_90 on (cuda::ptx names them; its
+// wrappers fail to link for older targets, so those get a trap and the host never picks them:
+// staged_bulk_supported()).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define PIPELINK_NO_BULK_COPY 1
+#endif
+__device__ __forceinline__ void bar_init(std::uint64_t* bar) {
+#ifdef PIPELINK_NO_BULK_COPY
+  __trap();
+#else
+  ::cuda::ptx::mbarrier_init(bar, 1);
+#endif
+}
+__device__ __forceinline__ void bar_init_fence() {
+#ifndef PIPELINK_NO_BULK_COPY
+  ::cuda::ptx::fence_mbarrier_init(::cuda::ptx::sem_release, ::cuda::ptx::scope_cluster);
+#endif
+}
+// One arrival that also tells the barrier how many bytes the phase's copies bring.
+__device__ __forceinline__ void bar_arrive_expect(std::uint64_t* bar, std::uint32_t bytes) {
+#ifndef PIPELINK_NO_BULK_COPY
+  (void)::cuda::ptx::mbarrier_arrive_expect_tx(::cuda::ptx::sem_release, ::cuda::ptx::scope_cta, ::cuda::ptx::space_shared, bar,
+                                             bytes);
+#endif
+}
+__device__ __forceinline__ void bar_wait(std::uint64_t* bar, std::uint32_t parity) {
+#ifndef PIPELINK_NO_BULK_COPY
+  while (!::cuda::ptx::mbarrier_try_wait_parity(bar, parity)) {
+  }
+#endif
+}
+// bytes from global to shared memory by the copy engine (both 16-byte aligned, a multiple of 16).
+__device__ __forceinline__ void bulk_copy(void* smem, const void* gmem, std::uint32_t bytes, std::uint64_t* bar) {
+#ifndef PIPELINK_NO_BULK_COPY
+  ::cuda::ptx::cp_async_bulk(::cuda::ptx::space_cluster, ::cuda::ptx::space_global, smem, gmem, bytes, bar);
 #endif
 }
 
@@ -1892,6 +1934,20 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
   // Bytes a row, modulo 2^32 (no signed overflow where the wide copies serve |xs| >= 2^29): the
   // host picks ISSUE 2 for 0 <= xs < 2^29 and ISSUE 1 for |xs| < 2^29, where this is exact.
   const int xsb = int(unsigned(xs) * unsigned(sizeof(float)));
+  // ISSUE 3: slot j's mbarrier; bit j of `phase` is the parity of the slot's next phase to wait for.
+  std::uint64_t* const bars = reinterpret_cast<std::uint64_t*>(staged_smem + staged_rows_bytes(W)) + wib * S;
+  std::uint32_t phase = 0;
+  if constexpr (ISSUE == 3) {
+    if (lane < S) bar_init(bars + lane);
+    bar_init_fence();
+    __syncwarp();
+  }
+  auto stage_landed = [&](int slot) {  // ISSUE 3: wait for the slot's copies, and move to its next phase
+    if constexpr (ISSUE == 3) {
+      bar_wait(bars + slot, (phase >> slot) & 1u);
+      phase ^= 1u << slot;
+    }
+  };
   while (r < r1) {  // one pass of the ring per run of rows between split rows
     const int kb = rbeg;
     EdgePair<std::int32_t> pnext{0, 0};
@@ -1901,8 +1957,20 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
       const EdgePair<std::int32_t> p = pnext;
       const int kn = k0 + SE + lane;
       if (lane < SE && kn < n) pnext = entry(kn);
+      if constexpr (ISSUE == 3) {
+        // Lane e < SE copies edge e's whole row with one bulk copy: one instruction a row where
+        // the LI copies take four a lane and their shuffles. Lane 0 arrives for the stage (an
+        // empty stage too, so that every slot completes one phase a stage).
+        std::uint64_t* const bar = bars + j % S;
+        const int m = k0 < n ? min(SE, n - k0) : 0;
+        if (lane == 0) bar_arrive_expect(bar, std::uint32_t(m) * F * std::uint32_t(sizeof(float)));
+        if (lane < m)
+          bulk_copy(rows + ((j % S) * SE + lane) * F, x + std::int64_t(p.src) * xs, F * std::uint32_t(sizeof(float)), bar);
+      }
       if (k0 < n) {
-        if constexpr (ISSUE > 0) {
+        if constexpr (ISSUE == 3) {
+          // the rows: above
+        } else if constexpr (ISSUE > 0) {
           const unsigned slot_s = piece_s + unsigned((j % S) * SE * F * int(sizeof(float)));
 #pragma unroll
           for (int c = 0; c < SE / 2; ++c) {
@@ -1956,9 +2024,11 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
         ev = min(rend, kk + 32);
       }
     };
-    for (int j = 0; !jumped; ++j) {
+    int j = 0;
+    for (; !jumped; ++j) {
       issue(j + S - 1);
       cp_wait<S - 1>();
+      stage_landed(j % S);
       __syncwarp();
       const float* srow = rows + (j % S) * SE * F;
       const float* sw = wts + (j % S) * SE;
@@ -1999,6 +2069,9 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
       __syncwarp();
     }
     cp_wait<0>();  // drain the stages issued past the jump before the ring is reused
+    // ISSUE 3: stages j .. j + S - 2 were issued and not consumed.
+#pragma unroll
+    for (int i = 0; i < S - 1; ++i) stage_landed((j + i) % S);
     __syncwarp();
   }
 }
@@ -2204,9 +2277,25 @@ struct StagedSegments {  // the split rows' segments, summed by the staged kerne
 // PIPELINK_AGG_STAGED_ISSUE: unset, empty or "1" the LI copies with an unsigned row stride (2, the
 // default); "signed" the LI copies with a signed one (1, v12-v21's); "0" the wide-address copies
 // (0). Another value is an error naming the knob, raised by CudaPlan::run before any work.
+// "bulk": a bulk copy a row (3), on devices and builds with sm_90 code (staged_bulk_supported),
+// else the default.
 int staged_issue_knob() {
-  constexpr int issue[] = {2, 1, 0};
-  return issue[knob_choice("PIPELINK_AGG_STAGED_ISSUE", {"1", "signed", "0"})];
+  constexpr int issue[] = {2, 1, 0, 3};
+  return issue[knob_choice("PIPELINK_AGG_STAGED_ISSUE", {"1", "signed", "0", "bulk"})];
+}
+
+// Whether the device runs the bulk form's sm_90 code (a build for older targets has a trap there).
+bool staged_bulk_supported(int dev) {
+  static std::atomic<int> known[64];  // 0 unknown, 1 no, 2 yes
+  if (dev < 0 || dev >= 64) return false;
+  int v = known[dev].load(std::memory_order_relaxed);
+  if (v == 0) {
+    cudaFuncAttributes a{};
+    PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&a, staged_rows_kernel<1, kStagedWarps, 3>));
+    v = a.ptxVersion >= 90 || a.binaryVersion >= 90 ? 2 : 1;
+    known[dev].store(v, std::memory_order_relaxed);
+  }
+  return v == 2;
 }
 
 template <int TR>
@@ -2238,12 +2327,15 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
       PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
+      PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 3>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
       opted.fetch_or(bit, std::memory_order_acq_rel);
     }
     kernel<<<grid, warps * 32, staged_smem_bytes(warps), s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg.seg_len,
                                                               sg.seg_first, sg.seg_row, sg.count, sg.partial, wmode);
   };
-  if (li_unsigned) launch(staged_rows_kernel<TR, warps, 2>);
+  if (issue == 3 && staged_bulk_supported(dev)) launch(staged_rows_kernel<TR, warps, 3>);  // any row stride
+  else if (li_unsigned || (issue == 3 && xs >= 0 && xs < (std::int64_t(1) << 29))) launch(staged_rows_kernel<TR, warps, 2>);
   else if (li_signed) launch(staged_rows_kernel<TR, warps, 1>);
   else launch(staged_rows_kernel<TR, warps, 0>);
   check_launch();
