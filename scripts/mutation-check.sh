@@ -49,8 +49,6 @@ mutations=(
   "24-bit src column past 2^24 nodes@src/cuda/aggregate.cu@num_nodes <= (std::int64_t(1) << 24);@num_nodes <= (std::int64_t(1) << 25);@1@CudaAggregate.CompactPlanSrcColumnWidths"
   "compact float64 w permutes one half@src/cuda/aggregate.cu@  for (int half = 0; half < 2; ++half) {@  for (int half = 0; half < 1; ++half) {@1@CudaAggregate.WeightPermutationCompactPlanGivesTheSameBits"
   "unsigned LI copies take negative strides@src/cuda/aggregate.cu@issue == 2 && xs >= 0 && xs < (std::int64_t(1) << 29);@issue == 2 && xs < (std::int64_t(1) << 29);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
-  "bulk copies land one slot ahead@src/cuda/aggregate.cu@bulk_copy(rows + ((j % S) * SE + lane) * F,@bulk_copy(rows + (((j + 1) % S) * SE + lane) * F,@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
-  "bulk copies' row offsets in 32 bits@src/cuda/aggregate.cu@x + std::int64_t(p.src) * xs, F@x + std::int64_t(p.src * int(xs)), F@1@CudaAggregate.RowStridesPastFourGigabytes"
   "wide-address copies take the wrong piece@src/cuda/aggregate.cu@x + std::int64_t(sr) * xs + q * 4);@x + std::int64_t(sr) * xs + (q ^ 1) * 4);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
   "first radix pass ranks lanes in reverse@src/cuda/aggregate.cu@base + __popc(peers & lt);@base + __popc(peers & ~lt) - 1;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "first radix pass skips the warps' bases@src/cuda/aggregate.cu@    wh[w][d] = total;@    wh[w][d] = 0;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
@@ -59,6 +57,7 @@ mutations=(
   "first radix pass, warp form writes out from zero starts@src/cuda/aggregate.cu@lstart[threadIdx.x] = b[threadIdx.x];@lstart[threadIdx.x] = 0;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "first radix pass, warp bases without the tile's starts@src/cuda/aggregate.cu@std::uint16_t(lstart[i % kFirstDigits] + (&wh[0][0])[i]);@std::uint16_t((&wh[0][0])[i]);@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "first radix pass, late w read by the source row@src/cuda/aggregate.cu@p.id = __float_as_int(fw[p.id]);@p.id = __float_as_int(fw[p.src]);@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
+  "pipelined first pass ranks a part twice@src/cuda/aggregate.cu@      if (h + H < R) rank_part(b, h + H);@      if (h + H < R) rank_part(a, h + H);@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "row starts skip the suffix minimum@src/cuda/aggregate.cu@PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(keys.Alternate()@if (false) PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(keys.Alternate()@1@CudaAggregate.RowStartsScanIsTheSearch"
   "row starts at every edge of a row@src/cuda/aggregate.cu@ && k[j] != prev)@)@1@CudaAggregate.RowStartsScanIsTheSearch"
 )

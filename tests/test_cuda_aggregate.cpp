@@ -486,10 +486,9 @@ TEST_F(CudaAggregate, TanhIsFaithfulInEveryFloatKernel) {
 
 TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   // The LI copies with an unsigned row stride (the default), with a signed one
-  // (PIPELINK_AGG_STAGED_ISSUE=signed), the wide-address copies (=0, also taken for row strides
-  // of 2^29 floats or more, and for negative ones by default) and the bulk copies (=bulk, a copy
-  // engine transfer a row, completing on an mbarrier) move the same rows into the same stage
-  // slots, so every output bit matches: planned (w by edge id), w in plan order, one-shot
+  // (PIPELINK_AGG_STAGED_ISSUE=signed) and the wide-address copies (=0, also taken for row strides
+  // of 2^29 floats or more, and for negative ones by default) move the same rows into the same
+  // stage slots, so every output bit matches: planned (w by edge id), w in plan order, one-shot
   // (w in the pairs), no weights, accumulate, a padded x row stride, reversed rows, and split hub
   // rows.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_STAGED_ISSUE", "PIPELINK_AGG_FORCE_WIDE");
@@ -519,7 +518,7 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
     Tensor a = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
     call(a);
     const Tensor ref = host(a);
-    for (const char* form : {"signed", "0", "bulk"}) {
+    for (const char* form : {"signed", "0"}) {
       Tensor b = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
       {
         ScopedEnv env({{"PIPELINK_AGG_STAGED_ISSUE", form}});
@@ -543,7 +542,7 @@ TEST_F(CudaAggregate, RowStridesPastFourGigabytes) {
   // bits), 2^29 + 64 floats apart (past the LI copies' limit: the wide-address copies serve it; a
   // signed 32-bit byte stride would turn negative) and 2^30 + 64 apart (an unsigned one would
   // wrap to 256 bytes). Planned and one-shot, against the oracle and bitwise against
-  // PIPELINK_AGG_STAGED_ISSUE=signed, =0 and =bulk (64-bit row addresses at any stride). Only the rows themselves are written; the rest of
+  // PIPELINK_AGG_STAGED_ISSUE=signed and =0. Only the rows themselves are written; the rest of
   // the span is never read.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_STAGED_ISSUE", "PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
@@ -574,7 +573,7 @@ TEST_F(CudaAggregate, RowStridesPastFourGigabytes) {
         else aggregate(plan, xv, wg.view(), out);
       };
       const Tensor got = expect_accurate_then_repeatable([&] { return poisoned_gpu(N, F, DType::f32); }, call, oracle);
-      for (const char* form : {"signed", "0", "bulk"}) {
+      for (const char* form : {"signed", "0"}) {
         Tensor other = poisoned_gpu(N, F, DType::f32);
         {
           ScopedEnv env({{"PIPELINK_AGG_STAGED_ISSUE", form}});
@@ -884,7 +883,7 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
   // whole sort), 1, 2 and 3 CUB passes (odd and even, so both places the first pass writes to),
   // int32 and int64 indices, and graphs whose destinations crowd one digit (a tile of one digit).
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
-                       "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_ONESHOT_W");
+                       "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_ONESHOT_W", "PIPELINK_AGG_FIRST_PIPELINE");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   struct G {
@@ -934,12 +933,18 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
     EXPECT_TRUE(bitwise_equal(s1, s0)) << "default first pass, one-shot: other bits";
     // Each form by name: the same plan again. "late": the warp form with a one-shot build's w
     // read at the write-out (PIPELINK_AGG_ONESHOT_W=late; plain builds are the warp form's).
-    for (const char* form : {"fused", "warp", "late"}) {
+    // "pipelined" and "pipelined late": the same with the ranking pipelined
+    // (PIPELINK_AGG_FIRST_PIPELINE=on: parts of half the length, 2 rounds a part with w and 4
+    // without).
+    for (const char* form : {"fused", "warp", "late", "pipelined", "pipelined late"}) {
       SCOPED_TRACE(form);
       Tensor o, p, s1f;
       {
-        const bool late = std::string_view(form) == "late";
-        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", late ? "warp" : form}, {"PIPELINK_AGG_ONESHOT_W", late ? "late" : nullptr}});
+        const std::string_view f(form);
+        const bool late = f.ends_with("late"), piped = f.starts_with("pipelined");
+        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", late || piped ? "warp" : form},
+                       {"PIPELINK_AGG_ONESHOT_W", late ? "late" : nullptr},
+                       {"PIPELINK_AGG_FIRST_PIPELINE", piped ? "on" : nullptr}});
         run(o, p, s1f);
       }
       EXPECT_TRUE(bitwise_equal(o, o0)) << "the first pass orders the edges differently";

@@ -14,7 +14,6 @@
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/reverse_iterator.h>
 #include <cuda/functional>
-#include <cuda/ptx>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -432,7 +431,12 @@ __global__ void __launch_bounds__(kFirstThreads) first_digit_warp_counts_kernel(
 // the time of FW = 1 in the same A/B rounds (6.56 against 6.38 ms): the write-out's dependent
 // reads of w cost more than the halves save. FW = 1 stays the default; FW = 2 is kept opt-in.
 // WC (the warp form): the count phase's work comes from first_digit_warp_counts_kernel's bases.
-template <class I, int FW, bool WC>
+// PIPE (warp form only; PIPELINK_AGG_FIRST_PIPELINE=on): the ranking's parts are half as long and
+// the next part's loads are issued before the current part is ranked, so that a warp ranks while
+// its next indices are on their way (v24's profile: 27% of the pass's stall samples waited on
+// these loads in the ranking). Two parts live at once hold the registers one part of twice the
+// length holds.
+template <class I, int FW, bool WC, bool PIPE = false>
 __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
     const I* __restrict__ src, const I* __restrict__ dst, std::int64_t E, std::uint64_t N, std::uint32_t mask,
     const std::uint32_t* __restrict__ offsets, std::uint32_t* __restrict__ keys, EdgePair<std::int32_t>* __restrict__ pairs,
@@ -454,7 +458,8 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
   // no stack; with fw halves spilled (24 bytes int64, 40 int32: session 22), so quarters there.
   static_assert(FW >= 0 && FW <= 2 && (FW != 2 || WC), "FW = 2 (late w) is a warp-form variant only");
   constexpr bool FWR = FW == 1;  // w loaded and ranked with the indices (FW = 2: read at the write-out)
-  constexpr int R = kFirstRounds, H = (sizeof(I) == 8 && !(WC && !FWR)) || FWR ? R / 4 : R / 2;
+  static_assert(!PIPE || WC, "the pipelined ranking is a warp-form variant only");
+  constexpr int R = kFirstRounds, H0 = (sizeof(I) == 8 && !(WC && !FWR)) || FWR ? R / 4 : R / 2, H = PIPE ? H0 / 2 : H0;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const unsigned lt = (1u << lane) - 1;
   if constexpr (!WC)
@@ -513,30 +518,33 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
     if (threadIdx.x < kFirstDigits) lstart[threadIdx.x] = first;
     __syncthreads();
   }
-#pragma unroll
-  for (int h = 0; h < R; h += H) {
-    std::int32_t sv[H], wv[H];
+  // A part: rounds h .. h + H - 1 as loaded (src, dst's low word and w's bits).
+  struct Part {
+    I sl[H];
     std::uint32_t key[H];
-    {
-      I sl[H];
+    std::int32_t wv[H];
+  };
+  auto load_part = [&](Part& pt, int h) {
 #pragma unroll
-      for (int r = 0; r < H; ++r) {
-        const bool in = 32 * (h + r) < lim;
-        sl[r] = in ? sw[32 * (h + r)] : I(0);
-        key[r] = in ? std::uint32_t(dw[32 * (h + r)]) : 0u;  // dst again (L2): keys held across the passes spilled
-        if constexpr (FWR) wv[r] = in ? __float_as_int(fww[32 * (h + r)]) : 0;
-      }
+    for (int r = 0; r < H; ++r) {
+      const bool in = 32 * (h + r) < lim;
+      pt.sl[r] = in ? sw[32 * (h + r)] : I(0);
+      pt.key[r] = in ? std::uint32_t(dw[32 * (h + r)]) : 0u;  // dst again (L2): keys held across the passes spilled
+      if constexpr (FWR) pt.wv[r] = in ? __float_as_int(fww[32 * (h + r)]) : 0;
+    }
+  };
+  auto rank_part = [&](const Part& pt, int h) {
+    std::int32_t sv[H];
 #pragma unroll
-      for (int r = 0; r < H; ++r) {
-        sv[r] = std::int32_t(sl[r]);
-        bad_bits |= std::uint32_t(32 * (h + r) < lim && bad(sl[r])) << (16 + h + r);
-      }
+    for (int r = 0; r < H; ++r) {
+      sv[r] = std::int32_t(pt.sl[r]);
+      bad_bits |= std::uint32_t(32 * (h + r) < lim && bad(pt.sl[r])) << (16 + h + r);
     }
 #pragma unroll
     for (int r = 0; r < H; ++r) {
       const bool in = 32 * (h + r) < lim;
       const unsigned active = __ballot_sync(~0u, in);
-      const std::uint32_t d = key[r] & mask;
+      const std::uint32_t d = pt.key[r] & mask;
       const unsigned peers = match_digit(d, active);
       const std::uint32_t base = my[d];
       __syncwarp();  // every lane has read the base before its leader moves it
@@ -544,9 +552,27 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
       __syncwarp();
       const std::uint32_t lp = (WC ? 0u : lstart[d]) + base + __popc(peers & lt);
       if (in) {
-        skeys[lp] = key[r];
-        spairs[lp] = EdgePair<std::int32_t>{sv[r], FWR ? wv[r] : id0 + 32 * (h + r)};
+        skeys[lp] = pt.key[r];
+        spairs[lp] = EdgePair<std::int32_t>{sv[r], FWR ? pt.wv[r] : id0 + 32 * (h + r)};
       }
+    }
+  };
+  if constexpr (PIPE) {
+    Part a, b;  // parts alternate between the two; all indices are compile-time after unrolling
+    load_part(a, 0);
+#pragma unroll
+    for (int h = 0; h < R; h += 2 * H) {
+      if (h + H < R) load_part(b, h + H);
+      rank_part(a, h);
+      if (h + 2 * H < R) load_part(a, h + 2 * H);
+      if (h + H < R) rank_part(b, h + H);
+    }
+  } else {
+#pragma unroll
+    for (int h = 0; h < R; h += H) {
+      Part a;
+      load_part(a, h);
+      rank_part(a, h);
     }
   }
   if (bad_bits) {
@@ -710,6 +736,9 @@ std::int64_t long_row_threshold() {
 //   PIPELINK_AGG_ONESHOT_W: 'ranked' (the default: a one-shot build's first pass loads w with the
 //     indices and ranks it with them) or 'late' (it ranks the edge id and reads w at its
 //     write-out; see first_digit_scatter_kernel, FW = 2; 1.028x the time, v26). Warp form only.
+//   PIPELINK_AGG_FIRST_PIPELINE: 'off' (the default) or 'on' (the warp form's ranking in parts of
+//     half the length, each part's loads issued before the part before it is ranked; see
+//     first_digit_scatter_kernel, PIPE). Warp form only; the same plan bitwise.
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
@@ -719,6 +748,7 @@ struct PlanKnobs {
   int build_first = 0;  // PIPELINK_AGG_BUILD_FIRST: 0 warp, 1 fused, 2 cub
   bool row_ptr_scan = true;  // PIPELINK_AGG_ROW_PTR: 'scan' (the default) or 'search'
   bool oneshot_w_late = false;  // PIPELINK_AGG_ONESHOT_W=late: w read at the first pass's write-out (opt-in)
+  bool first_pipeline = false;  // PIPELINK_AGG_FIRST_PIPELINE=on: the warp form's ranking pipelined (opt-in)
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -742,6 +772,7 @@ PlanKnobs plan_knobs() {
   k.build_first = knob_choice("PIPELINK_AGG_BUILD_FIRST", {"warp", "fused", "cub"});
   k.row_ptr_scan = !knob_is_second("PIPELINK_AGG_ROW_PTR", "scan", "search");
   k.oneshot_w_late = knob_is_second("PIPELINK_AGG_ONESHOT_W", "ranked", "late");
+  k.first_pipeline = knob_is_second("PIPELINK_AGG_FIRST_PIPELINE", "off", "on");
   return k;
 }
 
@@ -1337,7 +1368,11 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
       kernel<<<int(tiles), kFirstThreads, kFirstSmem, s>>>(src.data_as<const I>(), dst.data_as<const I>(), E, std::uint64_t(N),
                                                          mask, offsets, keys_a, first_out, flag, fw, bases);
     };
-    if (warp_counts) {
+    if (warp_counts && knobs.first_pipeline) {
+      if (fw && knobs.oneshot_w_late) scatter(first_digit_scatter_kernel<I, 2, true, true>);
+      else if (fw) scatter(first_digit_scatter_kernel<I, 1, true, true>);
+      else scatter(first_digit_scatter_kernel<I, 0, true, true>);
+    } else if (warp_counts) {
       if (fw && knobs.oneshot_w_late) scatter(first_digit_scatter_kernel<I, 2, true>);
       else if (fw) scatter(first_digit_scatter_kernel<I, 1, true>);
       else scatter(first_digit_scatter_kernel<I, 0, true>);
@@ -1346,7 +1381,8 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
       else scatter(first_digit_scatter_kernel<I, 0, false>);
     }
     check_launch();
-    trace.mark(warp_counts ? "first_pass_warp" : "first_pass");  // the name tells the forms apart in an A/B's trace
+    // The name tells the forms apart in an A/B's trace.
+    trace.mark(!warp_counts ? "first_pass" : knobs.first_pipeline ? "first_pass_pipe" : "first_pass_warp");
   }
   // CUB over the bits the first pass left (all of them without it); the result to `kept`.
   cub::DoubleBuffer<Pair> pairs(first_out, first_out == pairs_t ? kept.as<Pair>() : pairs_t);
@@ -1721,10 +1757,7 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
 // of v7. power-law 6.00 -> 5.68 ms; products-like 5.35 ms against v7's 5.30 in the main table
 // (no measured difference). Same adds in the same order as v7, so the same bits.
 constexpr int kStageEdges = 8, kStages = 3, kStagedWarps = 2, kStagedF = 64;
-constexpr int staged_rows_bytes(int warps) { return warps * kStages * kStageEdges * (kStagedF + 1) * int(sizeof(float)); }
-// After every warp's rows and weights: the bulk copies' mbarriers (ISSUE 3), one a stage slot a
-// warp (8 bytes each; the other forms leave them unused).
-constexpr int staged_smem_bytes(int warps) { return staged_rows_bytes(warps) + warps * kStages * 8; }
+constexpr int staged_smem_bytes(int warps) { return warps * kStages * kStageEdges * (kStagedF + 1) * int(sizeof(float)); }
 
 // cp.async exists from sm_80 on; staged_fits() keeps older devices off this kernel, and a build
 // for an older architecture compiles it to a trap.
@@ -1759,44 +1792,6 @@ template <int N>
 __device__ __forceinline__ void cp_wait() {
 #ifndef PIPELINK_NO_CP_ASYNC
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-
-// The bulk copies (ISSUE 3) and their mbarriers exist from sm_90 on (cuda::ptx names them; its
-// wrappers fail to link for older targets, so those get a trap and the host never picks them:
-// staged_bulk_supported()).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-#define PIPELINK_NO_BULK_COPY 1
-#endif
-__device__ __forceinline__ void bar_init(std::uint64_t* bar) {
-#ifdef PIPELINK_NO_BULK_COPY
-  __trap();
-#else
-  ::cuda::ptx::mbarrier_init(bar, 1);
-#endif
-}
-__device__ __forceinline__ void bar_init_fence() {
-#ifndef PIPELINK_NO_BULK_COPY
-  ::cuda::ptx::fence_mbarrier_init(::cuda::ptx::sem_release, ::cuda::ptx::scope_cluster);
-#endif
-}
-// One arrival that also tells the barrier how many bytes the phase's copies bring.
-__device__ __forceinline__ void bar_arrive_expect(std::uint64_t* bar, std::uint32_t bytes) {
-#ifndef PIPELINK_NO_BULK_COPY
-  (void)::cuda::ptx::mbarrier_arrive_expect_tx(::cuda::ptx::sem_release, ::cuda::ptx::scope_cta, ::cuda::ptx::space_shared, bar,
-                                             bytes);
-#endif
-}
-__device__ __forceinline__ void bar_wait(std::uint64_t* bar, std::uint32_t parity) {
-#ifndef PIPELINK_NO_BULK_COPY
-  while (!::cuda::ptx::mbarrier_try_wait_parity(bar, parity)) {
-  }
-#endif
-}
-// bytes from global to shared memory by the copy engine (both 16-byte aligned, a multiple of 16).
-__device__ __forceinline__ void bulk_copy(void* smem, const void* gmem, std::uint32_t bytes, std::uint64_t* bar) {
-#ifndef PIPELINK_NO_BULK_COPY
-  ::cuda::ptx::cp_async_bulk(::cuda::ptx::space_cluster, ::cuda::ptx::space_global, smem, gmem, bytes, bar);
 #endif
 }
 
@@ -1934,20 +1929,6 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
   // Bytes a row, modulo 2^32 (no signed overflow where the wide copies serve |xs| >= 2^29): the
   // host picks ISSUE 2 for 0 <= xs < 2^29 and ISSUE 1 for |xs| < 2^29, where this is exact.
   const int xsb = int(unsigned(xs) * unsigned(sizeof(float)));
-  // ISSUE 3: slot j's mbarrier; bit j of `phase` is the parity of the slot's next phase to wait for.
-  std::uint64_t* const bars = reinterpret_cast<std::uint64_t*>(staged_smem + staged_rows_bytes(W)) + wib * S;
-  std::uint32_t phase = 0;
-  if constexpr (ISSUE == 3) {
-    if (lane < S) bar_init(bars + lane);
-    bar_init_fence();
-    __syncwarp();
-  }
-  auto stage_landed = [&](int slot) {  // ISSUE 3: wait for the slot's copies, and move to its next phase
-    if constexpr (ISSUE == 3) {
-      bar_wait(bars + slot, (phase >> slot) & 1u);
-      phase ^= 1u << slot;
-    }
-  };
   while (r < r1) {  // one pass of the ring per run of rows between split rows
     const int kb = rbeg;
     EdgePair<std::int32_t> pnext{0, 0};
@@ -1957,20 +1938,8 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
       const EdgePair<std::int32_t> p = pnext;
       const int kn = k0 + SE + lane;
       if (lane < SE && kn < n) pnext = entry(kn);
-      if constexpr (ISSUE == 3) {
-        // Lane e < SE copies edge e's whole row with one bulk copy: one instruction a row where
-        // the LI copies take four a lane and their shuffles. Lane 0 arrives for the stage (an
-        // empty stage too, so that every slot completes one phase a stage).
-        std::uint64_t* const bar = bars + j % S;
-        const int m = k0 < n ? min(SE, n - k0) : 0;
-        if (lane == 0) bar_arrive_expect(bar, std::uint32_t(m) * F * std::uint32_t(sizeof(float)));
-        if (lane < m)
-          bulk_copy(rows + ((j % S) * SE + lane) * F, x + std::int64_t(p.src) * xs, F * std::uint32_t(sizeof(float)), bar);
-      }
       if (k0 < n) {
-        if constexpr (ISSUE == 3) {
-          // the rows: above
-        } else if constexpr (ISSUE > 0) {
+        if constexpr (ISSUE > 0) {
           const unsigned slot_s = piece_s + unsigned((j % S) * SE * F * int(sizeof(float)));
 #pragma unroll
           for (int c = 0; c < SE / 2; ++c) {
@@ -2024,11 +1993,9 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
         ev = min(rend, kk + 32);
       }
     };
-    int j = 0;
-    for (; !jumped; ++j) {
+    for (int j = 0; !jumped; ++j) {
       issue(j + S - 1);
       cp_wait<S - 1>();
-      stage_landed(j % S);
       __syncwarp();
       const float* srow = rows + (j % S) * SE * F;
       const float* sw = wts + (j % S) * SE;
@@ -2069,9 +2036,6 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
       __syncwarp();
     }
     cp_wait<0>();  // drain the stages issued past the jump before the ring is reused
-    // ISSUE 3: stages j .. j + S - 2 were issued and not consumed.
-#pragma unroll
-    for (int i = 0; i < S - 1; ++i) stage_landed((j + i) % S);
     __syncwarp();
   }
 }
@@ -2277,25 +2241,9 @@ struct StagedSegments {  // the split rows' segments, summed by the staged kerne
 // PIPELINK_AGG_STAGED_ISSUE: unset, empty or "1" the LI copies with an unsigned row stride (2, the
 // default); "signed" the LI copies with a signed one (1, v12-v21's); "0" the wide-address copies
 // (0). Another value is an error naming the knob, raised by CudaPlan::run before any work.
-// "bulk": a bulk copy a row (3), on devices and builds with sm_90 code (staged_bulk_supported),
-// else the default.
 int staged_issue_knob() {
-  constexpr int issue[] = {2, 1, 0, 3};
-  return issue[knob_choice("PIPELINK_AGG_STAGED_ISSUE", {"1", "signed", "0", "bulk"})];
-}
-
-// Whether the device runs the bulk form's sm_90 code (a build for older targets has a trap there).
-bool staged_bulk_supported(int dev) {
-  static std::atomic<int> known[64];  // 0 unknown, 1 no, 2 yes
-  if (dev < 0 || dev >= 64) return false;
-  int v = known[dev].load(std::memory_order_relaxed);
-  if (v == 0) {
-    cudaFuncAttributes a{};
-    PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&a, staged_rows_kernel<1, kStagedWarps, 3>));
-    v = a.ptxVersion >= 90 || a.binaryVersion >= 90 ? 2 : 1;
-    known[dev].store(v, std::memory_order_relaxed);
-  }
-  return v == 2;
+  constexpr int issue[] = {2, 1, 0};
+  return issue[knob_choice("PIPELINK_AGG_STAGED_ISSUE", {"1", "signed", "0"})];
 }
 
 template <int TR>
@@ -2327,15 +2275,12 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
       PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
-      PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 3>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
       opted.fetch_or(bit, std::memory_order_acq_rel);
     }
     kernel<<<grid, warps * 32, staged_smem_bytes(warps), s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg.seg_len,
                                                               sg.seg_first, sg.seg_row, sg.count, sg.partial, wmode);
   };
-  if (issue == 3 && staged_bulk_supported(dev)) launch(staged_rows_kernel<TR, warps, 3>);  // any row stride
-  else if (li_unsigned || (issue == 3 && xs >= 0 && xs < (std::int64_t(1) << 29))) launch(staged_rows_kernel<TR, warps, 2>);
+  if (li_unsigned) launch(staged_rows_kernel<TR, warps, 2>);
   else if (li_signed) launch(staged_rows_kernel<TR, warps, 1>);
   else launch(staged_rows_kernel<TR, warps, 0>);
   check_launch();
