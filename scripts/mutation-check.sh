@@ -57,7 +57,6 @@ mutations=(
   "first radix pass, warp form writes out from zero starts@src/cuda/aggregate.cu@lstart[threadIdx.x] = b[threadIdx.x];@lstart[threadIdx.x] = 0;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "first radix pass, warp bases without the tile's starts@src/cuda/aggregate.cu@std::uint16_t(lstart[i % kFirstDigits] + (&wh[0][0])[i]);@std::uint16_t((&wh[0][0])[i]);@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "first radix pass, late w read by the source row@src/cuda/aggregate.cu@p.id = __float_as_int(fw[p.id]);@p.id = __float_as_int(fw[p.src]);@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
-  "pipelined first pass ranks a part twice@src/cuda/aggregate.cu@      if (h + H < R) rank_part(b, h + H);@      if (h + H < R) rank_part(a, h + H);@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "row starts skip the suffix minimum@src/cuda/aggregate.cu@PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(keys.Alternate()@if (false) PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(keys.Alternate()@1@CudaAggregate.RowStartsScanIsTheSearch"
   "row starts at every edge of a row@src/cuda/aggregate.cu@ && k[j] != prev)@)@1@CudaAggregate.RowStartsScanIsTheSearch"
 )

@@ -883,7 +883,7 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
   // whole sort), 1, 2 and 3 CUB passes (odd and even, so both places the first pass writes to),
   // int32 and int64 indices, and graphs whose destinations crowd one digit (a tile of one digit).
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
-                       "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_ONESHOT_W", "PIPELINK_AGG_FIRST_PIPELINE");
+                       "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_ONESHOT_W");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   struct G {
@@ -933,18 +933,12 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
     EXPECT_TRUE(bitwise_equal(s1, s0)) << "default first pass, one-shot: other bits";
     // Each form by name: the same plan again. "late": the warp form with a one-shot build's w
     // read at the write-out (PIPELINK_AGG_ONESHOT_W=late; plain builds are the warp form's).
-    // "pipelined" and "pipelined late": the same with the ranking pipelined
-    // (PIPELINK_AGG_FIRST_PIPELINE=on: parts of half the length, 2 rounds a part with w and 4
-    // without).
-    for (const char* form : {"fused", "warp", "late", "pipelined", "pipelined late"}) {
+    for (const char* form : {"fused", "warp", "late"}) {
       SCOPED_TRACE(form);
       Tensor o, p, s1f;
       {
-        const std::string_view f(form);
-        const bool late = f.ends_with("late"), piped = f.starts_with("pipelined");
-        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", late || piped ? "warp" : form},
-                       {"PIPELINK_AGG_ONESHOT_W", late ? "late" : nullptr},
-                       {"PIPELINK_AGG_FIRST_PIPELINE", piped ? "on" : nullptr}});
+        const bool late = std::string_view(form) == "late";
+        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", late ? "warp" : form}, {"PIPELINK_AGG_ONESHOT_W", late ? "late" : nullptr}});
         run(o, p, s1f);
       }
       EXPECT_TRUE(bitwise_equal(o, o0)) << "the first pass orders the edges differently";

@@ -431,12 +431,7 @@ __global__ void __launch_bounds__(kFirstThreads) first_digit_warp_counts_kernel(
 // the time of FW = 1 in the same A/B rounds (6.56 against 6.38 ms): the write-out's dependent
 // reads of w cost more than the halves save. FW = 1 stays the default; FW = 2 is kept opt-in.
 // WC (the warp form): the count phase's work comes from first_digit_warp_counts_kernel's bases.
-// PIPE (warp form only; PIPELINK_AGG_FIRST_PIPELINE=on): the ranking's parts are half as long and
-// the next part's loads are issued before the current part is ranked, so that a warp ranks while
-// its next indices are on their way (v24's profile: 27% of the pass's stall samples waited on
-// these loads in the ranking). Two parts live at once hold the registers one part of twice the
-// length holds.
-template <class I, int FW, bool WC, bool PIPE = false>
+template <class I, int FW, bool WC>
 __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
     const I* __restrict__ src, const I* __restrict__ dst, std::int64_t E, std::uint64_t N, std::uint32_t mask,
     const std::uint32_t* __restrict__ offsets, std::uint32_t* __restrict__ keys, EdgePair<std::int32_t>* __restrict__ pairs,
@@ -458,8 +453,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
   // no stack; with fw halves spilled (24 bytes int64, 40 int32: session 22), so quarters there.
   static_assert(FW >= 0 && FW <= 2 && (FW != 2 || WC), "FW = 2 (late w) is a warp-form variant only");
   constexpr bool FWR = FW == 1;  // w loaded and ranked with the indices (FW = 2: read at the write-out)
-  static_assert(!PIPE || WC, "the pipelined ranking is a warp-form variant only");
-  constexpr int R = kFirstRounds, H0 = (sizeof(I) == 8 && !(WC && !FWR)) || FWR ? R / 4 : R / 2, H = PIPE ? H0 / 2 : H0;
+  constexpr int R = kFirstRounds, H = (sizeof(I) == 8 && !(WC && !FWR)) || FWR ? R / 4 : R / 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const unsigned lt = (1u << lane) - 1;
   if constexpr (!WC)
@@ -518,33 +512,30 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
     if (threadIdx.x < kFirstDigits) lstart[threadIdx.x] = first;
     __syncthreads();
   }
-  // A part: rounds h .. h + H - 1 as loaded (src, dst's low word and w's bits).
-  struct Part {
-    I sl[H];
+#pragma unroll
+  for (int h = 0; h < R; h += H) {
+    std::int32_t sv[H], wv[H];
     std::uint32_t key[H];
-    std::int32_t wv[H];
-  };
-  auto load_part = [&](Part& pt, int h) {
+    {
+      I sl[H];
 #pragma unroll
-    for (int r = 0; r < H; ++r) {
-      const bool in = 32 * (h + r) < lim;
-      pt.sl[r] = in ? sw[32 * (h + r)] : I(0);
-      pt.key[r] = in ? std::uint32_t(dw[32 * (h + r)]) : 0u;  // dst again (L2): keys held across the passes spilled
-      if constexpr (FWR) pt.wv[r] = in ? __float_as_int(fww[32 * (h + r)]) : 0;
-    }
-  };
-  auto rank_part = [&](const Part& pt, int h) {
-    std::int32_t sv[H];
+      for (int r = 0; r < H; ++r) {
+        const bool in = 32 * (h + r) < lim;
+        sl[r] = in ? sw[32 * (h + r)] : I(0);
+        key[r] = in ? std::uint32_t(dw[32 * (h + r)]) : 0u;  // dst again (L2): keys held across the passes spilled
+        if constexpr (FWR) wv[r] = in ? __float_as_int(fww[32 * (h + r)]) : 0;
+      }
 #pragma unroll
-    for (int r = 0; r < H; ++r) {
-      sv[r] = std::int32_t(pt.sl[r]);
-      bad_bits |= std::uint32_t(32 * (h + r) < lim && bad(pt.sl[r])) << (16 + h + r);
+      for (int r = 0; r < H; ++r) {
+        sv[r] = std::int32_t(sl[r]);
+        bad_bits |= std::uint32_t(32 * (h + r) < lim && bad(sl[r])) << (16 + h + r);
+      }
     }
 #pragma unroll
     for (int r = 0; r < H; ++r) {
       const bool in = 32 * (h + r) < lim;
       const unsigned active = __ballot_sync(~0u, in);
-      const std::uint32_t d = pt.key[r] & mask;
+      const std::uint32_t d = key[r] & mask;
       const unsigned peers = match_digit(d, active);
       const std::uint32_t base = my[d];
       __syncwarp();  // every lane has read the base before its leader moves it
@@ -552,27 +543,9 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
       __syncwarp();
       const std::uint32_t lp = (WC ? 0u : lstart[d]) + base + __popc(peers & lt);
       if (in) {
-        skeys[lp] = pt.key[r];
-        spairs[lp] = EdgePair<std::int32_t>{sv[r], FWR ? pt.wv[r] : id0 + 32 * (h + r)};
+        skeys[lp] = key[r];
+        spairs[lp] = EdgePair<std::int32_t>{sv[r], FWR ? wv[r] : id0 + 32 * (h + r)};
       }
-    }
-  };
-  if constexpr (PIPE) {
-    Part a, b;  // parts alternate between the two; all indices are compile-time after unrolling
-    load_part(a, 0);
-#pragma unroll
-    for (int h = 0; h < R; h += 2 * H) {
-      if (h + H < R) load_part(b, h + H);
-      rank_part(a, h);
-      if (h + 2 * H < R) load_part(a, h + 2 * H);
-      if (h + H < R) rank_part(b, h + H);
-    }
-  } else {
-#pragma unroll
-    for (int h = 0; h < R; h += H) {
-      Part a;
-      load_part(a, h);
-      rank_part(a, h);
     }
   }
   if (bad_bits) {
@@ -736,9 +709,6 @@ std::int64_t long_row_threshold() {
 //   PIPELINK_AGG_ONESHOT_W: 'ranked' (the default: a one-shot build's first pass loads w with the
 //     indices and ranks it with them) or 'late' (it ranks the edge id and reads w at its
 //     write-out; see first_digit_scatter_kernel, FW = 2; 1.028x the time, v26). Warp form only.
-//   PIPELINK_AGG_FIRST_PIPELINE: 'off' (the default) or 'on' (the warp form's ranking in parts of
-//     half the length, each part's loads issued before the part before it is ranked; see
-//     first_digit_scatter_kernel, PIPE). Warp form only; the same plan bitwise.
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
@@ -748,7 +718,6 @@ struct PlanKnobs {
   int build_first = 0;  // PIPELINK_AGG_BUILD_FIRST: 0 warp, 1 fused, 2 cub
   bool row_ptr_scan = true;  // PIPELINK_AGG_ROW_PTR: 'scan' (the default) or 'search'
   bool oneshot_w_late = false;  // PIPELINK_AGG_ONESHOT_W=late: w read at the first pass's write-out (opt-in)
-  bool first_pipeline = false;  // PIPELINK_AGG_FIRST_PIPELINE=on: the warp form's ranking pipelined (opt-in)
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -772,7 +741,6 @@ PlanKnobs plan_knobs() {
   k.build_first = knob_choice("PIPELINK_AGG_BUILD_FIRST", {"warp", "fused", "cub"});
   k.row_ptr_scan = !knob_is_second("PIPELINK_AGG_ROW_PTR", "scan", "search");
   k.oneshot_w_late = knob_is_second("PIPELINK_AGG_ONESHOT_W", "ranked", "late");
-  k.first_pipeline = knob_is_second("PIPELINK_AGG_FIRST_PIPELINE", "off", "on");
   return k;
 }
 
@@ -1368,11 +1336,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
       kernel<<<int(tiles), kFirstThreads, kFirstSmem, s>>>(src.data_as<const I>(), dst.data_as<const I>(), E, std::uint64_t(N),
                                                          mask, offsets, keys_a, first_out, flag, fw, bases);
     };
-    if (warp_counts && knobs.first_pipeline) {
-      if (fw && knobs.oneshot_w_late) scatter(first_digit_scatter_kernel<I, 2, true, true>);
-      else if (fw) scatter(first_digit_scatter_kernel<I, 1, true, true>);
-      else scatter(first_digit_scatter_kernel<I, 0, true, true>);
-    } else if (warp_counts) {
+    if (warp_counts) {
       if (fw && knobs.oneshot_w_late) scatter(first_digit_scatter_kernel<I, 2, true>);
       else if (fw) scatter(first_digit_scatter_kernel<I, 1, true>);
       else scatter(first_digit_scatter_kernel<I, 0, true>);
@@ -1381,8 +1345,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
       else scatter(first_digit_scatter_kernel<I, 0, false>);
     }
     check_launch();
-    // The name tells the forms apart in an A/B's trace.
-    trace.mark(!warp_counts ? "first_pass" : knobs.first_pipeline ? "first_pass_pipe" : "first_pass_warp");
+    trace.mark(warp_counts ? "first_pass_warp" : "first_pass");  // the name tells the forms apart in an A/B's trace
   }
   // CUB over the bits the first pass left (all of them without it); the result to `kept`.
   cub::DoubleBuffer<Pair> pairs(first_out, first_out == pairs_t ? kept.as<Pair>() : pairs_t);
