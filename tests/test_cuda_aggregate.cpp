@@ -490,8 +490,11 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   // of 2^29 floats or more, and for negative ones by default) move the same rows into the same
   // stage slots, so every output bit matches: planned (w by edge id), w in plan order, one-shot
   // (w in the pairs), no weights, accumulate, a padded x row stride, reversed rows, and split hub
-  // rows.
-  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_STAGED_ISSUE", "PIPELINK_AGG_FORCE_WIDE");
+  // rows. And the forms with the weights' mode compiled in (the default for the planned call on a
+  // compact plan and the one-shot) against the mode read at run time
+  // (PIPELINK_AGG_STAGED_WMODE=runtime).
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_STAGED_ISSUE", "PIPELINK_AGG_FORCE_WIDE",
+                       "PIPELINK_AGG_STAGED_WMODE");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const std::int64_t N = 3000, F = 64;
@@ -518,13 +521,14 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
     Tensor a = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
     call(a);
     const Tensor ref = host(a);
-    for (const char* form : {"signed", "0"}) {
+    for (const auto& [knob, form] : {std::pair{"PIPELINK_AGG_STAGED_ISSUE", "signed"}, std::pair{"PIPELINK_AGG_STAGED_ISSUE", "0"},
+                                      std::pair{"PIPELINK_AGG_STAGED_WMODE", "runtime"}}) {
       Tensor b = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
       {
-        ScopedEnv env({{"PIPELINK_AGG_STAGED_ISSUE", form}});
+        ScopedEnv env({{knob, form}});
         call(b);
       }
-      EXPECT_TRUE(bitwise_equal(ref, host(b))) << "PIPELINK_AGG_STAGED_ISSUE=" << form << " gave other bits than the default";
+      EXPECT_TRUE(bitwise_equal(ref, host(b))) << knob << "=" << form << " gave other bits than the default";
     }
   };
   both("planned", [&](const TensorView& o) { aggregate(plan, xg, wg.view(), o); }, false);

@@ -1799,14 +1799,23 @@ __device__ __forceinline__ float phi_c(float v) {
 // The walk is issue-bound: 2-3 instructions an edge cost ~0.16 ms on products-like (v22's 24-bit
 // column), so ~1.5 fewer should give ~0.09. Not yet run on a GPU (written after session 19's
 // device time was spent): PIPELINK_AGG_STAGED_ISSUE=signed is there to A/B the two.
-template <int TR, int W, int ISSUE = 0>
+//
+// WM: the weights' mode as a compile-time constant (-1: read from `wmode` at run time). The hot
+// forms (tanh, LI copies: the planned call's kWCompact with weights, the one-shot's kWInPairs)
+// are instantiated with theirs, so that a stage's plan-entry load and weight copy carry no
+// branches on the mode or on w being null (SASS, sm_90, <1, 2, 2>: each stage reloaded the mode
+// from the constant bank and branched on it twice, and tested w for null twice).
+template <int TR, int W, int ISSUE = 0, int WM = -1>
 __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
     const EdgePair<std::int32_t>* __restrict__ pairs, const float* __restrict__ x, std::int64_t xs,
     const float* __restrict__ w, float* __restrict__ out, std::int64_t os, std::int64_t groups, bool accumulate,
     std::int64_t max_row, const std::int32_t* __restrict__ seg_first, const std::int32_t* __restrict__ seg_row,
-    std::int64_t num_split, double* __restrict__ partial, int wmode) {
+    std::int64_t num_split, double* __restrict__ partial, int wmode_arg) {
   constexpr int F = kStagedF, SE = kStageEdges, S = kStages;
+  // A compile-time mode comes with weights (the host picks it only then).
+  const int wmode = WM >= 0 ? WM : wmode_arg;
+  const bool has_w = WM >= 0 || w != nullptr;
   extern __shared__ __align__(16) unsigned char staged_smem[];
   const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
   const std::int64_t item = blockIdx.x * std::int64_t(W) + wib;
@@ -1827,7 +1836,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     kbase = row_ptr[r0];
     n = row_ptr[r1] - kbase;  // this group's edges, relative to kbase
   }
-  const float* const wq = w_plan_order(wmode) && w ? w + kbase : w;  // in plan order: wq[k], else w[edge id]
+  const float* const wq = w_plan_order(wmode) && has_w ? w + kbase : w;  // in plan order: wq[k], else w[edge id]
   // The group's plan entries: pairs, or a compact plan's src column (kWCompact, kWCompact24).
   const EdgePair<std::int32_t>* const gp = pairs + kbase;
   const std::int32_t* const gs = reinterpret_cast<const std::int32_t*>(pairs) + kbase;
@@ -1923,7 +1932,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
             if (k0 + e < n) cp_async16(srow + e * F + q * 4, x + std::int64_t(sr) * xs + q * 4);
           }
         }
-        if (w && lane < SE && k0 + lane < n) {
+        if (has_w && lane < SE && k0 + lane < n) {
           // kWInPairs: a plain store into the slot; the stage's reader passes the same
           // cp_wait + __syncwarp as for the copies, and the slot's last reader synced before.
           if (wmode == kWInPairs) wts[(j % S) * SE + lane] = __int_as_float(p.id);
@@ -1974,7 +1983,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
 #pragma unroll
         for (int u = 0; u < 4; ++u) {  // four edges' values before any is added: 8 chains per lane
           const float2 v = reinterpret_cast<const float2*>(srow + (e0 + u) * F)[lane];
-          const float wt = w ? sw[e0 + u] : 1.f;
+          const float wt = has_w ? sw[e0 + u] : 1.f;
           t[u] = make_float2(phi_c<TR>(v.x * wt), phi_c<TR>(v.y * wt));
         }
         if (fast) {
@@ -2209,6 +2218,11 @@ int staged_issue_knob() {
   return issue[knob_choice("PIPELINK_AGG_STAGED_ISSUE", {"1", "signed", "0"})];
 }
 
+// PIPELINK_AGG_STAGED_WMODE: unset or "const" (the hot forms with the weights' mode compiled in,
+// the default) or "runtime" (every form reads it at run time: v27's kernels), read at each launch
+// so that `bench --ab` times both in one process; another value is an error (CudaPlan::run).
+bool staged_wmode_runtime() { return knob_is_second("PIPELINK_AGG_STAGED_WMODE", "const", "runtime"); }
+
 template <int TR>
 void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const EdgePair<std::int32_t>* pp, const float* xp,
                       std::int64_t xs, const float* wp, int wmode, float* op, std::int64_t os, std::int64_t groups,
@@ -2238,12 +2252,23 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
       PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
+      if constexpr (TR == 1) {
+        PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2, kWCompact>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
+        PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2, kWInPairs>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
+      }
       opted.fetch_or(bit, std::memory_order_acq_rel);
     }
     kernel<<<grid, warps * 32, staged_smem_bytes(warps), s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg.seg_len,
                                                               sg.seg_first, sg.seg_row, sg.count, sg.partial, wmode);
   };
-  if (li_unsigned) launch(staged_rows_kernel<TR, warps, 2>);
+  // The weights' mode as a constant in the hot forms (see the kernel's WM), unless
+  // PIPELINK_AGG_STAGED_WMODE=runtime (for A/B; the same bits).
+  const bool wm_const = TR == 1 && li_unsigned && wp && !staged_wmode_runtime();
+  if (wm_const && wmode == kWCompact) launch(staged_rows_kernel<TR, warps, 2, kWCompact>);
+  else if (wm_const && wmode == kWInPairs) launch(staged_rows_kernel<TR, warps, 2, kWInPairs>);
+  else if (li_unsigned) launch(staged_rows_kernel<TR, warps, 2>);
   else if (li_signed) launch(staged_rows_kernel<TR, warps, 1>);
   else launch(staged_rows_kernel<TR, warps, 0>);
   check_launch();
@@ -2851,6 +2876,7 @@ void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& o
                    bool w_in_plan_order) {
   (void)staged_tanh_libm();  // bad knobs: before any work
   (void)staged_issue_knob();
+  (void)staged_wmode_runtime();
   if (!w_in_pairs) {  // one-shot plans never permute; bad knobs fail here, before any work
     (void)w_permute_tile(num_edges, num_segments > 0);
     (void)w_permute_compact();
