@@ -347,3 +347,72 @@ def test_compare_torch_acceptance_counts_the_plan_either_way():
     assert judged(built) == 17.0
     # Broken on purpose once (the old line, `extra += by["pipelink-plan-build"]["plan_bytes"]` only):
     # the untimed case then judged 8.0 and this test failed.
+
+
+def test_compare_torch_interleaved_rounds():
+    """--rounds: the rows issue 4's ratios compare are timed again in interleaved rounds (reverse
+    order on odd rounds), each keeps its per-round medians, the ratios come per round, and the
+    acceptance judges their median beside the main pass's ratio."""
+    import importlib.util
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    spec = importlib.util.spec_from_file_location("compare_torch", os.path.join(root, "bench", "compare_torch.py"))
+    ct = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ct)
+    ms = {"compile-static": [17.0, 16.0, 18.0], "pipelink-planned": [4.0, 4.2, 4.4], "pipelink-one-shot": [6.0, 6.0, 6.0]}
+    order = []  # the rows in the order the rounds timed them
+
+    class FakeClock:  # a row's samples in round r (r >= 1) take ms[row][r]; 2 samples a round
+        def __init__(self):
+            self.n = {}
+
+        def time_ms(self, fn):
+            name = fn()
+            k = self.n.get(name, 0)
+            self.n[name] = k + 1
+            if k % 2 == 0:
+                order.append(name)
+            return ms[name][1 + k // 2]
+
+    fns = {name: (lambda name=name: name) for name in list(ms) + ["eager"]}
+    by = {name: {"name": name, "median_ms": ms[name][0]} for name in ms}
+    by["eager"] = {"name": "eager", "median_ms": 99.0}
+    rr = ct.interleaved_rounds(3, fns, by, FakeClock(), repeats=2, warmup=1)
+    assert by["pipelink-planned"]["round_medians_ms"] == [4.0, 4.2, 4.4]
+    assert by["compile-static"]["round_medians_ms"] == [17.0, 16.0, 18.0]
+    assert "round_medians_ms" not in by["eager"]  # not one of the rows the ratios compare
+    assert order == ["pipelink-one-shot", "pipelink-planned", "compile-static",
+                     "compile-static", "pipelink-planned", "pipelink-one-shot"]
+    assert rr["pipelink-planned vs compile-static"] == [17.0 / 4.0, 16.0 / 4.2, 18.0 / 4.4]
+    checks = ct.acceptance(list(by.values()), {"pipelink-planned vs compile-static": 4.25}, None, 1, "products-like", rr)
+    med = next(c for c in checks if c["criterion"].startswith("pipelink-planned >= 4.0x") and "rounds" in c["criterion"])
+    assert abs(med["measured"] - 18.0 / 4.4) < 1e-12 and med["holds"] is True  # 4.25x, 3.81x, 4.09x
+    assert ct.interleaved_rounds(1, fns, by, FakeClock(), repeats=2, warmup=1) == {}
+
+
+def test_compare_torch_rounds_option(tmp_path):
+    """--rounds 3 on the CPU: the planned and one-shot rows keep three medians each; --rounds 0 is refused."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import pipelink as pl
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PIPELINK_PYTHON_PATH=os.path.dirname(os.path.dirname(pl.__file__)))
+    script = os.path.join(root, "bench", "compare_torch.py")
+    base = [sys.executable, script, "--workload", "tiny", "--device", "cpu", "--repeats", "2", "--warmup", "1",
+            "--no-compile", "--variants", "pipelink-plan-build,pipelink-planned,pipelink-one-shot"]
+    out = tmp_path / "r.json"
+    r = subprocess.run(base + ["--rounds", "3", "--json", str(out)], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    m = json.loads(out.read_text())
+    by = {v["name"]: v for v in m["variants"]}
+    for name in ("pipelink-planned", "pipelink-one-shot"):
+        assert len(by[name]["round_medians_ms"]) == 3 and by[name]["round_medians_ms"][0] == by[name]["median_ms"]
+    assert m["knobs"]["rounds"] == 3 and m["round_ratios"] == {}  # no compile-static row to divide by
+    assert "interleaved rounds" in r.stdout
+    bad = subprocess.run(base + ["--rounds", "0"], env=env, capture_output=True, text=True, timeout=600)
+    assert bad.returncode != 0 and "--rounds" in bad.stderr
