@@ -559,9 +559,11 @@ ROUND_ROWS = ("compile-static", "pipelink-planned", "pipelink-one-shot")
 
 def interleaved_rounds(rounds: int, fns: dict, by: dict, clock: "Clock", repeats: int, warmup: int) -> dict:
     """Rounds 2..rounds of the rows in ROUND_ROWS that were timed, interleaved: each round times
-    every such row (warm-up, then `repeats` samples) before the next round starts, in reverse order
-    on odd rounds. Each row gets "round_medians_ms" (its main-pass median first); returns, per
-    PipeLink row, its ratio to compile-static in each round.
+    every such row (warm-up, then `repeats` samples) before the next round starts, in ROUND_ROWS'
+    order reversed in rounds 2, 4, ... and as listed in rounds 3, 5, ... Each row gets
+    "round_medians_ms" (its main-pass median first); returns, per PipeLink row, its ratio to
+    compile-static in each round. Unlike the main pass, the rounds do not wait for the power draw
+    to settle before a row (`--settle-s`): they follow each other as a workload would.
 
     Why: a machine start moved the same walk by up to 5% between calls (v28), and the main pass
     times each row once, minutes apart; rows that drift together across rounds are the machine's,

@@ -57,8 +57,8 @@ mutations=(
   "first radix pass, warp form writes out from zero starts@src/cuda/aggregate.cu@lstart[threadIdx.x] = b[threadIdx.x];@lstart[threadIdx.x] = 0;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "first radix pass, warp bases without the tile's starts@src/cuda/aggregate.cu@std::uint16_t(lstart[i % kFirstDigits] + (&wh[0][0])[i]);@std::uint16_t((&wh[0][0])[i]);@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "first radix pass, late w read by the source row@src/cuda/aggregate.cu@p.id = __float_as_int(fw[p.id]);@p.id = __float_as_int(fw[p.src]);@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
-  "compact plan's walk compiled for weights in the pairs@src/cuda/aggregate.cu@if (wm_const && wmode == kWCompact) launch(staged_rows_kernel<TR, warps, 2, kWCompact>);@if (wm_const && wmode == kWCompact) launch(staged_rows_kernel<TR, warps, 2, kWInPairs>);@1@CudaAggregate.WeightPermutationCompactPlanGivesTheSameBits"
-  "one-shot walk compiled for weights by edge id@src/cuda/aggregate.cu@else if (wm_const && wmode == kWInPairs) launch(staged_rows_kernel<TR, warps, 2, kWInPairs>);@else if (wm_const && wmode == kWInPairs) launch(staged_rows_kernel<TR, warps, 2, kWById>);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
+  "compact plan's walk compiled for weights in the pairs@src/cuda/aggregate.cu@launch(staged_rows_kernel<TR, warps, 2, kWCompact>);@launch(staged_rows_kernel<TR, warps, 2, kWInPairs>);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
+  "one-shot walk compiled for weights by edge id@src/cuda/aggregate.cu@launch(staged_rows_kernel<TR, warps, 2, kWInPairs>);@launch(staged_rows_kernel<TR, warps, 2, kWById>);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
   "row starts skip the suffix minimum@src/cuda/aggregate.cu@PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(keys.Alternate()@if (false) PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(keys.Alternate()@1@CudaAggregate.RowStartsScanIsTheSearch"
   "row starts at every edge of a row@src/cuda/aggregate.cu@ && k[j] != prev)@)@1@CudaAggregate.RowStartsScanIsTheSearch"
 )

@@ -465,9 +465,10 @@ TEST_F(CudaAggregate, TanhIsFaithfulInEveryFloatKernel) {
   out = poisoned_gpu(N, F, DType::f32);
   aggregate(xg, ig, ig, std::nullopt, out, {.path = AggregatePath::lean});
   check("lean (phi)", out, true);
-  // A bad PIPELINK_AGG_TANH (or PIPELINK_AGG_STAGED_ISSUE) is an error that names the knob,
+  // A bad PIPELINK_AGG_TANH (or PIPELINK_AGG_STAGED_ISSUE, _STAGED_WMODE) is an error that names the knob,
   // raised before anything is written.
-  for (const auto& [knob, value] : {std::pair{"PIPELINK_AGG_TANH", "fast"}, std::pair{"PIPELINK_AGG_STAGED_ISSUE", "2"}}) {
+  for (const auto& [knob, value] : {std::pair{"PIPELINK_AGG_TANH", "fast"}, std::pair{"PIPELINK_AGG_STAGED_ISSUE", "2"},
+                                     std::pair{"PIPELINK_AGG_STAGED_WMODE", "bogus"}}) {
     SCOPED_TRACE(std::string(knob) + "=" + value);
     ScopedEnv bad({{knob, value}});
     Tensor untouched = poisoned_gpu(N, F, DType::f32);
@@ -490,9 +491,11 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   // of 2^29 floats or more, and for negative ones by default) move the same rows into the same
   // stage slots, so every output bit matches: planned (w by edge id), w in plan order, one-shot
   // (w in the pairs), no weights, accumulate, a padded x row stride, reversed rows, and split hub
-  // rows. And the forms with the weights' mode compiled in (the default for the planned call on a
-  // compact plan and the one-shot) against the mode read at run time
-  // (PIPELINK_AGG_STAGED_WMODE=runtime).
+  // rows. And the forms with the weights' mode compiled in against the mode read at run time
+  // (PIPELINK_AGG_STAGED_WMODE=runtime): the one-shot's (weights in the pairs) and, on a plan
+  // compacted by its first run (PIPELINK_AGG_W_PERMUTE=4096: this plan is below the automatic
+  // rule's size and has a split row), the planned call's; the other cases take the run-time form
+  // either way.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_STAGED_ISSUE", "PIPELINK_AGG_FORCE_WIDE",
                        "PIPELINK_AGG_STAGED_WMODE");
   const auto seed = fresh_seed();
@@ -539,6 +542,18 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   both("w in plan order", [&](const TensorView& o) { aggregate(plan, xg, wplan, o); }, false);
   both("one-shot", [&](const TensorView& o) { aggregate(xg, sg, dg, wg.view(), o, {.path = AggregatePath::one_shot}); }, false);
   both("relu", [&](const TensorView& o) { aggregate(plan, xg, wg.view(), o, {Transform::relu}); }, false);
+  AggregatePlan compact;
+  {
+    ScopedEnv permute({{"PIPELINK_AGG_W_PERMUTE", "4096"}});
+    compact = AggregatePlan::build(sg, dg, N);
+    Tensor first = poisoned_gpu(N, F, DType::f32), gathered = poisoned_gpu(N, F, DType::f32);
+    aggregate(compact, xg, wg.view(), first);  // builds the permutation's tables and drops the ids
+    aggregate(plan, xg, wg.view(), gathered);
+    EXPECT_TRUE(bitwise_equal(host(first), host(gathered))) << "the compacted plan's first call against the gather";
+  }
+  both("planned, compact plan", [&](const TensorView& o) { aggregate(compact, xg, wg.view(), o); }, false);
+  both("planned, compact plan, accumulate",
+       [&](const TensorView& o) { aggregate(compact, xg, wg.view(), o, {Transform::tanh, true}); }, true);
 }
 
 TEST_F(CudaAggregate, RowStridesPastFourGigabytes) {

@@ -2264,11 +2264,21 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
                                                               sg.seg_first, sg.seg_row, sg.count, sg.partial, wmode);
   };
   // The weights' mode as a constant in the hot forms (see the kernel's WM), unless
-  // PIPELINK_AGG_STAGED_WMODE=runtime (for A/B; the same bits).
-  const bool wm_const = TR == 1 && li_unsigned && wp && !staged_wmode_runtime();
-  if (wm_const && wmode == kWCompact) launch(staged_rows_kernel<TR, warps, 2, kWCompact>);
-  else if (wm_const && wmode == kWInPairs) launch(staged_rows_kernel<TR, warps, 2, kWInPairs>);
-  else if (li_unsigned) launch(staged_rows_kernel<TR, warps, 2>);
+  // PIPELINK_AGG_STAGED_WMODE=runtime (for A/B; the same bits). tanh only: other transforms
+  // instantiate no such form.
+  bool done = false;
+  if constexpr (TR == 1) {
+    const bool wm_const = li_unsigned && wp && !staged_wmode_runtime();
+    if (wm_const && wmode == kWCompact) {
+      launch(staged_rows_kernel<TR, warps, 2, kWCompact>);
+      done = true;
+    } else if (wm_const && wmode == kWInPairs) {
+      launch(staged_rows_kernel<TR, warps, 2, kWInPairs>);
+      done = true;
+    }
+  }
+  if (done) {
+  } else if (li_unsigned) launch(staged_rows_kernel<TR, warps, 2>);
   else if (li_signed) launch(staged_rows_kernel<TR, warps, 1>);
   else launch(staged_rows_kernel<TR, warps, 0>);
   check_launch();
