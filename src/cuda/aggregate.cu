@@ -744,14 +744,28 @@ PlanKnobs plan_knobs() {
   return k;
 }
 
+// A row of in-degree d: its segments if it is split (d > seg_len; else 0), and whether it is a
+// long row that is not split (long_row < d <= seg_len). The one classification of both
+// segment_totals_kernel (whose totals size seg_row and long_rows) and count_segments_kernel
+// (whose scanned counts place them): were they to disagree, fill_segment_rows_kernel would write
+// past the tables.
+struct RowClass {
+  std::int64_t segments;
+  bool long_row;
+};
+__device__ __forceinline__ RowClass classify_row(std::int64_t d, std::int64_t long_row, std::int64_t seg_len) {
+  return {d > seg_len ? (d + seg_len - 1) / seg_len : 0, d > long_row && d <= seg_len};
+}
+
 // The build's totals of split rows' segments and of long rows (not split), added into
 // totals[0] and totals[1] (zeroed before): one pass over the row offsets that writes nothing in
 // the common case (products-like has neither), so the per-row counts, their scans and the tables
 // below are made only when a total is not zero, after the host has read them with the index
 // check's verdict (finish_plan). Each block sums its rows first (power-law has ~10^5 long rows:
 // an atomic a row on one address would queue them all there), then adds one value a total.
-// The counts must be count_segments_kernel's: finish_plan sizes seg_row and long_rows by these
-// totals, and fill_segment_rows_kernel writes them at that kernel's scanned offsets.
+// The counts are count_segments_kernel's (both classify by classify_row): finish_plan sizes seg_row
+// and long_rows by these totals, and fill_segment_rows_kernel writes them at that kernel's
+// scanned offsets.
 template <class P>
 __global__ void __launch_bounds__(256) segment_totals_kernel(const P* row_ptr, std::int64_t N, std::int64_t long_row,
                                                              std::int64_t seg_len, unsigned long long* totals) {
@@ -771,9 +785,9 @@ __global__ void __launch_bounds__(256) segment_totals_kernel(const P* row_ptr, s
 #pragma unroll
     for (int j = 0; j < R; ++j) {
       if (r0 + j >= N) break;
-      const std::int64_t d = o[j + 1] - o[j];
-      if (d > seg_len) segs += (unsigned long long)((d + seg_len - 1) / seg_len);
-      else if (d > long_row) ++lng;
+      const RowClass c = classify_row(o[j + 1] - o[j], long_row, seg_len);
+      segs += (unsigned long long)c.segments;
+      lng += c.long_row;
     }
   }
   segs = Reduce(tmp[0]).Sum(segs);
@@ -794,9 +808,9 @@ __global__ void count_segments_kernel(const P* row_ptr, std::int64_t N, std::int
       segs[r] = lng[r] = 0;
       continue;
     }
-    const std::int64_t d = std::int64_t(row_ptr[r + 1]) - std::int64_t(row_ptr[r]);
-    segs[r] = P(d > seg_len ? (d + seg_len - 1) / seg_len : 0);
-    lng[r] = P(d > long_row && d <= seg_len ? 1 : 0);
+    const RowClass c = classify_row(std::int64_t(row_ptr[r + 1]) - std::int64_t(row_ptr[r]), long_row, seg_len);
+    segs[r] = P(c.segments);
+    lng[r] = P(c.long_row ? 1 : 0);
   }
 }
 
