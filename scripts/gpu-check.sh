@@ -115,9 +115,6 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
     step "racecheck $n" sanitizer.log compute-sanitizer --tool racecheck --error-exitcode 3 "$t" "${filt[@]}"
   done
 fi
-if [ -n "${MUTANTS:-}" ]; then  # MUTANTS=1: break chosen branches on purpose; each must fail its test
-  step mutants tests.log env OUT="$OUT" scripts/mutation-check.sh
-fi
 if [ ${#pyopt[@]} -gt 0 ] && [ -z "${SKIP_PYTEST:-}" ]; then  # pytest on the GPU against the machine's torch
   python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install -q --no-index --find-links .deps/wheels pytest >/dev/null 2>&1
   step "pytest (torch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null))" pytest.log \
@@ -208,9 +205,16 @@ if [ -n "${SWEEP:-}" ]; then  # SWEEP=products-like: edge-count sweep to the mem
   step "sweep $SWEEP" bench.log $cli bench sweep --workload "$SWEEP" --device cuda --json "$OUT/sweep-$SWEEP.json"
   step "plot sweep" bench.log python3 bench/plot_sweep.py "$OUT/sweep-$SWEEP.json"
 fi
+# MUTANTS=1: break chosen branches on purpose; each must fail its test. Last of the steps: ~100 s
+# a mutant (a rebuild of the test binary each), so under DEADLINE_S they are what gets cut, not
+# the benchmarks (session 25's third call lost its A/B that way, the mutants running first).
+if [ -n "${MUTANTS:-}" ]; then
+  step mutants tests.log env OUT="$OUT" scripts/mutation-check.sh
+fi
 
 echo
 grep -m1 -E "H200|H100|NVIDIA [A-Z]" "$OUT/env.txt" || true
+grep -h "^MUTANT" "$OUT/tests.log" 2>/dev/null || true
 grep -E "tests passed|tests failed" "$OUT/tests.log" || true
 tail -n 3 "$OUT/pytest.log" 2>/dev/null || true
 grep -E "^\| |vs three-op|null test|vs default|bitwise" "$OUT/bench.md" 2>/dev/null || true
