@@ -47,9 +47,14 @@ __global__ void make_inputs(u32* scratch, u16* lidx, u32* col, u8* hi, u32* src_
   }
 }
 
-// The library's pass 2 (wperm_pass2_kernel, STRIDE 1): the bucket's region into shared memory,
-// then out in plan order through lidx, in place.
-__global__ void __launch_bounds__(kThreads) pass2_u16(u32* scratch, const u16* __restrict__ lidx, i64 E) {
+// Both forms' first half: the block's bucket of scratch into shared memory (16-byte loads for
+// whole quads). Returns the region; p0, len and done (the positions in whole quads) for the rest.
+struct Region {
+  u32* sw;
+  i64 p0;
+  int len, done;
+};
+__device__ __forceinline__ Region load_region(const u32* scratch, i64 E) {
   extern __shared__ __align__(16) unsigned char smem[];
   u32* const sw = reinterpret_cast<u32*>(smem);
   const i64 p0 = i64(blockIdx.x) * kT;
@@ -59,6 +64,13 @@ __global__ void __launch_bounds__(kThreads) pass2_u16(u32* scratch, const u16* _
     *reinterpret_cast<uint4*>(sw + i) = *reinterpret_cast<const uint4*>(scratch + p0 + i);
   for (int i = done + threadIdx.x; i < len; i += kThreads) sw[i] = scratch[p0 + i];
   __syncthreads();
+  return {sw, p0, len, done};
+}
+
+// The library's pass 2 (wperm_pass2_kernel, STRIDE 1): the bucket's region into shared memory,
+// then out in plan order through lidx, in place.
+__global__ void __launch_bounds__(kThreads) pass2_u16(u32* scratch, const u16* __restrict__ lidx, i64 E) {
+  const auto [sw, p0, len, done] = load_region(scratch, E);
 #pragma unroll 4
   for (int i = threadIdx.x * 4; i < done; i += kThreads * 4) {
     const uint2 k = __ldg(reinterpret_cast<const uint2*>(lidx + p0 + i));
@@ -72,15 +84,7 @@ __global__ void __launch_bounds__(kThreads) pass2_u16(u32* scratch, const u16* _
 __device__ __forceinline__ u32 packed_index(u32 c, u32 h) { return (c >> kSrcBits) | h << (32 - kSrcBits); }
 __global__ void __launch_bounds__(kThreads) pass2_packed(u32* scratch, const u32* __restrict__ col, const u8* __restrict__ hi,
                                                          i64 E) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  u32* const sw = reinterpret_cast<u32*>(smem);
-  const i64 p0 = i64(blockIdx.x) * kT;
-  const int len = int(E - p0 < kT ? E - p0 : kT), done = len & ~3;
-#pragma unroll 4
-  for (int i = threadIdx.x * 4; i < done; i += kThreads * 4)
-    *reinterpret_cast<uint4*>(sw + i) = *reinterpret_cast<const uint4*>(scratch + p0 + i);
-  for (int i = done + threadIdx.x; i < len; i += kThreads) sw[i] = scratch[p0 + i];
-  __syncthreads();
+  const auto [sw, p0, len, done] = load_region(scratch, E);
 #pragma unroll 4
   for (int i = threadIdx.x * 4; i < done; i += kThreads * 4) {
     const uint4 c = __ldg(reinterpret_cast<const uint4*>(col + p0 + i));
