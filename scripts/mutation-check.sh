@@ -15,7 +15,7 @@ mutations=(
   "frees not ordered after cross-stream runs@src/cuda/aggregate.cu@PIPELINK_CUDA_CHECK_NOEXCEPT(cudaStreamWaitEvent(stream, used, 0));@(void)used;@1@CudaAggregate.PlanBuiltOnOneStreamRunsOnAnother"
   "row classification finds no long rows@src/cuda/aggregate.cu@d > long_row && d <= seg_len};@false};@1@CudaAggregate.PlanCountsItsSegmentsAndLongRows"
   "row classification counts a split row once@src/cuda/aggregate.cu@return {d > seg_len ? (d + seg_len - 1) / seg_len : 0,@return {d > seg_len ? 1 : 0,@1@CudaAggregate.PlanCountsItsSegmentsAndLongRows"
-  "segment totals skip long rows@src/cuda/aggregate.cu@      lng += c.long_row;@      lng += 0;@1@CudaAggregate.PlanCountsItsSegmentsAndLongRows"
+  "segment totals skip long rows@src/cuda/aggregate.cu@      lng += rc.long_row;@      lng += 0;@1@CudaAggregate.PlanCountsItsSegmentsAndLongRows"
   "staged kernel leaves empty rows unwritten@src/cuda/aggregate.cu@if (rend == rbeg) write_row();@if (false) write_row();@2@CudaAggregate.SplitRowsAnywhereAndRunsOfEmptyRows"
   "staged fast stage skips its closing event@src/cuda/aggregate.cu@if (fast && k0 + SE == ev) event(ev);@(void)0;@1@CudaAggregate.StagedAndRegisterWalksGiveTheSameBits"
   "permute not ordered on its stream@src/cuda/aggregate.cu@on_stream(s, [&] {  // permute: after the build, and the plan's frees after it@([&](auto f) { f(); })([&] {@1@CudaAggregate.PlanBuiltOnOneStreamRunsOnAnother"

@@ -785,9 +785,9 @@ __global__ void __launch_bounds__(256) segment_totals_kernel(const P* row_ptr, s
 #pragma unroll
     for (int j = 0; j < R; ++j) {
       if (r0 + j >= N) break;
-      const RowClass c = classify_row(o[j + 1] - o[j], long_row, seg_len);
-      segs += (unsigned long long)c.segments;
-      lng += c.long_row;
+      const RowClass rc = classify_row(o[j + 1] - o[j], long_row, seg_len);  // c: the chunk
+      segs += (unsigned long long)rc.segments;
+      lng += rc.long_row;
     }
   }
   segs = Reduce(tmp[0]).Sum(segs);
