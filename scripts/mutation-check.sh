@@ -60,6 +60,11 @@ mutations=(
   "first radix pass, late w read by the source row@src/cuda/aggregate.cu@p.id = __float_as_int(fw[p.id]);@p.id = __float_as_int(fw[p.src]);@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "compact plan's walk compiled for weights in the pairs@src/cuda/aggregate.cu@launch(staged_rows_kernel<TR, warps, 2, kWCompact>);@launch(staged_rows_kernel<TR, warps, 2, kWInPairs>);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
   "one-shot walk compiled for weights by edge id@src/cuda/aggregate.cu@launch(staged_rows_kernel<TR, warps, 2, kWInPairs>);@launch(staged_rows_kernel<TR, warps, 2, kWById>);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
+  "packed column's staged walk drops src bits past 16@src/cuda/aggregate.cu@unsigned(gs[k]) & kLidxColumnSrcMask@unsigned(gs[k]) & 0xFFFFu@1@CudaAggregate.CompactPlanSrcColumnWidths"
+  "packed column's register walk drops src bit 23@src/cuda/aggregate.cu@reinterpret_cast<const std::uint32_t*>(pairs)[k] & kLidxColumnSrcMask@reinterpret_cast<const std::uint32_t*>(pairs)[k] & 0x7FFFFFu@1@CudaAggregate.CompactPlanSrcColumnWidths"
+  "packed lidx loses its high byte in pass 2@src/cuda/aggregate.cu@return (c >> kLidxColumnShift) | h << 8;@return c >> kLidxColumnShift;@1@CudaAggregate.CompactPlanSrcColumnWidths"
+  "packed lidx past 2^24 nodes@src/cuda/aggregate.cu@num_nodes <= (std::int64_t(1) << kLidxColumnShift)@num_nodes <= (std::int64_t(1) << 25)@1@CudaAggregate.CompactPlanSrcColumnWidths"
+  "packed column's walk compiled for the plain column@src/cuda/aggregate.cu@launch(staged_rows_kernel<TR, warps, 2, kWCompactLidx>);@launch(staged_rows_kernel<TR, warps, 2, kWCompact>);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
   "row starts skip the suffix minimum@src/cuda/aggregate.cu@PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(keys.Alternate()@if (false) PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(keys.Alternate()@1@CudaAggregate.RowStartsScanIsTheSearch"
   "row starts at every edge of a row@src/cuda/aggregate.cu@ && k[j] != prev)@)@1@CudaAggregate.RowStartsScanIsTheSearch"
 )

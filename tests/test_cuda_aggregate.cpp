@@ -492,10 +492,10 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   // stage slots, so every output bit matches: planned (w by edge id), w in plan order, one-shot
   // (w in the pairs), no weights, accumulate, a padded x row stride, reversed rows, and split hub
   // rows. And the forms with the weights' mode compiled in against the mode read at run time
-  // (PIPELINK_AGG_STAGED_WMODE=runtime): the one-shot's (weights in the pairs) and, on a plan
-  // compacted by its first run (PIPELINK_AGG_W_PERMUTE=4096: this plan is below the automatic
-  // rule's size and has a split row), the planned call's; the other cases take the run-time form
-  // either way.
+  // (PIPELINK_AGG_STAGED_WMODE=runtime): the one-shot's (weights in the pairs) and, on plans
+  // compacted by their first run (PIPELINK_AGG_W_PERMUTE=4096: this plan is below the automatic
+  // rule's size and has a split row) into either 32-bit column, the planned call's; the other
+  // cases take the run-time form either way.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_STAGED_ISSUE", "PIPELINK_AGG_FORCE_WIDE",
                        "PIPELINK_AGG_STAGED_WMODE");
   const auto seed = fresh_seed();
@@ -542,18 +542,23 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   both("w in plan order", [&](const TensorView& o) { aggregate(plan, xg, wplan, o); }, false);
   both("one-shot", [&](const TensorView& o) { aggregate(xg, sg, dg, wg.view(), o, {.path = AggregatePath::one_shot}); }, false);
   both("relu", [&](const TensorView& o) { aggregate(plan, xg, wg.view(), o, {Transform::relu}); }, false);
-  AggregatePlan compact;
-  {
-    ScopedEnv permute({{"PIPELINK_AGG_W_PERMUTE", "4096"}});
-    compact = AggregatePlan::build(sg, dg, N);
-    Tensor first = poisoned_gpu(N, F, DType::f32), gathered = poisoned_gpu(N, F, DType::f32);
-    aggregate(compact, xg, wg.view(), first);  // builds the permutation's tables and drops the ids
-    aggregate(plan, xg, wg.view(), gathered);
-    EXPECT_TRUE(bitwise_equal(host(first), host(gathered))) << "the compacted plan's first call against the gather";
+  // Both compact columns' compiled forms: lidx's low byte on top (the default, kWCompactLidx) and
+  // the plain 32-bit column (=1, kWCompact).
+  for (const char* column : {"", "1"}) {
+    SCOPED_TRACE(std::string("PIPELINK_AGG_W_PERMUTE_COMPACT=") + column);
+    AggregatePlan compact;
+    {
+      ScopedEnv permute({{"PIPELINK_AGG_W_PERMUTE", "4096"}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", column}});
+      compact = AggregatePlan::build(sg, dg, N);
+      Tensor first = poisoned_gpu(N, F, DType::f32), gathered = poisoned_gpu(N, F, DType::f32);
+      aggregate(compact, xg, wg.view(), first);  // builds the permutation's tables and drops the ids
+      aggregate(plan, xg, wg.view(), gathered);
+      EXPECT_TRUE(bitwise_equal(host(first), host(gathered))) << "the compacted plan's first call against the gather";
+    }
+    both("planned, compact plan", [&](const TensorView& o) { aggregate(compact, xg, wg.view(), o); }, false);
+    both("planned, compact plan, accumulate",
+         [&](const TensorView& o) { aggregate(compact, xg, wg.view(), o, {Transform::tanh, true}); }, true);
   }
-  both("planned, compact plan", [&](const TensorView& o) { aggregate(compact, xg, wg.view(), o); }, false);
-  both("planned, compact plan, accumulate",
-       [&](const TensorView& o) { aggregate(compact, xg, wg.view(), o, {Transform::tanh, true}); }, true);
 }
 
 TEST_F(CudaAggregate, RowStridesPastFourGigabytes) {
@@ -1628,13 +1633,14 @@ TEST_F(CudaAggregate, WeightPermutationKernelsOnASmallGraph) {
   }
 }
 
-// PIPELINK_AGG_W_PERMUTE_COMPACT=1 (the default): when a plan builds its permutation tables it drops its edge
-// ids (the pairs become their src column), so every later run reads w in plan order and w in
-// edge order is always permuted, float64 through its two 32-bit halves. Every kind of run on the
-// compact plan must give the bits of a plan that gathers: float32 and float64 w, no w, weights in
-// plan order, permute_weights itself, the knob turned off afterwards, another stream; and the
-// compact plan keeps exactly its src column (32-bit, or 24-bit under =24) for the 8-byte pairs.
-// Every case under both columns.
+// PIPELINK_AGG_W_PERMUTE_COMPACT unset (the default, "lidx"), "1" or "24": when a plan builds its
+// permutation tables it drops its edge ids (the pairs become their src column), so every later
+// run reads w in plan order and w in edge order is always permuted, float64 through its two
+// 32-bit halves. Every kind of run on the compact plan must give the bits of a plan that gathers:
+// float32 and float64 w, no w, weights in plan order, permute_weights itself, the knob turned off
+// afterwards, another stream; and the compact plan keeps exactly its src column (32-bit, or
+// 24-bit under =24) for the 8-byte pairs, and by default (N <= 2^24) half of lidx: its low byte
+// rides in the column. Every case under the three columns.
 TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
@@ -1683,7 +1689,7 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
         perm32 = permuted(r, wg.view());
         perm64 = permuted(r, wdg.view());
       }
-      for (const char* column : {"1", "24"}) {  // the 32-bit src column (the default) and the 24-bit one
+      for (const char* column : {"", "1", "24"}) {  // 32-bit with lidx's low byte (the default), 32-bit, 24-bit
         SCOPED_TRACE(std::string("PIPELINK_AGG_W_PERMUTE_COMPACT=") + column);
         ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "4096"}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", column}});
         AggregatePlan c = AggregatePlan::build(sg, dg, N);
@@ -1695,9 +1701,12 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
           kept_bytes = k.bytes();
         }
         EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "first run (tables built, plan compacted)";
-        // The pairs' 8 bytes an edge become a 32-bit src column, or a 24-bit one (high bytes padded to 16).
+        // The pairs' 8 bytes an edge become a 32-bit src column, or a 24-bit one (high bytes padded
+        // to 16); by default the tables' 2-byte lidx also becomes 1 (its low byte in the column).
         const std::size_t src_column = std::string_view(column) == "24" ? std::size_t((E + 15) / 16 * 16 + 2 * E) : std::size_t(E) * 4;
-        EXPECT_EQ(c.bytes() + std::size_t(E) * 8 - src_column, kept_bytes) << "a compact plan keeps its src column for the pairs";
+        const std::size_t lidx_saved = *column ? 0 : std::size_t(E);
+        EXPECT_EQ(c.bytes() + std::size_t(E) * 8 - src_column + lidx_saved, kept_bytes)
+            << "a compact plan keeps its src column for the pairs";
         EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "second run";
         EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), other.get()), *ref32)) << "another stream";
         EXPECT_TRUE(bitwise_equal(run(c, xdg, wdg.view(), nullptr), *ref64)) << "float64 w, permuted by halves";
@@ -1755,11 +1764,13 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
   check_case({500, 7000, 5});
 }
 
-// A compact plan's src column in 32 bits (the default) and in 24 (PIPELINK_AGG_W_PERMUTE_COMPACT=24
-// where N <= 2^24; 32 past it), with srcs that use the column's top bits: past 2^16 and up to
-// 2^24 - 1 (the 24-bit column's high byte) and past 2^24 (a column that may not be 24 bits). Each
-// against a plan that gathers, on the staged kernel (F = 64), the register walk (F = 2) and split
-// rows, with the bytes each column should keep.
+// A compact plan's src column in 32 bits (=1), in 24 (=24 where N <= 2^24; 32 past it) and in 32
+// with lidx's low byte on top (the default, where N <= 2^24; 32 alone past it), with srcs that use
+// the column's top bits: past 2^16 and up to 2^24 - 1 (the 24-bit column's high byte, the
+// packed column's last src bit) and past 2^24 (a column that may not be 24 bits, nor packed).
+// Each against a plan that gathers, on the staged kernel (F = 64), the register walk (F = 2) and
+// split rows, with the bytes each column should keep. The packed cases run a tile of 49152, so
+// that lidx's high byte is more than 4 bits (to 191).
 TEST_F(CudaAggregate, CompactPlanSrcColumnWidths) {
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
@@ -1768,13 +1779,16 @@ TEST_F(CudaAggregate, CompactPlanSrcColumnWidths) {
   struct Width {
     std::int64_t N;
     const char* knob;
-    int bits;  // the column the plan should keep
+    int bits;  // the column the plan should keep: 24, 32, or 33 for 32 with lidx's low byte
     std::vector<std::int64_t> features;
   };
   const Width cases[] = {{100003, "24", 24, {64, 2}},
                          {100003, "1", 32, {64, 2}},
+                         {100003, "", 33, {64, 2}},
                          {std::int64_t(1) << 24, "24", 24, {2}},  // srcs to 2^24 - 1: every bit of the high byte
-                         {(std::int64_t(1) << 24) + 3, "24", 32, {2}}};
+                         {std::int64_t(1) << 24, "", 33, {2}},  // every src bit under lidx's byte
+                         {(std::int64_t(1) << 24) + 3, "24", 32, {2}},
+                         {(std::int64_t(1) << 24) + 3, "lidx", 32, {2}}};
   for (const Width& c : cases) {
     SCOPED_TRACE("N=" + std::to_string(c.N) + " PIPELINK_AGG_W_PERMUTE_COMPACT=" + c.knob);
     EdgeList g = uniform_graph(c.N, E, seed, DType::i32);
@@ -1798,7 +1812,8 @@ TEST_F(CudaAggregate, CompactPlanSrcColumnWidths) {
         ScopedEnv off({{"PIPELINK_AGG_W_PERMUTE", "off"}});
         ref = run(AggregatePlan::build(sg, dg, c.N));
       }
-      ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "4096"}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", "0"}});
+      const char* tile = c.bits == 33 ? "49152" : "4096";
+      ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", tile}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", "0"}});
       AggregatePlan kept = AggregatePlan::build(sg, dg, c.N);
       EXPECT_TRUE(bitwise_equal(run(kept), *ref)) << "pairs kept";
       ScopedEnv compact({{"PIPELINK_AGG_W_PERMUTE_COMPACT", c.knob}});
@@ -1806,7 +1821,8 @@ TEST_F(CudaAggregate, CompactPlanSrcColumnWidths) {
       EXPECT_TRUE(bitwise_equal(run(plan), *ref)) << "first run (tables built, plan compacted)";
       EXPECT_TRUE(bitwise_equal(run(plan), *ref)) << "second run";
       const std::size_t column = c.bits == 24 ? std::size_t((E + 15) / 16 * 16 + 2 * E) : std::size_t(E) * 4;
-      EXPECT_EQ(plan.bytes() + std::size_t(E) * 8 - column, kept.bytes()) << c.bits << "-bit src column";
+      const std::size_t lidx_saved = c.bits == 33 ? std::size_t(E) : 0;  // lidx: 2 bytes an edge, 1 when packed
+      EXPECT_EQ(plan.bytes() + std::size_t(E) * 8 - column + lidx_saved, kept.bytes()) << c.bits << "-bit src column";
     }
   }
 }
@@ -1837,7 +1853,7 @@ TEST_F(CudaAggregate, WeightPermutationKnobErrorsComeFirst) {
     ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", good}});
     EXPECT_NO_THROW(aggregate(plan, xg, wg.view(), out)) << good;
   }
-  for (const char* good : {"", "0", "1", "24"}) {
+  for (const char* good : {"", "lidx", "0", "1", "24"}) {
     ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE_COMPACT", good}});
     EXPECT_NO_THROW(aggregate(plan, xg, wg.view(), out)) << "PIPELINK_AGG_W_PERMUTE_COMPACT=" << good;
   }

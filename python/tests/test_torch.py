@@ -111,12 +111,13 @@ def test_cuda_weights_in_plan_order_give_the_same_bits(rng):
 
 
 @cuda
-@pytest.mark.parametrize("compact", ["0", "1", "24"])
+@pytest.mark.parametrize("compact", ["0", "1", "24", "lidx"])
 def test_cuda_w_permutation_on_torch_streams(rng, monkeypatch, compact):
     # PIPELINK_AGG_W_PERMUTE=T (read at each run): a planned call brings w into the plan's order
     # in two passes on torch's current stream before it sums; the bits are the gather's. With
     # PIPELINK_AGG_W_PERMUTE_COMPACT=1 the plan drops its edge ids at that first call (=24: and
-    # keeps its srcs in 24 bits).
+    # keeps its srcs in 24 bits; =lidx, the default: and keeps half of the tables' lidx in the
+    # src column's top byte).
     x, src, dst, w = graph(rng, 5000, 200000, 64, device="cuda")
     monkeypatch.setenv("PIPELINK_AGG_W_PERMUTE", "off")
     gathered = pipelink.AggregatePlan(src, dst, x.shape[0])(x, w)
@@ -130,7 +131,7 @@ def test_cuda_w_permutation_on_torch_streams(rng, monkeypatch, compact):
         y2 = plan(x, w)
     s.synchronize()
     assert torch.equal(y, gathered) and torch.equal(y2, gathered)
-    assert plan.nbytes != before  # the tables (and, compact, 4 bytes an edge less; 5 with =24)
+    assert plan.nbytes != before  # the tables (and, compact, 4 bytes an edge less; 5 with =24 or =lidx)
     check(y, x, src, dst, w)
 
 

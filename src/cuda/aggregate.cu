@@ -206,11 +206,16 @@ __device__ __forceinline__ std::int64_t pair_id(std::uint64_t p, int src_bits) {
 //   kWCompact24 as kWCompact, the src column in 24 bits (N <= 2^24): `pairs` points to the low
 //               16 bits of each entry (uint16 [E]); the high 8 lie before it, in reverse order
 //               (entry k's at byte -1 - k), so that no kernel needs E to find them.
+//   kWCompactLidx as kWCompact, the column's top 8 bits holding the low byte of the w
+//               permutation's lidx (N <= 2^24: src is the low 24 bits; "packed lidx" below).
 // The same weights in the same order, so the same bits in all of them.
-enum : int { kWById = 0, kWPlanOrder = 1, kWInPairs = 2, kWCompact = 3, kWCompact24 = 4 };
+enum : int { kWById = 0, kWPlanOrder = 1, kWInPairs = 2, kWCompact = 3, kWCompact24 = 4, kWCompactLidx = 5 };
 __host__ __device__ __forceinline__ bool w_plan_order(int wmode) {
-  return wmode == kWPlanOrder || wmode == kWCompact || wmode == kWCompact24;
+  return wmode == kWPlanOrder || wmode == kWCompact || wmode == kWCompact24 || wmode == kWCompactLidx;
 }
+// kWCompactLidx: src in the low 24 bits of the 32-bit column, lidx's low byte above it.
+constexpr int kLidxColumnShift = 24;
+constexpr std::uint32_t kLidxColumnSrcMask = (1u << kLidxColumnShift) - 1;
 // The 24-bit src column (kWCompact24): a buffer of compact24_bytes(E), the high bytes (reversed)
 // then, from compact24_low(E), the low halves. Entry k is two plain loads and a byte permute:
 // session 19's first form (96-byte chunks of 32 entries, found by k / 32 * 96) ran the planned
@@ -229,6 +234,7 @@ __device__ __forceinline__ Pair load_pair(const Pair* pairs, std::int64_t k, int
   if constexpr (std::is_same_v<Pair, EdgePair<std::int32_t>>) {
     if (wmode == kWCompact) return Pair{reinterpret_cast<const std::int32_t*>(pairs)[k], 0};
     if (wmode == kWCompact24) return Pair{compact24_src(pairs, k), 0};
+    if (wmode == kWCompactLidx) return Pair{std::int32_t(reinterpret_cast<const std::uint32_t*>(pairs)[k] & kLidxColumnSrcMask), 0};
   }
   return pairs[k];
 }
@@ -914,7 +920,8 @@ struct WPermTables {
   std::int64_t tiles = 0, nb = 0;  // tiles of the edge order, buckets of the plan order
   int smem1 = 0;                   // pass 1's dynamic shared memory
   DeviceBuffer tl;    // u16 [E]: edge e's place in its tile's shared memory (grouped by bucket)
-  DeviceBuffer lidx;  // u16 [E]: plan position p's place in its bucket's region
+  DeviceBuffer lidx;  // u16 [E]: plan position p's place in its bucket's region; u8 [E], its high
+                      // byte, where the plan's src column holds the low one (lidx_in_column)
   DeviceBuffer rs;    // u16 [tiles * (nb + 1)]: each run's start in its tile, then the tile's length
   DeviceBuffer ds;    // u32 [tiles * nb]: each run's start in the scratch buffer
   std::size_t bytes() const { return tl.bytes() + lidx.bytes() + rs.bytes() + ds.bytes(); }
@@ -948,8 +955,11 @@ struct CudaPlan final : AggregatePlan::Impl {
   // once, under wperm_mu, with runs serialized by run_mu.
   bool compact = false;
   bool compact24 = false;  // the src column in 24 bits (kWCompact24), where N <= 2^24
+  // The 32-bit src column's top byte holds lidx's low byte, the tables' lidx only its high one
+  // (kWCompactLidx; the default where N <= 2^24: "packed lidx" below).
+  bool lidx_in_column = false;
   bool captured = false;  // a run was captured into a CUDA graph: its replays read the pairs, so no compaction
-  DeviceBuffer srcs;  // compact plans only: int32 [E], or compact24_bytes(E) of a 24-bit column
+  DeviceBuffer srcs;  // compact plans only: int32 [E] (lidx's low byte on top where lidx_in_column), or compact24_bytes(E) of a 24-bit column
   // Held while a run or permute queues its work: a compaction frees the pairs, which another
   // host thread's run must not be reading.
   std::mutex run_mu;
@@ -959,6 +969,8 @@ struct CudaPlan final : AggregatePlan::Impl {
   const void* src_column() const {
     return compact24 ? static_cast<const void*>(srcs.as<const unsigned char>() + compact24_low(num_edges)) : srcs.get();
   }
+  // Pass 2's packed lidx source: the src column where it holds lidx's low bytes, else null.
+  const std::uint32_t* lidx_column() const { return lidx_in_column ? srcs.as<const std::uint32_t>() : nullptr; }
   // The plan is built (and its buffers are freed) on `stream`, which must outlive the plan. A run
   // on another stream waits for `built`, and the plan's stream then waits for that run (`used`),
   // so neither reads a plan still being built nor frees one still being read.
@@ -1851,7 +1863,8 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     n = row_ptr[r1] - kbase;  // this group's edges, relative to kbase
   }
   const float* const wq = w_plan_order(wmode) && has_w ? w + kbase : w;  // in plan order: wq[k], else w[edge id]
-  // The group's plan entries: pairs, or a compact plan's src column (kWCompact, kWCompact24).
+  // The group's plan entries: pairs, or a compact plan's src column (kWCompact, kWCompact24,
+  // kWCompactLidx).
   const EdgePair<std::int32_t>* const gp = pairs + kbase;
   const std::int32_t* const gs = reinterpret_cast<const std::int32_t*>(pairs) + kbase;
   // The 24-bit column's addresses from `pairs` and kbase at each use, not from two more pointers
@@ -1860,6 +1873,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
   // against 4.48 for the 32-bit column in the build before them.
   auto entry = [&](int k) {
     if (wmode == kWCompact) return EdgePair<std::int32_t>{gs[k], 0};
+    if (wmode == kWCompactLidx) return EdgePair<std::int32_t>{std::int32_t(unsigned(gs[k]) & kLidxColumnSrcMask), 0};
     if (wmode == kWCompact24) return EdgePair<std::int32_t>{compact24_src(pairs, kbase + k), 0};
     return gp[k];
   };
@@ -2269,6 +2283,8 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
       if constexpr (TR == 1) {
         PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2, kWCompact>,
                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
+        PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2, kWCompactLidx>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
         PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2, kWInPairs>,
                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
       }
@@ -2285,6 +2301,9 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
     const bool wm_const = li_unsigned && wp && !staged_wmode_runtime();
     if (wm_const && wmode == kWCompact) {
       launch(staged_rows_kernel<TR, warps, 2, kWCompact>);
+      done = true;
+    } else if (wm_const && wmode == kWCompactLidx) {
+      launch(staged_rows_kernel<TR, warps, 2, kWCompactLidx>);
       done = true;
     } else if (wm_const && wmode == kWInPairs) {
       launch(staged_rows_kernel<TR, warps, 2, kWInPairs>);
@@ -2342,7 +2361,8 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   const int lpe = lanes_per_edge(F, vec);
   const bool two_chunks = (F + vec - 1) / vec > 32;  // F > 128 float32 with float4: two vectors per lane per tile
   const auto* rp = plan.row_ptr.as<const P>();
-  // A 24-bit column is read from its low halves, past the high bytes (compact24_src).
+  // A 24-bit column is read from its low halves, past the high bytes (compact24_src); a column
+  // with lidx's low bytes is masked where read (kWCompactLidx).
   const auto* pp = plan.compact ? static_cast<const PlanPair<P>*>(plan.src_column()) : plan.pairs.as<const PlanPair<P>>();
   const int sb = plan.src_bits;
   // A one-shot plan's pairs hold the weights (built from this call's w, float32): the kernels
@@ -2352,7 +2372,7 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   if (plan.compact && w && !wplan)
     throw Error("aggregate: internal error: a compact plan run with w in edge order (no edge ids to gather by)");
   const int wmode = plan.w_in_pairs ? kWInPairs
-                    : plan.compact  ? (plan.compact24 ? kWCompact24 : kWCompact)
+                    : plan.compact  ? (plan.compact24 ? kWCompact24 : plan.lidx_in_column ? kWCompactLidx : kWCompact)
                     : wplan         ? kWPlanOrder
                                     : kWById;
   const T* wp = plan.w_in_pairs ? reinterpret_cast<const T*>(pp) : w ? w->data_as<const T>() : nullptr;
@@ -2500,10 +2520,13 @@ bool stream_capturing(cudaStream_t q) {
 // planned call given w in edge order 12.81 -> 11.81 B/edge by the process, under issue 4's 12).
 // Opt-in because it costs time: the planned call took 4.63 ms against 4.47 with 32-bit srcs
 // (H200, products-like, `bench --ab`, same rounds, 8beb24e; w in plan order 4.16 with it).
-enum class Compact { keep, src32, src24 };
+// Unset or "lidx" (the default since session 26): the 32-bit column, and where N <= 2^24 lidx's
+// low byte in its top 8 bits ("packed lidx" below: plan 8.32 -> 7.32 B/edge on products-like);
+// "1" the 32-bit column alone (sessions 16-25's default).
+enum class Compact { keep, src32, src24, lidx };
 Compact w_permute_compact() {
-  constexpr Compact as[] = {Compact::src32, Compact::keep, Compact::src24};
-  return as[knob_choice("PIPELINK_AGG_W_PERMUTE_COMPACT", {"1", "0", "24"})];
+  constexpr Compact as[] = {Compact::lidx, Compact::src32, Compact::keep, Compact::src24};
+  return as[knob_choice("PIPELINK_AGG_W_PERMUTE_COMPACT", {"lidx", "1", "0", "24"})];
 }
 
 using u16 = std::uint16_t;
@@ -2524,6 +2547,27 @@ __global__ void compact_srcs24_kernel(const EdgePair<std::int32_t>* __restrict__
     lo[k] = std::uint16_t(v & 0xffffu);
     hi_end[-k] = static_cast<unsigned char>(v >> 16);
   }
+}
+
+// Packed lidx (issue 4's memory: a warm planned call's extra 12.32 B/edge on products-like, the
+// plan 8.32 of it): lidx (u16, < T <= 49152) is read only by pass 2, in plan order, as is the
+// compact plan's src column, whose top bits are free where N <= 2^24. So the column keeps lidx's
+// low byte above the src (kLidxColumnShift) and the tables keep only its high byte: 1 byte an
+// edge less (plan 7.32, a warm call 11.32). Costs: pass 2 reads 4 + 1 bytes an edge for lidx
+// instead of 2 (micro, H200, products-like sizes: 0.200 against 0.176 ms, v29); every walk masks
+// the src it loads (kWCompactLidx). Written after the column (compact_srcs_kernel) and the pairs'
+// free, so the plan's first-run peak does not grow: col[k] |= low byte << 24, hi[k] = high byte.
+__global__ void pack_lidx_kernel(std::uint32_t* __restrict__ col, const std::uint16_t* __restrict__ lidx,
+                                 std::uint8_t* __restrict__ hi, std::int64_t E) {
+  for (std::int64_t k = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; k < E; k += std::int64_t(gridDim.x) * blockDim.x) {
+    const std::uint32_t l = lidx[k];
+    col[k] |= (l & 0xFFu) << kLidxColumnShift;
+    hi[k] = std::uint8_t(l >> 8);
+  }
+}
+// Pass 2's lidx from a packed column word and its high byte.
+__device__ __forceinline__ std::uint32_t packed_lidx(std::uint32_t c, std::uint32_t h) {
+  return (c >> kLidxColumnShift) | h << 8;
 }
 
 // Bucket b (a block): its plan positions grouped by the tile of their edge, each tile's group a
@@ -2649,9 +2693,13 @@ __global__ void __launch_bounds__(kWPermThreads) wperm_pass1_kernel(const u32* _
   }
 }
 // Pass 2: a block per bucket, in place (the block reads its whole region before it writes).
-template <int STRIDE>
+// PACKED: lidx from the plan's src column (its low byte) and `hi` (its high byte), see "packed
+// lidx" above; else from `lidx`.
+template <int STRIDE, bool PACKED>
 __global__ void __launch_bounds__(kWPermThreads) wperm_pass2_kernel(u32* scratch, const u16* __restrict__ lidx,
-                                                                    std::int64_t E, int T, int half, bool vec) {
+                                                                    const u32* __restrict__ col,
+                                                                    const std::uint8_t* __restrict__ hi, std::int64_t E,
+                                                                    int T, int half, bool vec) {
   extern __shared__ __align__(16) unsigned char wperm_smem[];
   u32* const sw = reinterpret_cast<u32*>(wperm_smem);
   const std::int64_t p0 = std::int64_t(blockIdx.x) * T;
@@ -2668,12 +2716,22 @@ __global__ void __launch_bounds__(kWPermThreads) wperm_pass2_kernel(u32* scratch
   if constexpr (STRIDE == 1) {
 #pragma unroll 4
     for (int i = threadIdx.x * 4; i < done; i += kWPermThreads * 4) {
-      const uint2 k = __ldg(reinterpret_cast<const uint2*>(lidx + p0 + i));
-      *reinterpret_cast<uint4*>(scratch + p0 + i) = make_uint4(sw[k.x & 0xFFFFu], sw[k.x >> 16], sw[k.y & 0xFFFFu], sw[k.y >> 16]);
+      if constexpr (PACKED) {
+        const uint4 c = __ldg(reinterpret_cast<const uint4*>(col + p0 + i));
+        const u32 h = __ldg(reinterpret_cast<const u32*>(hi + p0 + i));
+        *reinterpret_cast<uint4*>(scratch + p0 + i) =
+            make_uint4(sw[packed_lidx(c.x, h & 0xFFu)], sw[packed_lidx(c.y, (h >> 8) & 0xFFu)],
+                       sw[packed_lidx(c.z, (h >> 16) & 0xFFu)], sw[packed_lidx(c.w, h >> 24)]);
+      } else {
+        const uint2 k = __ldg(reinterpret_cast<const uint2*>(lidx + p0 + i));
+        *reinterpret_cast<uint4*>(scratch + p0 + i) = make_uint4(sw[k.x & 0xFFFFu], sw[k.x >> 16], sw[k.y & 0xFFFFu], sw[k.y >> 16]);
+      }
     }
   }
-  for (int i = done + threadIdx.x; i < len; i += kWPermThreads)
-    scratch[(p0 + i) * STRIDE + half] = sw[lidx[p0 + i]];
+  for (int i = done + threadIdx.x; i < len; i += kWPermThreads) {
+    const u32 k = PACKED ? packed_lidx(col[p0 + i], hi[p0 + i]) : lidx[p0 + i];
+    scratch[(p0 + i) * STRIDE + half] = sw[k];
+  }
 }
 
 // The tables for tile size T (shrunk to fit the device's shared memory), built on `s` (the plan's
@@ -2699,9 +2757,11 @@ std::unique_ptr<WPermTables> build_w_permutation(const CudaPlan& plan, int T, cu
   if (cells >= (std::int64_t(1) << 28) || smem1 > optin || smem2 > optin) return nullptr;
   t->smem1 = int(smem1);
   PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass1_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass2_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass2_kernel<1, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass2_kernel<1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
   PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass1_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
-  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass2_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass2_kernel<2, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(wperm_pass2_kernel<2, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
   const auto* pairs = plan.pairs.as<const EdgePair<std::int32_t>>();
   // The bucket kernel holds a u32 counter per tile and a u16 rank per position, beside its static
   // scan storage. Its limit is set to the same value for every plan: the attribute belongs to the
@@ -2795,6 +2855,19 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
         pairs.reset();
         srcs = std::move(sb);
         compact = true;
+        // Packed lidx where N <= 2^24, after the pairs' free (in stream order, so the high bytes
+        // may take their memory): 2 bytes an edge of lidx become 1. Where even that byte finds
+        // no room the column stays plain (kWCompact) and lidx whole.
+        if (how == Compact::lidx && t && num_nodes <= (std::int64_t(1) << kLidxColumnShift)) {
+          DeviceBuffer hi = DeviceBuffer::try_make(std::size_t(num_edges), stream);
+          if (hi.get()) {
+            pack_lidx_kernel<<<grid_for(num_edges, 256), 256, 0, stream>>>(srcs.as<std::uint32_t>(), t->lidx.as<const u16>(),
+                                                                         hi.as<std::uint8_t>(), num_edges);
+            check_launch();
+            t->lidx = std::move(hi);  // the u16 lidx freed behind the kernel, in stream order
+            lidx_in_column = true;
+          }
+        }
       }
     }
     PIPELINK_CUDA_CHECK(cudaEventRecord(wperm_done, stream));
@@ -2804,7 +2877,10 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
         ::pipelink::detail::log_message(
             LogLevel::debug, "aggregate: plan " + std::to_string(id) + ": w permutation tables for T = " + std::to_string(t->T) +
                                  ", " + std::to_string(t->tiles) + " tiles and buckets, " + std::to_string(t->bytes()) + " B" +
-                                 (compact ? (compact24 ? "; src column 24-bit" : "; src column 32-bit") : "; pairs kept (not compacted)"));
+                                 (compact ? (compact24        ? "; src column 24-bit"
+                                             : lidx_in_column ? "; src column 32-bit with lidx's low bytes"
+                                                              : "; src column 32-bit")
+                                          : "; pairs kept (not compacted)"));
     } else if (log_level() <= LogLevel::info) {
       ::pipelink::detail::log_message(LogLevel::info, "aggregate: plan " + std::to_string(id) +
                                                           ": no w permutation tables (no room, or too many tiles for "
@@ -2818,15 +2894,23 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
 }
 
 // w (edge order; 4- or 8-byte elements) into plan order in `scratch` (E elements, not w), on s.
-void permute_w_passes(const WPermTables& t, const void* w, void* scratch, std::int64_t E, std::size_t itemsize,
-                      cudaStream_t s) {
+// `col`: the plan's src column where it holds lidx's low byte (t.lidx then its high byte), else null.
+void permute_w_passes(const WPermTables& t, const u32* col, const void* w, void* scratch, std::int64_t E,
+                      std::size_t itemsize, cudaStream_t s) {
   const auto* w32 = static_cast<const u32*>(w);
   auto* s32 = static_cast<u32*>(scratch);
   const u16* tl = t.tl.as<const u16>();
   const u16* rs = t.rs.as<const u16>();
   const u32* ds = t.ds.as<const u32>();
   const u16* lidx = t.lidx.as<const u16>();
+  const auto* hi = t.lidx.as<const std::uint8_t>();
   const int smem2 = t.T * int(sizeof(u32));
+  auto pass2 = [&](auto stride, int half, bool vec) {
+    constexpr int S = decltype(stride)::value;
+    if (col) wperm_pass2_kernel<S, true><<<int(t.nb), kWPermThreads, smem2, s>>>(s32, nullptr, col, hi, E, t.T, half, vec);
+    else wperm_pass2_kernel<S, false><<<int(t.nb), kWPermThreads, smem2, s>>>(s32, lidx, nullptr, nullptr, E, t.T, half, vec);
+    check_launch();
+  };
   if (itemsize == 4) {
     // tl and lidx come from the device pool (256-byte aligned); w and scratch may be a caller's
     // (a w view at an offset; permute_weights' output). Pass 1 reads w 16 bytes at a time and
@@ -2835,15 +2919,13 @@ void permute_w_passes(const WPermTables& t, const void* w, void* scratch, std::i
     const bool vec2 = t.T % 4 == 0 && reinterpret_cast<std::uintptr_t>(scratch) % 16 == 0;
     wperm_pass1_kernel<1><<<int(t.tiles), kWPermThreads, t.smem1, s>>>(w32, tl, rs, ds, s32, E, t.T, t.nb, 0, vec1);
     check_launch();
-    wperm_pass2_kernel<1><<<int(t.nb), kWPermThreads, smem2, s>>>(s32, lidx, E, t.T, 0, vec2);
-    check_launch();
+    pass2(std::integral_constant<int, 1>{}, 0, vec2);
     return;
   }
   for (int half = 0; half < 2; ++half) {
     wperm_pass1_kernel<2><<<int(t.tiles), kWPermThreads, t.smem1, s>>>(w32, tl, rs, ds, s32, E, t.T, t.nb, half, false);
     check_launch();
-    wperm_pass2_kernel<2><<<int(t.nb), kWPermThreads, smem2, s>>>(s32, lidx, E, t.T, half, false);
-    check_launch();
+    pass2(std::integral_constant<int, 2>{}, half, false);
   }
 }
 
@@ -2859,7 +2941,7 @@ void CudaPlan::permute(const TensorView& w, const TensorView& out, void* stream_
     if (compact) {  // no edge ids: the two passes, straight into out (w and out do not overlap)
       const WPermTables* t = weights_permutation(0, s);
       if (!t) throw Error("aggregate: internal error: a compact plan without its w permutation tables");
-      permute_w_passes(*t, w.data(), out.data(), num_edges, w.itemsize(), s);
+      permute_w_passes(*t, lidx_column(), w.data(), out.data(), num_edges, w.itemsize(), s);
       return;
     }
     const int grid = grid_for(num_edges, 256);
@@ -2947,7 +3029,7 @@ void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView
                                      "or free device memory");
         }
         if (scratch.get()) {
-          permute_w_passes(*t, w->data(), scratch.get(), num_edges, isz, s);
+          permute_w_passes(*t, lidx_column(), w->data(), scratch.get(), num_edges, isz, s);
           wp = TensorView(scratch.get(), w->dtype(), w->device(), {num_edges});
           wrun = &wp;
           wplan = true;
