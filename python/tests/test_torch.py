@@ -131,7 +131,15 @@ def test_cuda_w_permutation_on_torch_streams(rng, monkeypatch, compact):
         y2 = plan(x, w)
     s.synchronize()
     assert torch.equal(y, gathered) and torch.equal(y2, gathered)
-    assert plan.nbytes != before  # the tables (and, compact, 4 bytes an edge less; 5 with =24 or =lidx)
+    assert plan.nbytes != before  # the tables
+    # Against a plan that keeps its pairs: compact drops 4 bytes an edge; =24 keeps a 24-bit
+    # column (its high bytes padded to 16); =lidx also halves the tables' 2-byte lidx.
+    monkeypatch.setenv("PIPELINK_AGG_W_PERMUTE_COMPACT", "0")
+    kept = pipelink.AggregatePlan(src, dst, x.shape[0])
+    assert torch.equal(kept(x, w), gathered)
+    e = src.shape[0]
+    saved = {"0": 0, "1": 4 * e, "24": 8 * e - ((e + 15) // 16 * 16 + 2 * e), "lidx": 5 * e}[compact]
+    assert kept.nbytes - plan.nbytes == saved
     check(y, x, src, dst, w)
 
 

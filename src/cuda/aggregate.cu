@@ -950,8 +950,9 @@ struct CudaPlan final : AggregatePlan::Impl {
   std::unique_ptr<WPermTables> wperm;
   cudaEvent_t wperm_done = nullptr;
   // Compact (by default, unless PIPELINK_AGG_W_PERMUTE_COMPACT=0, when the tables are built):
-  // the pairs are replaced by their src column, so every run reads w in plan order (kWCompact, or
-  // kWCompact24 under =24 where N <= 2^24) and w in edge order is always permuted first. Set
+  // the pairs are replaced by their src column, so every run reads w in plan order (kWCompactLidx
+  // by default where N <= 2^24, kWCompact, or kWCompact24 under =24 where N <= 2^24) and w in
+  // edge order is always permuted first. Set
   // once, under wperm_mu, with runs serialized by run_mu.
   bool compact = false;
   bool compact24 = false;  // the src column in 24 bits (kWCompact24), where N <= 2^24
@@ -1827,7 +1828,8 @@ __device__ __forceinline__ float phi_c(float v) {
 // device time was spent): PIPELINK_AGG_STAGED_ISSUE=signed is there to A/B the two.
 //
 // WM: the weights' mode as a compile-time constant (-1: read from `wmode` at run time). The hot
-// forms (tanh, LI copies: the planned call's kWCompact with weights, the one-shot's kWInPairs)
+// forms (tanh, LI copies: the planned call's kWCompactLidx (the default compact column) and
+// kWCompact with weights, the one-shot's kWInPairs)
 // are instantiated with theirs, so that a stage's plan-entry load and weight copy carry no
 // branches on the mode or on w being null (SASS, sm_90, <1, 2, 2>: each stage reloaded the mode
 // from the constant bank and branched on it twice, and tested w for null twice).
@@ -2461,7 +2463,7 @@ __global__ void permute_edges_kernel(const PlanPair<P>* __restrict__ pairs, int 
 // Measured first as bench/micro/w_permute_micro.cu (H200, products-like, session 15): both passes
 // 0.446 ms at T = 49152 (0.502 at 32768, 0.551 at 24576) against 1.595 ms for the gather as a
 // kernel of its own; a thread per slot in pass 1 instead of a warp per run: 1.017 ms.
-// Tables: tl and lidx, 2 + 2 bytes an edge, and the run tables, 6 bytes per (tile, bucket) pair,
+// Tables: tl and lidx, 2 + 2 bytes an edge (2 + 1 with packed lidx, below), and the run tables, 6 bytes per (tile, bucket) pair,
 // which grow as E^2 / T^2 (0.15 B/edge on products-like); built at the plan's first run that wants
 // them (lazily: one-shot calls and weights in plan order never pay), by a block per bucket that
 // counts its positions' tiles in shared memory (wperm_bucket_kernel), two scans and one pass over
@@ -2510,10 +2512,10 @@ bool stream_capturing(cudaStream_t q) {
   return c != cudaStreamCaptureStatusNone;
 }
 
-// PIPELINK_AGG_W_PERMUTE_COMPACT: unset or "1" compacts a plan when its tables are built (its
-// pairs become their src column: 4 bytes an edge less, so the plan keeps 8.47 instead of 12.47
-// B/edge on products-like, under issue 3's 12); "0" keeps the pairs (a plan that can still
-// gather by edge id). The default since session 16: on the H200 (products-like, `bench --ab`,
+// PIPELINK_AGG_W_PERMUTE_COMPACT: "1" compacts a plan when its tables are built (its pairs become
+// their src column: 4 bytes an edge less, so the plan keeps 8.47 instead of 12.47 B/edge on
+// products-like, under issue 3's 12); "0" keeps the pairs (a plan that can still gather by edge
+// id). Compaction is the default since session 16 ("1" until session 25, "lidx" below since): on the H200 (products-like, `bench --ab`,
 // same rounds) compact plans ran in 4.88 ms against 4.88 for plans that keep their pairs, and
 // the tests and both compact mutants held on the GPU. "24" compacts into a 24-bit src column
 // where N <= 2^24 (3 bytes an edge for 4: plan 8.47 -> 7.47 B/edge on products-like, and a warm
@@ -2650,7 +2652,8 @@ __global__ void wperm_tables_kernel(const u32* __restrict__ s_tb, const u32* __r
 // (STRIDE 1), float64 w as its two halves (STRIDE 2, half 0 then 1; compact plans only, which
 // cannot gather).
 // vec (float w, T a multiple of 4; w 16-byte aligned for pass 1, the scratch for pass 2): four
-// edges a thread through 16-byte loads of w and 8-byte loads of tl (lidx in pass 2), four
+// edges a thread through 16-byte loads of w and 8-byte loads of tl (lidx in pass 2; packed: 16
+// bytes of the column and 4 of the high bytes), four
 // iterations unrolled. Each block is alone on its SM (T = 49152: 192 KB of shared memory), and one
 // 4-byte load a thread before the barrier kept ~6 KB in flight per SM where ~26 KB covers DRAM's
 // latency (4.3 TB/s x ~0.8 us / 132 SMs). Measured (H200, v20 micro, T = 49152): both passes 0.452
@@ -2859,13 +2862,23 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
         // may take their memory): 2 bytes an edge of lidx become 1. Where even that byte finds
         // no room the column stays plain (kWCompact) and lidx whole.
         if (how == Compact::lidx && t && num_nodes <= (std::int64_t(1) << kLidxColumnShift)) {
-          DeviceBuffer hi = DeviceBuffer::try_make(std::size_t(num_edges), stream);
-          if (hi.get()) {
-            pack_lidx_kernel<<<grid_for(num_edges, 256), 256, 0, stream>>>(srcs.as<std::uint32_t>(), t->lidx.as<const u16>(),
-                                                                         hi.as<std::uint8_t>(), num_edges);
-            check_launch();
-            t->lidx = std::move(hi);  // the u16 lidx freed behind the kernel, in stream order
-            lidx_in_column = true;
+          // Nothing here may throw past this point: the plan is already compact, and wperm_done
+          // and the tables below must still be set (review, session 26). A failed allocation or
+          // launch leaves the plain column and the whole lidx.
+          try {
+            DeviceBuffer hi = DeviceBuffer::try_make(std::size_t(num_edges), stream);
+            if (hi.get()) {
+              pack_lidx_kernel<<<grid_for(num_edges, 256), 256, 0, stream>>>(srcs.as<std::uint32_t>(), t->lidx.as<const u16>(),
+                                                                           hi.as<std::uint8_t>(), num_edges);
+              check_launch();
+              t->lidx = std::move(hi);  // the u16 lidx freed behind the kernel, in stream order
+              lidx_in_column = true;
+            }
+          } catch (const std::exception& e) {
+            if (log_level() <= LogLevel::warn)
+              ::pipelink::detail::log_message(LogLevel::warn, "aggregate: plan " + std::to_string(id) +
+                                                                  ": packing lidx into the src column failed (" + e.what() +
+                                                                  "); the column stays plain");
           }
         }
       }
@@ -2912,7 +2925,7 @@ void permute_w_passes(const WPermTables& t, const u32* col, const void* w, void*
     check_launch();
   };
   if (itemsize == 4) {
-    // tl and lidx come from the device pool (256-byte aligned); w and scratch may be a caller's
+    // tl, lidx and the src column come from the device pool (256-byte aligned); w and scratch may be a caller's
     // (a w view at an offset; permute_weights' output). Pass 1 reads w 16 bytes at a time and
     // writes scratch run by run; pass 2 reads and writes scratch 16 bytes at a time.
     const bool vec1 = t.T % 4 == 0 && reinterpret_cast<std::uintptr_t>(w) % 16 == 0;
