@@ -116,8 +116,8 @@ def test_cuda_w_permutation_on_torch_streams(rng, monkeypatch, compact):
     # PIPELINK_AGG_W_PERMUTE=T (read at each run): a planned call brings w into the plan's order
     # in two passes on torch's current stream before it sums; the bits are the gather's. With
     # PIPELINK_AGG_W_PERMUTE_COMPACT=1 the plan drops its edge ids at that first call (=24: and
-    # keeps its srcs in 24 bits; =lidx, the default: and keeps half of the tables' lidx in the
-    # src column's top byte).
+    # keeps its srcs in 24 bits; =lidx: and keeps half of the tables' lidx in the src column's
+    # top byte).
     x, src, dst, w = graph(rng, 5000, 200000, 64, device="cuda")
     monkeypatch.setenv("PIPELINK_AGG_W_PERMUTE", "off")
     gathered = pipelink.AggregatePlan(src, dst, x.shape[0])(x, w)

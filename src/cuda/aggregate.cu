@@ -950,14 +950,14 @@ struct CudaPlan final : AggregatePlan::Impl {
   std::unique_ptr<WPermTables> wperm;
   cudaEvent_t wperm_done = nullptr;
   // Compact (by default, unless PIPELINK_AGG_W_PERMUTE_COMPACT=0, when the tables are built):
-  // the pairs are replaced by their src column, so every run reads w in plan order (kWCompactLidx
-  // by default where N <= 2^24, kWCompact, or kWCompact24 under =24 where N <= 2^24) and w in
-  // edge order is always permuted first. Set
+  // the pairs are replaced by their src column, so every run reads w in plan order (kWCompact,
+  // kWCompact24 under =24 or kWCompactLidx under =lidx, both where N <= 2^24) and w in edge order
+  // is always permuted first. Set
   // once, under wperm_mu, with runs serialized by run_mu.
   bool compact = false;
   bool compact24 = false;  // the src column in 24 bits (kWCompact24), where N <= 2^24
   // The 32-bit src column's top byte holds lidx's low byte, the tables' lidx only its high one
-  // (kWCompactLidx; the default where N <= 2^24: "packed lidx" below).
+  // (kWCompactLidx; PIPELINK_AGG_W_PERMUTE_COMPACT=lidx where N <= 2^24: "packed lidx" below).
   bool lidx_in_column = false;
   bool captured = false;  // a run was captured into a CUDA graph: its replays read the pairs, so no compaction
   DeviceBuffer srcs;  // compact plans only: int32 [E] (lidx's low byte on top where lidx_in_column), or compact24_bytes(E) of a 24-bit column
@@ -1828,8 +1828,8 @@ __device__ __forceinline__ float phi_c(float v) {
 // device time was spent): PIPELINK_AGG_STAGED_ISSUE=signed is there to A/B the two.
 //
 // WM: the weights' mode as a compile-time constant (-1: read from `wmode` at run time). The hot
-// forms (tanh, LI copies: the planned call's kWCompactLidx (the default compact column) and
-// kWCompact with weights, the one-shot's kWInPairs)
+// forms (tanh, LI copies: the planned call's kWCompact with weights, and kWCompactLidx under
+// PIPELINK_AGG_W_PERMUTE_COMPACT=lidx, the one-shot's kWInPairs)
 // are instantiated with theirs, so that a stage's plan-entry load and weight copy carry no
 // branches on the mode or on w being null (SASS, sm_90, <1, 2, 2>: each stage reloaded the mode
 // from the constant bank and branched on it twice, and tested w for null twice).
@@ -2515,20 +2515,21 @@ bool stream_capturing(cudaStream_t q) {
 // PIPELINK_AGG_W_PERMUTE_COMPACT: "1" compacts a plan when its tables are built (its pairs become
 // their src column: 4 bytes an edge less, so the plan keeps 8.47 instead of 12.47 B/edge on
 // products-like, under issue 3's 12); "0" keeps the pairs (a plan that can still gather by edge
-// id). Compaction is the default since session 16 ("1" until session 25, "lidx" below since): on the H200 (products-like, `bench --ab`,
+// id). The default since session 16: on the H200 (products-like, `bench --ab`,
 // same rounds) compact plans ran in 4.88 ms against 4.88 for plans that keep their pairs, and
 // the tests and both compact mutants held on the GPU. "24" compacts into a 24-bit src column
 // where N <= 2^24 (3 bytes an edge for 4: plan 8.47 -> 7.47 B/edge on products-like, and a warm
 // planned call given w in edge order 12.81 -> 11.81 B/edge by the process, under issue 4's 12).
 // Opt-in because it costs time: the planned call took 4.63 ms against 4.47 with 32-bit srcs
 // (H200, products-like, `bench --ab`, same rounds, 8beb24e; w in plan order 4.16 with it).
-// Unset or "lidx" (the default since session 26): the 32-bit column, and where N <= 2^24 lidx's
-// low byte in its top 8 bits ("packed lidx" below: plan 8.32 -> 7.32 B/edge on products-like);
-// "1" the 32-bit column alone (sessions 16-25's default).
+// "lidx": the 32-bit column, and where N <= 2^24 lidx's low byte in its top 8 bits ("packed lidx"
+// below): plan 8.32 -> 7.32 B/edge and a warm planned call 12.32 -> 11.32 on products-like (under
+// issue 4's 12), but the planned call took 4.36 ms against 4.25 with the plain column (H200,
+// `bench --ab`, same rounds, 4275aca, v29), so it is opt-in.
 enum class Compact { keep, src32, src24, lidx };
 Compact w_permute_compact() {
-  constexpr Compact as[] = {Compact::lidx, Compact::src32, Compact::keep, Compact::src24};
-  return as[knob_choice("PIPELINK_AGG_W_PERMUTE_COMPACT", {"lidx", "1", "0", "24"})];
+  constexpr Compact as[] = {Compact::src32, Compact::keep, Compact::src24, Compact::lidx};
+  return as[knob_choice("PIPELINK_AGG_W_PERMUTE_COMPACT", {"1", "0", "24", "lidx"})];
 }
 
 using u16 = std::uint16_t;
@@ -2555,9 +2556,12 @@ __global__ void compact_srcs24_kernel(const EdgePair<std::int32_t>* __restrict__
 // plan 8.32 of it): lidx (u16, < T <= 49152) is read only by pass 2, in plan order, as is the
 // compact plan's src column, whose top bits are free where N <= 2^24. So the column keeps lidx's
 // low byte above the src (kLidxColumnShift) and the tables keep only its high byte: 1 byte an
-// edge less (plan 7.32, a warm call 11.32). Costs: pass 2 reads 4 + 1 bytes an edge for lidx
-// instead of 2 (micro, H200, products-like sizes: 0.200 against 0.176 ms, v29); every walk masks
-// the src it loads (kWCompactLidx). Written after the column (compact_srcs_kernel) and the pairs'
+// edge less (plan 7.32, a warm call 11.32, both measured in v29). Costs: pass 2 reads 4 + 1 bytes
+// an edge for lidx instead of 2 (micro, H200, products-like sizes: 0.200 against 0.176 ms, v29);
+// every walk masks the src it loads (kWCompactLidx; the tanh LI kernel's SASS 3224 instructions
+// either way). Measured, the planned call cost 0.11 ms more (4.36 against 4.25 ms, `bench --ab`,
+// same rounds, v29), four times the micro's pass-2 difference; where it goes is not yet known.
+// Opt-in: PIPELINK_AGG_W_PERMUTE_COMPACT=lidx. Written after the column (compact_srcs_kernel) and the pairs'
 // free, so the plan's first-run peak does not grow: col[k] |= low byte << 24, hi[k] = high byte.
 __global__ void pack_lidx_kernel(std::uint32_t* __restrict__ col, const std::uint16_t* __restrict__ lidx,
                                  std::uint8_t* __restrict__ hi, std::int64_t E) {
