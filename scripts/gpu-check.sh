@@ -23,6 +23,7 @@
 #          MICRO="file.cu ..." (standalone micro-benchmarks under bench/micro, built and run first),
 #          NCU_PY="products-like" (the planned run's kernel under ncu from Python and from C++),
 #          COMPARE_ALLOC (torch allocator backends for COMPARE, default "native"),
+#          COMPARE_KNOBS="tag:VAR=val[,VAR2=val] ..." (each COMPARE run again under those knobs),
 #          DEADLINE_S (see step() below)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -166,12 +167,21 @@ if [ -n "${COMPARE:-}" ] && [ ${#pyopt[@]} -gt 0 ]; then  # COMPARE="arxiv-like 
   # COMPARE_ALLOC="native cudaMallocAsync": one run per torch allocator backend
   # (PYTORCH_CUDA_ALLOC_CONF=backend:...), to see whether where torch places x and out (its own
   # cudaMalloc'd segments against a stream-ordered pool, as the C++ bench's) moves PipeLink's rows.
+  # COMPARE_KNOBS="tag:VAR=val[,VAR2=val] ...": each compare run again under those knobs (files
+  # compare-<workload>-<tag>.*), e.g. a plan-time knob's kernel breakdown with --kernel-profile.
   for w in $COMPARE; do
     for a in ${COMPARE_ALLOC:-native}; do
-      sfx=$w; [ "$a" = native ] || sfx=$w-$a
-      step "compare_torch $w [$a]" bench.log env PIPELINK_PYTHON_PATH="$PWD/build/gpu/python" PYTORCH_CUDA_ALLOC_CONF="${PYTORCH_CUDA_ALLOC_CONF:+$PYTORCH_CUDA_ALLOC_CONF,}backend:$a" \
-        python3 bench/compare_torch.py --workload "$w" ${COMPARE_ARGS:-} --json "$OUT/compare-$sfx.json" \
-        --markdown "$OUT/compare-$sfx.md" --png "$OUT/compare-$sfx.png"
+      for kv in "" ${COMPARE_KNOBS:-}; do
+        sfx=$w; [ "$a" = native ] || sfx=$w-$a
+        knobs=()
+        if [ -n "$kv" ]; then
+          sfx=$sfx-${kv%%:*}
+          IFS=, read -r -a knobs <<<"${kv#*:}"
+        fi
+        step "compare_torch $w [$a${kv:+ ${kv%%:*}}]" bench.log env "${knobs[@]}" PIPELINK_PYTHON_PATH="$PWD/build/gpu/python" PYTORCH_CUDA_ALLOC_CONF="${PYTORCH_CUDA_ALLOC_CONF:+$PYTORCH_CUDA_ALLOC_CONF,}backend:$a" \
+          python3 bench/compare_torch.py --workload "$w" ${COMPARE_ARGS:-} --json "$OUT/compare-$sfx.json" \
+          --markdown "$OUT/compare-$sfx.md" --png "$OUT/compare-$sfx.png"
+      done
     done
   done
 fi
