@@ -791,7 +791,7 @@ __global__ void __launch_bounds__(256) segment_totals_kernel(const P* row_ptr, s
 #pragma unroll
     for (int j = 0; j < R; ++j) {
       if (r0 + j >= N) break;
-      const RowClass rc = classify_row(o[j + 1] - o[j], long_row, seg_len);  // c: the chunk
+      const RowClass rc = classify_row(o[j + 1] - o[j], long_row, seg_len);
       segs += (unsigned long long)rc.segments;
       lng += rc.long_row;
     }
@@ -2298,24 +2298,20 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
   // The weights' mode as a constant in the hot forms (see the kernel's WM), unless
   // PIPELINK_AGG_STAGED_WMODE=runtime (for A/B; the same bits). tanh only: other transforms
   // instantiate no such form.
-  bool done = false;
+  auto launch_runtime_mode = [&] {
+    if (li_unsigned) launch(staged_rows_kernel<TR, warps, 2>);
+    else if (li_signed) launch(staged_rows_kernel<TR, warps, 1>);
+    else launch(staged_rows_kernel<TR, warps, 0>);
+  };
   if constexpr (TR == 1) {
-    const bool wm_const = li_unsigned && wp && !staged_wmode_runtime();
-    if (wm_const && wmode == kWCompact) {
-      launch(staged_rows_kernel<TR, warps, 2, kWCompact>);
-      done = true;
-    } else if (wm_const && wmode == kWCompactLidx) {
-      launch(staged_rows_kernel<TR, warps, 2, kWCompactLidx>);
-      done = true;
-    } else if (wm_const && wmode == kWInPairs) {
-      launch(staged_rows_kernel<TR, warps, 2, kWInPairs>);
-      done = true;
-    }
+    if (!(li_unsigned && wp && !staged_wmode_runtime())) launch_runtime_mode();
+    else if (wmode == kWCompact) launch(staged_rows_kernel<TR, warps, 2, kWCompact>);
+    else if (wmode == kWCompactLidx) launch(staged_rows_kernel<TR, warps, 2, kWCompactLidx>);
+    else if (wmode == kWInPairs) launch(staged_rows_kernel<TR, warps, 2, kWInPairs>);
+    else launch_runtime_mode();
+  } else {
+    launch_runtime_mode();
   }
-  if (done) {
-  } else if (li_unsigned) launch(staged_rows_kernel<TR, warps, 2>);
-  else if (li_signed) launch(staged_rows_kernel<TR, warps, 1>);
-  else launch(staged_rows_kernel<TR, warps, 0>);
   check_launch();
 }
 
