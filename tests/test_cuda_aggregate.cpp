@@ -1207,7 +1207,8 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
                              std::pair{"PIPELINK_AGG_ONESHOT_CHUNKS", "-1"}, std::pair{"PIPELINK_AGG_ONESHOT_CHUNKS", "4097"},
                              std::pair{"PIPELINK_AGG_BUILD_MEMORY", "0"}, std::pair{"PIPELINK_AGG_BUILD_MEMORY", "1G"},
                              std::pair{"PIPELINK_AGG_BUILD_FIRST", "fast"},
-                             std::pair{"PIPELINK_AGG_ROW_PTR", "fast"}, std::pair{"PIPELINK_AGG_ONESHOT_W", "early"}}) {
+                             std::pair{"PIPELINK_AGG_ROW_PTR", "fast"}, std::pair{"PIPELINK_AGG_ONESHOT_W", "early"},
+                             std::pair{"PIPELINK_AGG_ONESHOT_POOL", "mine"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);
@@ -1305,6 +1306,56 @@ TEST_F(CudaAggregate, PlannedAndOneShotAreBitwiseDeterministic) {
     else aggregate(xg, sg, dg, wg.view(), again, {.path = AggregatePath::one_shot});
     EXPECT_TRUE(bitwise_equal(ref, host(again))) << "run " << run;
   }
+}
+
+TEST_F(CudaAggregate, OneShotAllocatesFromTheScratchPoolOnly) {
+  // One-shot calls build and run in PipeLink's scratch pool (PIPELINK_AGG_ONESHOT_POOL=own, the
+  // default) and leave nothing allocated there; a plan's build and its planned calls stay out of
+  // it. Why (ScratchPoolScope, runtime.cu): beside a persistent plan in the default pool, each
+  // one-shot call's ~1 GB of scratch made the driver remap the pool (H200, v29: +0.7-0.9 ms a call).
+  // The pool's reserved bytes say which pool each call grew; its used bytes, what it still holds.
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ONESHOT_POOL", "PIPELINK_AGG_ONESHOT_CHUNKS", "PIPELINK_AGG_BUILD_CHUNKS",
+                       "PIPELINK_AGG_BUILD_MEMORY");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const UniformOneShot c(50000, 1000000, seed);
+  const std::size_t sort_bytes = std::size_t(c.E) * 16;  // the one sort's keys, pairs and their double buffers
+  cuda::release_cached_memory();
+  const cuda::PoolStats before = cuda::scratch_pool_stats();
+  EXPECT_EQ(before.used, 0u);
+  {
+    AggregatePlan plan = AggregatePlan::build(c.sg, c.dg, c.N);
+    Tensor out = poisoned_gpu(c.N, c.F, DType::f32);
+    aggregate(plan, c.xg, c.wg.view(), out);
+    cuda::synchronize();
+    const cuda::PoolStats planned = cuda::scratch_pool_stats();
+    EXPECT_EQ(planned.reserved, before.reserved) << "a plan's build or run allocated from the scratch pool";
+    EXPECT_EQ(planned.used, 0u);
+  }
+  std::vector<Tensor> outs;
+  std::size_t reserved_after_first = 0;
+  for (int call = 0; call < 3; ++call) {
+    outs.push_back(poisoned_gpu(c.N, c.F, DType::f32));
+    c.run(outs.back());
+    cuda::synchronize();
+    const cuda::PoolStats st = cuda::scratch_pool_stats();
+    EXPECT_EQ(st.used, 0u) << "call " << call << " left scratch allocated";
+    EXPECT_GE(st.reserved, sort_bytes) << "call " << call << ": the one-shot's sort did not come from the scratch pool";
+    if (call == 0) reserved_after_first = st.reserved;
+    else EXPECT_EQ(st.reserved, reserved_after_first) << "call " << call << " grew the pool again";
+  }
+  const Tensor ref = host(outs[0]);
+  const VerifyReport r = verify_aggregate(ref, c.oracle);
+  EXPECT_TRUE(r.within_tolerance) << r.summary();
+  for (std::size_t i = 1; i < outs.size(); ++i) EXPECT_TRUE(bitwise_equal(ref, host(outs[i]))) << "call " << i;
+  // The device's default pool instead: the same bits, and the scratch pool untouched.
+  ScopedEnv in_default({{"PIPELINK_AGG_ONESHOT_POOL", "default"}});
+  cuda::release_cached_memory();
+  Tensor out = poisoned_gpu(c.N, c.F, DType::f32);
+  c.run(out);
+  cuda::synchronize();
+  EXPECT_EQ(cuda::scratch_pool_stats().reserved, 0u) << "PIPELINK_AGG_ONESHOT_POOL=default still used the scratch pool";
+  EXPECT_TRUE(bitwise_equal(ref, host(out)));
 }
 
 TEST_F(CudaAggregate, BadIndicesLeaveOutputUntouched) {

@@ -19,9 +19,20 @@ void reset_peak_memory() noexcept;
 /// Free and total bytes of the device (cudaMemGetInfo): the process-level view.
 std::pair<std::size_t, std::size_t> device_memory_info(int device = 0);
 void synchronize(int device = 0);
-/// Waits for the device, then gives the stream-ordered pool's cached (freed) memory back to the
-/// driver, so that a process-level reading (cudaMemGetInfo) afterwards shows what is really held.
+/// Waits for the device, then gives the stream-ordered pools' cached (freed) memory back to the
+/// driver (the device's default pool and PipeLink's scratch pool), so that a process-level
+/// reading (cudaMemGetInfo) afterwards shows what is really held.
 void release_cached_memory(int device = 0);
+
+/// PipeLink's scratch pool on a device: the stream-ordered pool that one-shot calls build and run
+/// in (PIPELINK_AGG_ONESHOT_POOL=default puts them in the device's default pool instead).
+/// `reserved`: bytes it holds from the driver, its freed blocks included (given back by
+/// release_cached_memory); `used`: bytes allocated from it now. Both 0 before its first use.
+struct PoolStats {
+  std::size_t reserved = 0;
+  std::size_t used = 0;
+};
+PoolStats scratch_pool_stats(int device = 0);
 
 /// Fills a contiguous device tensor with counter-based pseudo-random values (splitmix64 of the
 /// seed and the element index, so the same seed gives the same values on any device and grid):

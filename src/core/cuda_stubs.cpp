@@ -11,6 +11,7 @@ void reset_peak_memory() noexcept {}
 std::pair<std::size_t, std::size_t> device_memory_info(int) { unavailable(); }
 void synchronize(int) { unavailable(); }
 void release_cached_memory(int) { unavailable(); }
+PoolStats scratch_pool_stats(int) { unavailable(); }
 void fill_random_uniform(const TensorView&, double, double, std::uint64_t, void*) { unavailable(); }
 void fill_random_indices(const TensorView&, std::int64_t, std::uint64_t, void*) { unavailable(); }
 Stream::Stream(int) { unavailable(); }

@@ -50,6 +50,7 @@ namespace pipelink::cuda {
 namespace {
 
 using detail::DeviceBuffer;
+using detail::ScratchPoolScope;
 using detail::settled_free_bytes;
 
 cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
@@ -724,6 +725,9 @@ struct PlanKnobs {
   int build_first = 0;  // PIPELINK_AGG_BUILD_FIRST: 0 warp, 1 fused, 2 cub
   bool row_ptr_scan = true;  // PIPELINK_AGG_ROW_PTR: 'scan' (the default) or 'search'
   bool oneshot_w_late = false;  // PIPELINK_AGG_ONESHOT_W=late: w read at the first pass's write-out (opt-in)
+  // PIPELINK_AGG_ONESHOT_POOL: 'own' (the default: one-shot calls allocate from PipeLink's
+  // scratch pool, see ScratchPoolScope) or 'default' (the device's default pool, as before v30).
+  bool oneshot_own_pool = true;
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -747,6 +751,7 @@ PlanKnobs plan_knobs() {
   k.build_first = knob_choice("PIPELINK_AGG_BUILD_FIRST", {"warp", "fused", "cub"});
   k.row_ptr_scan = !knob_is_second("PIPELINK_AGG_ROW_PTR", "scan", "search");
   k.oneshot_w_late = knob_is_second("PIPELINK_AGG_ONESHOT_W", "ranked", "late");
+  k.oneshot_own_pool = !knob_is_second("PIPELINK_AGG_ONESHOT_POOL", "own", "default");
   return k;
 }
 
@@ -3093,6 +3098,9 @@ void aggregate_one_shot(OpContext& ctx) {
   const TensorView &src = ctx.port("src"), &dst = ctx.port("dst");
   const std::int64_t E = src.numel(), N = ctx.dim("N");
   const PlanKnobs knobs = plan_knobs();  // a bad knob: before any work
+  // Everything this call allocates is freed before it returns: from the scratch pool, where no
+  // plan or tensor outlives a call (see ScratchPoolScope).
+  const ScratchPoolScope scratch(knobs.oneshot_own_pool);
   const std::int64_t knob = knobs.oneshot_chunks;
   std::int64_t K = std::min(knob, std::max<std::int64_t>(E, 1));
   if (K <= 1) {

@@ -1,6 +1,7 @@
 #pragma once
-// Stream-ordered device allocations (cudaMallocAsync from the device's default pool) that feed
-// the peak/current counters of pipelink::cuda::memory_stats().
+// Stream-ordered device allocations (cudaMallocAsync from the device's default pool, or from
+// PipeLink's scratch pool under a ScratchPoolScope) that feed the peak/current counters of
+// pipelink::cuda::memory_stats().
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -13,12 +14,27 @@ void* alloc_async(std::size_t bytes, cudaStream_t stream);
 void* try_alloc_async(std::size_t bytes, cudaStream_t stream);
 void free_async(void* p, std::size_t bytes, cudaStream_t stream) noexcept;
 /// Free device bytes in a state that repeats from call to call: synchronizes `stream`, gives the
-/// default pool's idle blocks back to the driver, then asks cudaMemGetInfo. The pool keeps freed
+/// default and scratch pools' idle blocks back to the driver, then asks cudaMemGetInfo. The pool keeps freed
 /// blocks, which cudaMemGetInfo counts as used: sized from it alone, a one-shot call on a full
 /// device picked more edge ranges, and so other bits, on its second call than on its first (H200,
 /// 828e4e5). Counting the idle blocks as free instead picked too few, and a range's allocation ran
 /// out of memory (6324880): idle fragments of the pool need not hold a range's sort.
 std::size_t settled_free_bytes(cudaStream_t stream);
+
+/// While one is alive on this thread (and `on`), alloc_async and try_alloc_async draw from
+/// PipeLink's scratch pool for the current device instead of its default pool: for allocations
+/// that are all freed before the call that made them returns (one-shot calls), so that nothing
+/// long-lived sits between them (see runtime.cu). free_async frees from either pool.
+class ScratchPoolScope {
+ public:
+  explicit ScratchPoolScope(bool on = true);
+  ~ScratchPoolScope();
+  ScratchPoolScope(const ScratchPoolScope&) = delete;
+  ScratchPoolScope& operator=(const ScratchPoolScope&) = delete;
+
+ private:
+  bool on_;
+};
 
 /// Owning, stream-ordered device buffer.
 class DeviceBuffer {

@@ -48,12 +48,26 @@ std::unordered_map<void*, std::size_t> g_sizes;
 }  // namespace
 
 namespace detail {
-// Gives the device's default pool's idle blocks back to the driver (freed blocks whose stream
-// work is done).
-void trim_default_pool(int device) {
+// The scratch pool: PipeLink's own stream-ordered pool (one a device, made at first use, kept for
+// the process) for allocations made under a ScratchPoolScope, which one-shot calls open around
+// their whole build and run. It holds nothing past the call that allocated it, so each call
+// finds it as the last one left it (all free) and makes the same requests into it.
+// Why: with the one-shot's ~1.4 GB of build scratch in the default pool beside a persistent
+// plan's buffers, the driver remapped ~1 GB of the pool at every call (compare_torch's
+// products-like one-shot trace, H200, 55bb24d: one cudaMallocAsync of 690-900 us a call, the
+// row's median 6.60 ms against 6.00 in a process where it happened only at the first call).
+thread_local int g_scratch_scope = 0;
+
+cudaMemPool_t scratch_pool_if_made(int device) noexcept;
+cudaMemPool_t scratch_pool(int device);
+
+// Gives the idle blocks of the device's default pool and of its scratch pool back to the driver
+// (freed blocks whose stream work is done).
+void trim_pools(int device) {
   cudaMemPool_t pool = nullptr;
   PIPELINK_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
   PIPELINK_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+  if (cudaMemPool_t own = scratch_pool_if_made(device)) PIPELINK_CUDA_CHECK(cudaMemPoolTrimTo(own, 0));
 }
 
 // The pool keeps freed scratch (see alloc_async); an allocation that finds the device full gives
@@ -73,9 +87,10 @@ cudaError_t with_pool_retry(cudaStream_t stream, F&& attempt) {
   }
   int dev = 0;
   cudaMemPool_t pool = nullptr;
-  if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess &&
-      cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess)
-    (void)cudaMemPoolTrimTo(pool, 0);
+  if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess) {
+    if (cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) (void)cudaMemPoolTrimTo(pool, 0);
+    if (cudaMemPool_t own = scratch_pool_if_made(dev)) (void)cudaMemPoolTrimTo(own, 0);
+  }
   (void)cudaGetLastError();
   return attempt();
 }
@@ -96,6 +111,17 @@ void check_allocation(cudaError_t e, std::size_t bytes, const char* what) {
                              " bytes free on the device (" + std::to_string(g_current.load()) + " bytes held by PipeLink)");
 }
 
+// One stream-ordered request: from the scratch pool inside a ScratchPoolScope, else from the
+// device's default pool.
+cudaError_t malloc_async(void** p, std::size_t bytes, cudaStream_t stream) {
+  if (g_scratch_scope > 0) {
+    int dev = 0;
+    PIPELINK_CUDA_CHECK(cudaGetDevice(&dev));
+    if (cudaMemPool_t own = scratch_pool(dev)) return cudaMallocFromPoolAsync(p, bytes, own, stream);
+  }
+  return cudaMallocAsync(p, bytes, stream);
+}
+
 void* alloc_async(std::size_t bytes, cudaStream_t stream) {
   // The default pool gives memory back to the driver at every synchronization (release
   // threshold 0), so each one-shot call re-mapped its ~1 GB plan; keep it instead.
@@ -110,14 +136,14 @@ void* alloc_async(std::size_t bytes, cudaStream_t stream) {
     (void)cudaGetLastError();
   });
   void* p = nullptr;
-  check_allocation(with_pool_retry(stream, [&] { return cudaMallocAsync(&p, bytes, stream); }), bytes,
+  check_allocation(with_pool_retry(stream, [&] { return malloc_async(&p, bytes, stream); }), bytes,
                    "a stream-ordered allocation");
   note_alloc(bytes);
   return p;
 }
 void* try_alloc_async(std::size_t bytes, cudaStream_t stream) {
   void* first = nullptr;
-  const cudaError_t e = with_pool_retry(stream, [&] { return cudaMallocAsync(&first, bytes, stream); });
+  const cudaError_t e = with_pool_retry(stream, [&] { return malloc_async(&first, bytes, stream); });
   if (e == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     return nullptr;
@@ -130,11 +156,48 @@ void free_async(void* p, std::size_t bytes, cudaStream_t stream) noexcept {
   PIPELINK_CUDA_CHECK_NOEXCEPT(cudaFreeAsync(p, stream));
   note_free(bytes);
 }
+std::mutex g_scratch_mu;
+std::unordered_map<int, cudaMemPool_t> g_scratch_pools;  // nullptr: the device has no memory pools
+
+cudaMemPool_t scratch_pool_if_made(int device) noexcept {
+  std::lock_guard lock(g_scratch_mu);
+  const auto it = g_scratch_pools.find(device);
+  return it == g_scratch_pools.end() ? nullptr : it->second;
+}
+
+cudaMemPool_t scratch_pool(int device) {
+  std::lock_guard lock(g_scratch_mu);
+  if (const auto it = g_scratch_pools.find(device); it != g_scratch_pools.end()) return it->second;
+  int supported = 0;
+  PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device));
+  cudaMemPool_t pool = nullptr;
+  if (supported) {
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    PIPELINK_CUDA_CHECK(cudaMemPoolCreate(&pool, &props));
+    // Keeps its blocks across synchronizations, as the default pool does here (alloc_async):
+    // released only by a trim (release_cached_memory, or an allocation that finds the device full).
+    std::uint64_t keep = UINT64_MAX;
+    PIPELINK_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  }
+  g_scratch_pools.emplace(device, pool);  // never destroyed: blocks may be in flight at exit
+  return pool;
+}
+
+ScratchPoolScope::ScratchPoolScope(bool on) : on_(on) {
+  if (on_) ++g_scratch_scope;
+}
+ScratchPoolScope::~ScratchPoolScope() {
+  if (on_) --g_scratch_scope;
+}
+
 std::size_t settled_free_bytes(cudaStream_t stream) {
   PIPELINK_CUDA_CHECK(cudaStreamSynchronize(stream));
   int dev = 0;
   PIPELINK_CUDA_CHECK(cudaGetDevice(&dev));
-  trim_default_pool(dev);
+  trim_pools(dev);
   std::size_t free_b = 0, total_b = 0;
   PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   return free_b;
@@ -142,6 +205,18 @@ std::size_t settled_free_bytes(cudaStream_t stream) {
 }  // namespace detail
 
 MemoryStats memory_stats() noexcept { return {g_current.load(), g_peak.load()}; }
+PoolStats scratch_pool_stats(int device) {
+  PoolStats st;
+  cudaMemPool_t pool = detail::scratch_pool_if_made(device);
+  if (!pool) return st;
+  std::uint64_t v = 0;
+  PIPELINK_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &v));
+  st.reserved = std::size_t(v);
+  PIPELINK_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &v));
+  st.used = std::size_t(v);
+  return st;
+}
+
 void reset_peak_memory() noexcept { g_peak.store(g_current.load()); }
 
 std::pair<std::size_t, std::size_t> device_memory_info(int device) {
@@ -213,7 +288,7 @@ void fill_random_indices(const TensorView& t, std::int64_t n, std::uint64_t seed
 void release_cached_memory(int device) {
   PIPELINK_CUDA_CHECK(cudaSetDevice(device));
   PIPELINK_CUDA_CHECK(cudaDeviceSynchronize());
-  detail::trim_default_pool(device);
+  detail::trim_pools(device);
 }
 
 Stream::Stream(int device) : device_(device) {
