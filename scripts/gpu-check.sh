@@ -185,9 +185,13 @@ if [ -n "${COMPARE:-}" ] && [ ${#pyopt[@]} -gt 0 ]; then  # COMPARE="arxiv-like 
     done
   done
 fi
+# NCU_KERNEL (a regex, default staged_rows_kernel) and NCU_SKIP (launches of it to pass over first,
+# default 0) pick the kernel, NCU_COUNT how many launches (default 1):
+# NCU_KERNEL="wperm_pass[12]_kernel" NCU_SKIP=6 NCU_COUNT=2 profiles the permutation's two passes
+# in a warm planned call.
 if [ -n "${NCU:-}" ]; then  # NCU="power-law products-like": Nsight Compute on one planned run of each
   for w in $NCU; do
-    step "ncu $w" ncu.log ncu --set full -k regex:staged_rows_kernel -c 1 -o "$OUT/ncu-$w" \
+    step "ncu $w" ncu.log ncu --set full -k "regex:${NCU_KERNEL:-staged_rows_kernel}" --launch-skip "${NCU_SKIP:-0}" -c "${NCU_COUNT:-1}" -o "$OUT/ncu-$w" \
       $cli bench aggregate --workload "$w" --device cuda --repeats 10 --no-null-test --quiet
     ncu --import "$OUT/ncu-$w.ncu-rep" --page details >"$OUT/ncu-$w.txt" 2>&1 || true
   done
