@@ -203,7 +203,8 @@ def kernel_profile(fn: Callable[[], Any], clock: Clock, calls: int, trace: str |
     # The host's stream-ordered allocations: a pool that has to map or remap memory shows here as
     # a call of hundreds of us (the one-shot row at 55bb24d: one of 690-900 us in every call).
     allocs = [float(e.cpu_time_total) for e in prof.events()
-              if e.name in ("cudaMallocAsync", "cudaMallocFromPoolAsync")]
+              if e.name in ("cudaMallocAsync", "cudaMallocFromPoolAsync", "cudaMallocAsync_ptsz",
+                            "cudaMallocFromPoolAsync_ptsz")]
     alloc = {"count": len(allocs), "max_us": max(allocs, default=0.0), "total_us": sum(allocs)}
     return {"event_median_ms": statistics.median(times), "event_ms": times, "kernels": kernels[:6],
             "stream_allocations": alloc}

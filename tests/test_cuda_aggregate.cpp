@@ -1333,7 +1333,7 @@ TEST_F(CudaAggregate, OneShotAllocatesFromTheScratchPoolOnly) {
     EXPECT_EQ(planned.used, 0u);
   }
   std::vector<Tensor> outs;
-  std::size_t reserved_after_first = 0;
+  std::size_t reserved_before = 0;  // after the previous call
   for (int call = 0; call < 3; ++call) {
     outs.push_back(poisoned_gpu(c.N, c.F, DType::f32));
     c.run(outs.back());
@@ -1341,8 +1341,14 @@ TEST_F(CudaAggregate, OneShotAllocatesFromTheScratchPoolOnly) {
     const cuda::PoolStats st = cuda::scratch_pool_stats();
     EXPECT_EQ(st.used, 0u) << "call " << call << " left scratch allocated";
     EXPECT_GE(st.reserved, sort_bytes) << "call " << call << ": the one-shot's sort did not come from the scratch pool";
-    if (call == 0) reserved_after_first = st.reserved;
-    else EXPECT_EQ(st.reserved, reserved_after_first) << "call " << call << " grew the pool again";
+    // The first call grows an empty pool; the second fits the same requests into what it left
+    // (possibly split otherwise); from then on each call leaves the pool as it found it.
+    if (call == 1) {
+      EXPECT_LE(st.reserved, 2 * reserved_before) << "call 1 grew the pool past twice call 0's";
+    } else if (call == 2) {
+      EXPECT_EQ(st.reserved, reserved_before) << "call 2 grew the pool again";
+    }
+    reserved_before = st.reserved;
   }
   const Tensor ref = host(outs[0]);
   const VerifyReport r = verify_aggregate(ref, c.oracle);

@@ -24,7 +24,9 @@ std::size_t settled_free_bytes(cudaStream_t stream);
 /// While one is alive on this thread (and `on`), alloc_async and try_alloc_async draw from
 /// PipeLink's scratch pool for the current device instead of its default pool: for allocations
 /// that are all freed before the call that made them returns (one-shot calls), so that nothing
-/// long-lived sits between them (see runtime.cu). free_async frees from either pool.
+/// long-lived sits between them (see runtime.cu). free_async frees from either pool. The pool is
+/// the current device's (cudaGetDevice), not the stream's: callers set the device first, as
+/// aggregate does before any allocation.
 class ScratchPoolScope {
  public:
   explicit ScratchPoolScope(bool on = true);

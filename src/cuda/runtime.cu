@@ -56,7 +56,7 @@ namespace detail {
 // plan's buffers, the driver remapped ~1 GB of the pool at every call (compare_torch's
 // products-like one-shot trace, H200, 55bb24d: one cudaMallocAsync of 690-900 us a call, the
 // row's median 6.60 ms against 6.00 in a process where it happened only at the first call).
-thread_local int g_scratch_scope = 0;
+static thread_local int g_scratch_scope = 0;  // this file only
 
 cudaMemPool_t scratch_pool_if_made(int device) noexcept;
 cudaMemPool_t scratch_pool(int device);
@@ -156,8 +156,8 @@ void free_async(void* p, std::size_t bytes, cudaStream_t stream) noexcept {
   PIPELINK_CUDA_CHECK_NOEXCEPT(cudaFreeAsync(p, stream));
   note_free(bytes);
 }
-std::mutex g_scratch_mu;
-std::unordered_map<int, cudaMemPool_t> g_scratch_pools;  // nullptr: the device has no memory pools
+static std::mutex g_scratch_mu;
+static std::unordered_map<int, cudaMemPool_t> g_scratch_pools;  // nullptr: the device has no memory pools
 
 cudaMemPool_t scratch_pool_if_made(int device) noexcept {
   std::lock_guard lock(g_scratch_mu);
@@ -180,7 +180,11 @@ cudaMemPool_t scratch_pool(int device) {
     // Keeps its blocks across synchronizations, as the default pool does here (alloc_async):
     // released only by a trim (release_cached_memory, or an allocation that finds the device full).
     std::uint64_t keep = UINT64_MAX;
-    PIPELINK_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+    if (const cudaError_t e = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep); e != cudaSuccess) {
+      (void)cudaMemPoolDestroy(pool);
+      (void)cudaGetLastError();
+      throw_cuda_error(e, "cudaMemPoolSetAttribute(scratch pool, release threshold)", __FILE__, __LINE__);
+    }
   }
   g_scratch_pools.emplace(device, pool);  // never destroyed: blocks may be in flight at exit
   return pool;
@@ -206,6 +210,11 @@ std::size_t settled_free_bytes(cudaStream_t stream) {
 
 MemoryStats memory_stats() noexcept { return {g_current.load(), g_peak.load()}; }
 PoolStats scratch_pool_stats(int device) {
+  int count = 0;
+  PIPELINK_CUDA_CHECK(cudaGetDeviceCount(&count));
+  if (device < 0 || device >= count)
+    throw std::invalid_argument("scratch_pool_stats: no CUDA device " + std::to_string(device) + " (" +
+                                std::to_string(count) + " present)");
   PoolStats st;
   cudaMemPool_t pool = detail::scratch_pool_if_made(device);
   if (!pool) return st;
