@@ -31,6 +31,10 @@ __all__ = [
     "debug_dump",
     "debug_load",
     "cuda_available",
+    "memory_stats",
+    "reset_peak_memory",
+    "release_cached_memory",
+    "scratch_pool_stats",
     "ContractViolationError",
     "IndexOutOfRangeError",
     "BackendUnavailableError",
@@ -374,3 +378,41 @@ def debug_load(path: str) -> Any:
 def cuda_available() -> bool:
     """Whether this build has the CUDA backend and a GPU is present."""
     return bool(_pipelink.cuda_backend_built()) and _pipelink.cuda_device_count() > 0
+
+
+def memory_stats() -> dict[str, int]:
+    """Device bytes PipeLink holds now (``current``) and their high-water mark since the last
+    :func:`reset_peak_memory` (``peak``), over every CUDA device; both 0 in a build without CUDA.
+
+    PipeLink's plans and scratch do not come from torch's caching allocator, so
+    ``torch.cuda.memory_allocated()`` does not count them.
+    """
+    current, peak = _pipelink.memory_stats()
+    return {"current": int(current), "peak": int(peak)}
+
+
+def reset_peak_memory() -> None:
+    """Starts :func:`memory_stats`'s ``peak`` again from what PipeLink holds now."""
+    _pipelink.reset_peak_memory()
+
+
+def release_cached_memory(device: int = 0) -> None:
+    """Waits for ``device``, then gives the driver back the freed memory PipeLink's stream-ordered
+    pools keep for reuse: the device's default pool (plans, the planned call's scratch) and
+    PipeLink's scratch pool (one-shot calls, which keep about 24 bytes an edge of their last call
+    there). ``torch.cuda.empty_cache()`` does not reach either; call this where torch runs short
+    of memory after PipeLink calls. Raises :class:`BackendUnavailableError` in a build without
+    CUDA.
+    """
+    _pipelink.release_cached_memory(int(device))
+
+
+def scratch_pool_stats(device: int = 0) -> dict[str, int]:
+    """PipeLink's scratch pool on ``device``, where one-shot calls allocate: ``reserved`` bytes it
+    holds from the driver (its freed blocks included, given back by
+    :func:`release_cached_memory`) and ``used`` bytes allocated from it now. Raises
+    :class:`BackendUnavailableError` in a build without CUDA and ``ValueError`` for a device that
+    does not exist.
+    """
+    reserved, used = _pipelink.scratch_pool_stats(int(device))
+    return {"reserved": int(reserved), "used": int(used)}

@@ -320,6 +320,17 @@ def test_any_dlpack_producer_is_read_and_written_in_place(rng):
         pipelink.aggregate(_Producer(x), _Producer(src), _Producer(dst))
 
 
+def test_memory_functions_without_a_gpu_say_so():
+    stats = pipelink.memory_stats()
+    assert set(stats) == {"current", "peak"} and all(isinstance(v, int) and v >= 0 for v in stats.values())
+    pipelink.reset_peak_memory()
+    if pipelink.cuda_available():
+        pytest.skip("a GPU is present: test_torch.py checks the pools there")
+    for f in (pipelink.release_cached_memory, pipelink.scratch_pool_stats):
+        with pytest.raises(RuntimeError):
+            f()
+
+
 def test_every_public_name_has_a_docstring_and_type_hints():
     import inspect
 

@@ -85,6 +85,29 @@ def test_cuda_tensors_all_modes(rng, mode):
 
 
 @cuda
+def test_cuda_one_shot_scratch_pool_is_released_on_request(rng):
+    # One-shot calls allocate in PipeLink's scratch pool and free it all before they return; the
+    # pool keeps the memory (torch.cuda.empty_cache() does not reach it) until
+    # release_cached_memory gives it back.
+    x, src, dst, w = graph(rng, 3000, 200000, 64, device="cuda")
+    dev = x.device.index or 0
+    pipelink.release_cached_memory(dev)
+    held = pipelink.memory_stats()["current"]
+    y = pipelink.aggregate(x, src, dst, w, mode="one_shot")
+    torch.cuda.synchronize()
+    check(y, x, src, dst, w)
+    st = pipelink.scratch_pool_stats(dev)
+    assert st["used"] == 0 and st["reserved"] >= 16 * src.numel()  # the build's sort, at least
+    assert pipelink.memory_stats()["current"] == held
+    torch.cuda.empty_cache()
+    assert pipelink.scratch_pool_stats(dev)["reserved"] == st["reserved"]
+    pipelink.release_cached_memory(dev)
+    assert pipelink.scratch_pool_stats(dev) == {"reserved": 0, "used": 0}
+    with pytest.raises(ValueError):
+        pipelink.scratch_pool_stats(torch.cuda.device_count())
+
+
+@cuda
 def test_cuda_drop_in_and_plan_are_deterministic(rng):
     x, src, dst, w = graph(rng, 5000, 200000, 64, device="cuda")
     first = pt.aggregate(x, src, dst, w)
