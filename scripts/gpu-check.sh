@@ -22,6 +22,7 @@
 #          TRACE_BUILD=1 (the main benchmarks log each plan build's steps: PIPELINK_LOG_LEVEL=debug),
 #          MICRO="file.cu ..." (standalone micro-benchmarks under bench/micro, built and run first),
 #          NCU_PY="products-like" (the planned run's kernel under ncu from Python and from C++),
+#          NCU_KERNEL, NCU_SKIP, NCU_COUNT, NCU_KNOBS (which launches NCU profiles, under which knobs),
 #          COMPARE_ALLOC (torch allocator backends for COMPARE, default "native"),
 #          COMPARE_KNOBS="tag:VAR=val[,VAR2=val] ..." (each COMPARE run again under those knobs),
 #          DEADLINE_S (see step() below)
@@ -188,12 +189,26 @@ fi
 # NCU_KERNEL (a regex, default staged_rows_kernel) and NCU_SKIP (launches of it to pass over first,
 # default 0) pick the kernel, NCU_COUNT how many launches (default 1):
 # NCU_KERNEL="wperm_pass[12]_kernel" NCU_SKIP=6 NCU_COUNT=2 profiles the permutation's two passes
-# in a warm planned call.
+# in a warm planned call. NCU_KNOBS="tag:VAR=val[,VAR2=val] ...": each profile again under those
+# knobs (files ncu-<workload>-<tag>.*), e.g. the walk under the packed column beside the plain one.
+# NCU_NAME_BASE=demangled matches NCU_KERNEL against template arguments too: the planned walk of
+# a compact plan is staged_rows_kernel<1, 2, 2, 3> (5 with the packed column), the one-shot's
+# <1, 2, 2, 2>, so NCU_KERNEL="staged_rows_kernel<1, 2, 2, [35]>" skips the one-shot's launches.
 if [ -n "${NCU:-}" ]; then  # NCU="power-law products-like": Nsight Compute on one planned run of each
   for w in $NCU; do
-    step "ncu $w" ncu.log ncu --set full -k "regex:${NCU_KERNEL:-staged_rows_kernel}" --launch-skip "${NCU_SKIP:-0}" -c "${NCU_COUNT:-1}" -o "$OUT/ncu-$w" \
-      $cli bench aggregate --workload "$w" --device cuda --repeats 10 --no-null-test --quiet
-    ncu --import "$OUT/ncu-$w.ncu-rep" --page details >"$OUT/ncu-$w.txt" 2>&1 || true
+    for kv in "" ${NCU_KNOBS:-}; do
+      sfx=$w
+      knobs=()
+      if [ -n "$kv" ]; then
+        sfx=$w-${kv%%:*}
+        IFS=, read -r -a knobs <<<"${kv#*:}"
+      fi
+      step "ncu $w${kv:+ ${kv%%:*}}" ncu.log env "${knobs[@]}" ncu --set full --kernel-name-base "${NCU_NAME_BASE:-function}" \
+        -k "regex:${NCU_KERNEL:-staged_rows_kernel}" \
+        --launch-skip "${NCU_SKIP:-0}" -c "${NCU_COUNT:-1}" -o "$OUT/ncu-$sfx" \
+        $cli bench aggregate --workload "$w" --device cuda --repeats 10 --no-null-test --quiet
+      ncu --import "$OUT/ncu-$sfx.ncu-rep" --page details >"$OUT/ncu-$sfx.txt" 2>&1 || true
+    done
   done
 fi
 # NCU_PY="products-like": the planned run's kernel (staged_rows_kernel) timed by ncu from Python

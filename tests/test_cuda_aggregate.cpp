@@ -1208,7 +1208,7 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
                              std::pair{"PIPELINK_AGG_BUILD_MEMORY", "0"}, std::pair{"PIPELINK_AGG_BUILD_MEMORY", "1G"},
                              std::pair{"PIPELINK_AGG_BUILD_FIRST", "fast"},
                              std::pair{"PIPELINK_AGG_ROW_PTR", "fast"}, std::pair{"PIPELINK_AGG_ONESHOT_W", "early"},
-                             std::pair{"PIPELINK_AGG_ONESHOT_POOL", "mine"}}) {
+                             std::pair{"PIPELINK_AGG_ONESHOT_POOL", "mine"}, std::pair{"PIPELINK_AGG_BUILD_POOL", "scratch"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);
@@ -1362,6 +1362,34 @@ TEST_F(CudaAggregate, OneShotAllocatesFromTheScratchPoolOnly) {
   cuda::synchronize();
   EXPECT_EQ(cuda::scratch_pool_stats().reserved, 0u) << "PIPELINK_AGG_ONESHOT_POOL=default still used the scratch pool";
   EXPECT_TRUE(bitwise_equal(ref, host(out)));
+}
+
+TEST_F(CudaAggregate, BuildPoolKnobPutsTheBuildArenasInTheScratchPool) {
+  // PIPELINK_AGG_BUILD_POOL=own (opt-in, perf-notes v30): a plan build's sort arena and the w
+  // tables' arena come from the scratch pool and are freed before the build returns; the plan
+  // itself stays in the default pool, and it is the same plan (the same bits).
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_BUILD_POOL", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
+                       "PIPELINK_AGG_FORCE_WIDE");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const UniformOneShot c(50000, 1000000, seed);
+  Tensor ref = poisoned_gpu(c.N, c.F, DType::f32);
+  {
+    AggregatePlan plan = AggregatePlan::build(c.sg, c.dg, c.N);
+    plan.prepare_weights();
+    aggregate(plan, c.xg, c.wg.view(), ref);
+  }
+  ScopedEnv own({{"PIPELINK_AGG_BUILD_POOL", "own"}});
+  cuda::release_cached_memory();
+  AggregatePlan plan = AggregatePlan::build(c.sg, c.dg, c.N);
+  plan.prepare_weights();
+  cuda::synchronize();
+  const cuda::PoolStats st = cuda::scratch_pool_stats();
+  EXPECT_GE(st.reserved, std::size_t(c.E) * 16) << "the sort's arena did not come from the scratch pool";
+  EXPECT_EQ(st.used, 0u) << "the plan keeps memory in the scratch pool";
+  Tensor out = poisoned_gpu(c.N, c.F, DType::f32);
+  aggregate(plan, c.xg, c.wg.view(), out);
+  EXPECT_TRUE(bitwise_equal(host(ref), host(out)));
 }
 
 TEST_F(CudaAggregate, BadIndicesLeaveOutputUntouched) {

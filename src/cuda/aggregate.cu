@@ -728,6 +728,10 @@ struct PlanKnobs {
   // PIPELINK_AGG_ONESHOT_POOL: 'own' (the default: one-shot calls allocate from PipeLink's
   // scratch pool, see ScratchPoolScope) or 'default' (the device's default pool, as before v30).
   bool oneshot_own_pool = true;
+  // PIPELINK_AGG_BUILD_POOL: 'default' (the default) or 'own': a plan build's transient arenas
+  // (the narrow sort's, the w permutation tables') from the scratch pool too. Opt-in, for the
+  // A/B of perf-notes v30 Next 1 (the build's remaps against its process-level peak).
+  bool build_own_pool = false;
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -752,6 +756,7 @@ PlanKnobs plan_knobs() {
   k.row_ptr_scan = !knob_is_second("PIPELINK_AGG_ROW_PTR", "scan", "search");
   k.oneshot_w_late = knob_is_second("PIPELINK_AGG_ONESHOT_W", "ranked", "late");
   k.oneshot_own_pool = !knob_is_second("PIPELINK_AGG_ONESHOT_POOL", "own", "default");
+  k.build_own_pool = knob_is_second("PIPELINK_AGG_BUILD_POOL", "default", "own");
   return k;
 }
 
@@ -1268,7 +1273,14 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   if (!edge_ranges_if_short) kept = DeviceBuffer(E * sizeof(Pair), s);
   else if (!capped) kept = DeviceBuffer::try_make(E * sizeof(Pair), s);
   const bool kept_short = edge_ranges_if_short && !kept.get();
-  DeviceBuffer arena = capped || kept_short ? DeviceBuffer{} : DeviceBuffer::try_make(arena_bytes, s);
+  // The sort's arena is freed before the build returns: the scratch pool where asked
+  // (PIPELINK_AGG_BUILD_POOL=own; a one-shot call's build is in it anyway).
+  const bool arena_own_pool = knobs.build_own_pool;
+  DeviceBuffer arena;
+  if (!(capped || kept_short)) {
+    const ScratchPoolScope scratch(arena_own_pool);
+    arena = DeviceBuffer::try_make(arena_bytes, s);
+  }
   if (!arena.get() && chunks == 0) {
     // The one sort's transient 16 bytes per edge do not fit (the device, or the
     // PIPELINK_AGG_BUILD_MEMORY cap). ranges_for: how many ranges of `per_edge` bytes an edge fit
@@ -1324,7 +1336,10 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
                                                           "); sorting " + std::to_string(k) + " destination ranges");
     return sort_narrow_chunked<I>(plan, src, dst, N, k, s, flag, trace, fw, std::move(kept));
   }
-  if (!arena.get()) arena = DeviceBuffer(arena_bytes, s);  // chunks == 1: one sort, or the error
+  if (!arena.get()) {  // chunks == 1: one sort, or the error
+    const ScratchPoolScope scratch(arena_own_pool);
+    arena = DeviceBuffer(arena_bytes, s);
+  }
   char* base = arena.as<char>();
   K* keys_a = reinterpret_cast<K*>(base);
   K* keys_b = reinterpret_cast<K*>(base + kb);
@@ -2785,7 +2800,11 @@ std::unique_ptr<WPermTables> build_w_permutation(const CudaPlan& plan, int T, cu
                                                     static_cast<u32*>(nullptr), cells, s));
   auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
   const std::size_t eb = up(std::size_t(E) * 4), cb = up(std::size_t(cells) * 4);
-  DeviceBuffer arena = DeviceBuffer::try_make(eb + 4 * cb + up(scan_bytes), s);
+  DeviceBuffer arena;
+  {  // freed behind this build's kernels: the scratch pool where asked (PIPELINK_AGG_BUILD_POOL=own)
+    const ScratchPoolScope scratch(plan_knobs().build_own_pool);
+    arena = DeviceBuffer::try_make(eb + 4 * cb + up(scan_bytes), s);
+  }
   if (!arena.get()) return nullptr;
   t->tl = DeviceBuffer::try_make(std::size_t(E) * 2, s);
   t->lidx = DeviceBuffer::try_make(std::size_t(E) * 2, s);
