@@ -193,7 +193,8 @@ fi
 # knobs (files ncu-<workload>-<tag>.*), e.g. the walk under the packed column beside the plain one.
 # NCU_NAME_BASE=demangled matches NCU_KERNEL against template arguments too: the planned walk of
 # a compact plan is staged_rows_kernel<1, 2, 2, 3> (5 with the packed column), the one-shot's
-# <1, 2, 2, 2>, so NCU_KERNEL="staged_rows_kernel<1, 2, 2, [35]>" skips the one-shot's launches.
+# <1, 2, 2, 2>, so NCU_KERNEL="staged_rows_kernel<1, 2, 2, [35]>" skips the one-shot's launches
+# (the 24-bit column's walk takes the run-time mode, staged_rows_kernel<1, 2, 2, -1>).
 if [ -n "${NCU:-}" ]; then  # NCU="power-law products-like": Nsight Compute on one planned run of each
   for w in $NCU; do
     for kv in "" ${NCU_KNOBS:-}; do

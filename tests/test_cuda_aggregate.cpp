@@ -1365,14 +1365,16 @@ TEST_F(CudaAggregate, OneShotAllocatesFromTheScratchPoolOnly) {
 }
 
 TEST_F(CudaAggregate, BuildPoolKnobPutsTheBuildArenasInTheScratchPool) {
-  // PIPELINK_AGG_BUILD_POOL=own (opt-in, perf-notes v30): a plan build's sort arena and the w
-  // tables' arena come from the scratch pool and are freed before the build returns; the plan
-  // itself stays in the default pool, and it is the same plan (the same bits).
+  // PIPELINK_AGG_BUILD_POOL=own (opt-in, perf-notes v30): a plan build's sort arena, and the w
+  // tables' arena when prepare_weights builds them (forced here below their 2^22-edge minimum),
+  // come from the scratch pool and are freed before each returns; the plan itself stays in the
+  // default pool, and it is the same plan (the same bits).
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_BUILD_POOL", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
-                       "PIPELINK_AGG_FORCE_WIDE");
+                       "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_W_PERMUTE");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const UniformOneShot c(50000, 1000000, seed);
+  ScopedEnv tables({{"PIPELINK_AGG_W_PERMUTE", "4096"}});
   Tensor ref = poisoned_gpu(c.N, c.F, DType::f32);
   {
     AggregatePlan plan = AggregatePlan::build(c.sg, c.dg, c.N);
@@ -1382,11 +1384,18 @@ TEST_F(CudaAggregate, BuildPoolKnobPutsTheBuildArenasInTheScratchPool) {
   ScopedEnv own({{"PIPELINK_AGG_BUILD_POOL", "own"}});
   cuda::release_cached_memory();
   AggregatePlan plan = AggregatePlan::build(c.sg, c.dg, c.N);
-  plan.prepare_weights();
   cuda::synchronize();
-  const cuda::PoolStats st = cuda::scratch_pool_stats();
+  cuda::PoolStats st = cuda::scratch_pool_stats();
   EXPECT_GE(st.reserved, std::size_t(c.E) * 16) << "the sort's arena did not come from the scratch pool";
   EXPECT_EQ(st.used, 0u) << "the plan keeps memory in the scratch pool";
+  cuda::release_cached_memory();
+  const std::size_t before = plan.bytes();
+  plan.prepare_weights();
+  cuda::synchronize();
+  ASSERT_NE(plan.bytes(), before) << "prepare_weights built no tables: the tables' arena is not tested";
+  st = cuda::scratch_pool_stats();
+  EXPECT_GE(st.reserved, std::size_t(c.E) * 4) << "the w tables' arena did not come from the scratch pool";
+  EXPECT_EQ(st.used, 0u) << "the tables keep memory in the scratch pool";
   Tensor out = poisoned_gpu(c.N, c.F, DType::f32);
   aggregate(plan, c.xg, c.wg.view(), out);
   EXPECT_TRUE(bitwise_equal(host(ref), host(out)));

@@ -1,6 +1,7 @@
 // CUDA runtime pieces through the public API. Without a GPU every test here reports a visible
 // skip (GTEST_SKIP), never a pass.
 #include <cmath>
+#include <stdexcept>
 
 #include "pipelink/cuda.hpp"
 #include "test_util.hpp"
@@ -54,6 +55,26 @@ TEST(CudaBackend, ReportsWhetherItIsBuilt) {
   if (!cuda_backend_built()) {
     EXPECT_EQ(cuda_device_count(), 0);
   }
+}
+
+TEST(CudaBackend, MemoryCallsNameAMissingDevice) {
+  // Runs everywhere: without a device (or without the CUDA backend) the pool calls say so; with
+  // one, an index past the last device is an invalid argument, and release_cached_memory leaves
+  // the caller's current device as it was.
+  const int n = cuda_device_count();
+  if (n == 0) {
+    EXPECT_THROW(cuda::release_cached_memory(), BackendUnavailableError);
+    EXPECT_THROW((void)cuda::scratch_pool_stats(), BackendUnavailableError);
+    return;
+  }
+  EXPECT_THROW(cuda::release_cached_memory(n), std::invalid_argument);
+  EXPECT_THROW((void)cuda::scratch_pool_stats(n), std::invalid_argument);
+  EXPECT_THROW((void)cuda::scratch_pool_stats(-1), std::invalid_argument);
+  const cuda::PoolStats st = cuda::scratch_pool_stats(n - 1);
+  EXPECT_LE(st.used, st.reserved);
+  cuda::release_cached_memory(n - 1);  // the current device: 0 unless a test moved it
+  Tensor z = TensorBuilder().shape({4}).dtype(DType::f32).device(Device::cuda(0)).zeros();
+  EXPECT_EQ(to_device(z, Device::cpu()).data_as<float>()[3], 0.0f);
 }
 
 TEST_F(CudaRuntime, DeviceRandomFillsAreInRangeAndRepeatable) {

@@ -21,7 +21,9 @@ std::pair<std::size_t, std::size_t> device_memory_info(int device = 0);
 void synchronize(int device = 0);
 /// Waits for the device, then gives the stream-ordered pools' cached (freed) memory back to the
 /// driver (the device's default pool and PipeLink's scratch pool), so that a process-level
-/// reading (cudaMemGetInfo) afterwards shows what is really held.
+/// reading (cudaMemGetInfo) afterwards shows what is really held. Leaves the current device as
+/// it was. Throws BackendUnavailableError where no device is present, std::invalid_argument for
+/// one that does not exist.
 void release_cached_memory(int device = 0);
 
 /// PipeLink's scratch pool on a device: the stream-ordered pool that one-shot calls build and run

@@ -401,8 +401,9 @@ def release_cached_memory(device: int = 0) -> None:
     pools keep for reuse: the device's default pool (plans, the planned call's scratch) and
     PipeLink's scratch pool (one-shot calls, which keep about 24 bytes an edge of their last call
     there). ``torch.cuda.empty_cache()`` does not reach either; call this where torch runs short
-    of memory after PipeLink calls. Raises :class:`BackendUnavailableError` in a build without
-    CUDA.
+    of memory after PipeLink calls. The current CUDA device is left as it was. Raises
+    :class:`BackendUnavailableError` in a build without CUDA or on a machine without a GPU, and
+    ``ValueError`` for a device that does not exist.
     """
     _pipelink.release_cached_memory(int(device))
 
@@ -411,8 +412,8 @@ def scratch_pool_stats(device: int = 0) -> dict[str, int]:
     """PipeLink's scratch pool on ``device``, where one-shot calls allocate: ``reserved`` bytes it
     holds from the driver (its freed blocks included, given back by
     :func:`release_cached_memory`) and ``used`` bytes allocated from it now. Raises
-    :class:`BackendUnavailableError` in a build without CUDA and ``ValueError`` for a device that
-    does not exist.
+    :class:`BackendUnavailableError` in a build without CUDA or on a machine without a GPU, and
+    ``ValueError`` for a device that does not exist.
     """
     reserved, used = _pipelink.scratch_pool_stats(int(device))
     return {"reserved": int(reserved), "used": int(used)}

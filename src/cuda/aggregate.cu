@@ -728,9 +728,10 @@ struct PlanKnobs {
   // PIPELINK_AGG_ONESHOT_POOL: 'own' (the default: one-shot calls allocate from PipeLink's
   // scratch pool, see ScratchPoolScope) or 'default' (the device's default pool, as before v30).
   bool oneshot_own_pool = true;
-  // PIPELINK_AGG_BUILD_POOL: 'default' (the default) or 'own': a plan build's transient arenas
-  // (the narrow sort's, the w permutation tables') from the scratch pool too. Opt-in, for the
-  // A/B of perf-notes v30 Next 1 (the build's remaps against its process-level peak).
+  // PIPELINK_AGG_BUILD_POOL: 'default' (the default) or 'own': two of a plan build's transient
+  // arenas, the one narrow sort's and the w permutation tables', from the scratch pool too (not
+  // destination-range or wide builds' scratch, nor finish_plan's). Opt-in, for the A/B of
+  // perf-notes v30 Next 1 (the build's remaps against its process-level peak).
   bool build_own_pool = false;
 };
 PlanKnobs plan_knobs() {
@@ -969,6 +970,9 @@ struct CudaPlan final : AggregatePlan::Impl {
   // The 32-bit src column's top byte holds lidx's low byte, the tables' lidx only its high one
   // (kWCompactLidx; PIPELINK_AGG_W_PERMUTE_COMPACT=lidx where N <= 2^24: "packed lidx" below).
   bool lidx_in_column = false;
+  // PIPELINK_AGG_BUILD_POOL=own as it was at the build: the w tables' arena (built at the first
+  // run given w in edge order, or prepare_weights) from the scratch pool too.
+  bool build_own_pool = false;
   bool captured = false;  // a run was captured into a CUDA graph: its replays read the pairs, so no compaction
   DeviceBuffer srcs;  // compact plans only: int32 [E] (lidx's low byte on top where lidx_in_column), or compact24_bytes(E) of a 24-bit column
   // Held while a run or permute queues its work: a compaction frees the pairs, which another
@@ -1535,6 +1539,7 @@ std::shared_ptr<CudaPlan> build_plan_for(const TensorView& src, const TensorView
   plan->chunk = knobs.chunk > 0 ? knobs.chunk : chunk_for(plan->num_edges);
   plan->rows_per_edge = knobs.rows_per_edge;
   plan->seg_len = knobs.segment;
+  plan->build_own_pool = knobs.build_own_pool;
   // PIPELINK_AGG_FORCE_WIDE=1: the 64-bit plan at any size (the tests use it to cover the path
   // that real inputs only take past 2^31 edges).
   const char* force = std::getenv("PIPELINK_AGG_FORCE_WIDE");
@@ -2802,7 +2807,7 @@ std::unique_ptr<WPermTables> build_w_permutation(const CudaPlan& plan, int T, cu
   const std::size_t eb = up(std::size_t(E) * 4), cb = up(std::size_t(cells) * 4);
   DeviceBuffer arena;
   {  // freed behind this build's kernels: the scratch pool where asked (PIPELINK_AGG_BUILD_POOL=own)
-    const ScratchPoolScope scratch(plan_knobs().build_own_pool);
+    const ScratchPoolScope scratch(plan.build_own_pool);
     arena = DeviceBuffer::try_make(eb + 4 * cb + up(scan_bytes), s);
   }
   if (!arena.get()) return nullptr;

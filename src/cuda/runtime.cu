@@ -209,12 +209,13 @@ std::size_t settled_free_bytes(cudaStream_t stream) {
 }  // namespace detail
 
 MemoryStats memory_stats() noexcept { return {g_current.load(), g_peak.load()}; }
+namespace {
+int device_count() noexcept;                          // below
+void require_device(int device, const char* what);  // below
+}  // namespace
+
 PoolStats scratch_pool_stats(int device) {
-  int count = 0;
-  PIPELINK_CUDA_CHECK(cudaGetDeviceCount(&count));
-  if (device < 0 || device >= count)
-    throw std::invalid_argument("scratch_pool_stats: no CUDA device " + std::to_string(device) + " (" +
-                                std::to_string(count) + " present)");
+  require_device(device, "scratch_pool_stats");
   PoolStats st;
   cudaMemPool_t pool = detail::scratch_pool_if_made(device);
   if (!pool) return st;
@@ -295,6 +296,14 @@ void fill_random_indices(const TensorView& t, std::int64_t n, std::uint64_t seed
 }
 
 void release_cached_memory(int device) {
+  require_device(device, "release_cached_memory");
+  // The caller's current device is left as it was (torch allocates on it next).
+  int prev = 0;
+  PIPELINK_CUDA_CHECK(cudaGetDevice(&prev));
+  struct Restore {
+    int dev;
+    ~Restore() { (void)cudaSetDevice(dev); }
+  } restore{prev};
   PIPELINK_CUDA_CHECK(cudaSetDevice(device));
   PIPELINK_CUDA_CHECK(cudaDeviceSynchronize());
   detail::trim_pools(device);
@@ -338,6 +347,16 @@ int device_count() noexcept {
     return 0;
   }
   return n;
+}
+
+// A device index a public memory call was given: BackendUnavailableError where no device is
+// present (Python: pipelink.BackendUnavailableError), std::invalid_argument past the last one.
+void require_device(int device, const char* what) {
+  const int n = device_count();
+  if (n == 0) throw BackendUnavailableError(std::string(what) + ": no CUDA device is present");
+  if (device < 0 || device >= n)
+    throw std::invalid_argument(std::string(what) + ": no CUDA device " + std::to_string(device) + " (" +
+                                std::to_string(n) + " present)");
 }
 
 void* allocate(std::size_t bytes, int device) {
