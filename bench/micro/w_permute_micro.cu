@@ -36,6 +36,7 @@
 #include <cstring>
 #include <functional>
 #include <utility>
+#include <vector>
 
 #include "micro_harness.cuh"
 
@@ -289,6 +290,76 @@ int bits_for(i64 v) {
   return b;
 }
 
+// P1b (session 27, written after the device time; to run in session 28): ncu on the library's
+// pass 1 (products-like, v30) found its shared-memory scatter at 3.7-way bank conflicts (73% of
+// its shared-store wavefronts) and half its issue slots busy. Any order of the edges inside a
+// (tile, bucket) run gives the same permutation (pass 1 copies a run whole; pass 2's lidx follows
+// from where each edge lands in `inter`), so the places inside each run can be chosen so that each
+// warp store instruction's 32 places fall in distinct banks. A warp store of load_tile_vec covers
+// edges w0 + 4 lane + j of a 128-edge window (j = 0..3). Greedy on the host, tile by tile: each
+// edge takes a free place of its run in a bank its group has not used, else any free place.
+// Returns the mean wavefronts (the largest bank's count) per group before and after.
+std::pair<double, double> bank_spread_places(const std::vector<u16>& tl, const std::vector<u32>& bkt, i64 E, int T,
+                                             i64 nb, std::vector<u16>& out) {
+  out.assign(std::size_t(E), 0);
+  std::vector<std::vector<u16>> free_places(static_cast<std::size_t>(nb));
+  std::vector<u32> touched;
+  double before = 0, after = 0;
+  i64 groups = 0;
+  auto wavefronts = [](const int* c) {
+    int m = 0;
+    for (int b = 0; b < 32; ++b) m = c[b] > m ? c[b] : m;
+    return m;
+  };
+  for (i64 t0 = 0; t0 < E; t0 += T) {
+    const i64 len = E - t0 < T ? E - t0 : i64(T);
+    touched.clear();
+    for (i64 i = 0; i < len; ++i) {
+      auto& f = free_places[bkt[std::size_t(t0 + i)]];
+      if (f.empty()) touched.push_back(bkt[std::size_t(t0 + i)]);
+      f.push_back(tl[std::size_t(t0 + i)]);
+    }
+    for (i64 w0 = 0; w0 < len; w0 += 128) {
+      for (int j = 0; j < 4; ++j) {
+        unsigned used = 0;
+        int c0[32] = {}, c1[32] = {};
+        bool any = false;
+        for (int lane = 0; lane < 32; ++lane) {
+          const i64 i = w0 + 4 * lane + j;
+          if (i >= len) continue;
+          any = true;
+          auto& f = free_places[bkt[std::size_t(t0 + i)]];
+          std::size_t k = 0;
+          while (k < f.size() && ((used >> (f[k] & 31u)) & 1u)) ++k;
+          if (k == f.size()) k = 0;  // every free place of the run is in a used bank: a conflict
+          const u16 place = f[k];
+          f[k] = f.back();
+          f.pop_back();
+          used |= 1u << (place & 31u);
+          out[std::size_t(t0 + i)] = place;
+          ++c0[tl[std::size_t(t0 + i)] & 31u];
+          ++c1[place & 31u];
+        }
+        if (any) {
+          before += wavefronts(c0);
+          after += wavefronts(c1);
+          ++groups;
+        }
+      }
+    }
+    for (u32 b : touched) free_places[b].clear();
+  }
+  return {before / double(groups), after / double(groups)};
+}
+// Where each edge lands in `inter` under places `tl`: its run's start there plus its offset in the run.
+__global__ void inter_from_places(const u16* tl, const u32* bkt, const u16* rs, const u32* ds, u32* q, i64 E, int T,
+                                  i64 nb) {
+  for (i64 e = blockIdx.x * i64(blockDim.x) + threadIdx.x; e < E; e += i64(gridDim.x) * blockDim.x) {
+    const i64 t = e / T, b = bkt[e];
+    q[e] = ds[t * nb + b] + u32(tl[e] - rs[t * (nb + 1) + b]);
+  }
+}
+
 bool same_bits(const float* a, const float* b, i64 n) {
   std::vector<float> ha(n), hb(n);
   CK(cudaMemcpy(ha.data(), a, n * 4, cudaMemcpyDeviceToHost));
@@ -417,6 +488,29 @@ int main(int argc, char** argv) {
       line("P2v pass 2 alone, 16-byte loads and stores", [&] { p2v(out); }, nullptr);
       line("Pv  P1v + P2v", [&] { p1v(); p2v(out); }, out);
       line("Pvi P1v + P2v in place", [&] { p1v(); p2v(inter); }, inter);
+    }
+    if (T == 49152 && B == 49152) {  // P1b: the same passes on bank-spread places (see bank_spread_places)
+      std::vector<u16> tl_h(static_cast<std::size_t>(E)), tlb_h;
+      std::vector<u32> bkt_h(static_cast<std::size_t>(E));
+      CK(cudaMemcpy(tl_h.data(), tl, E * 2, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(bkt_h.data(), bkt, E * 4, cudaMemcpyDeviceToHost));
+      const auto [wf0, wf1] = bank_spread_places(tl_h, bkt_h, E, T, nb, tlb_h);
+      std::printf("P1b places: shared-store wavefronts per warp store %.2f -> %.2f (host greedy)\n", wf0, wf1);
+      u16 *tlb = dalloc<u16>(E), *lidxb = dalloc<u16>(E);
+      u32* qb = dalloc<u32>(E);
+      CK(cudaMemcpy(tlb, tlb_h.data(), E * 2, cudaMemcpyHostToDevice));
+      inter_from_places<<<blocks, 256>>>(tlb, bkt, rs, ds, qb, E, T, nb);
+      bucket_local<<<blocks, 256>>>(perm, qb, lidxb, E, B);
+      CK(cudaGetLastError());
+      auto p1b = [&] { pass1v<<<int(tiles), kThreads, smem1>>>(w, tlb, rs, ds, inter, E, T, nb); };
+      auto p2b = [&](float* o) { pass2v<<<int(nb), kThreads, smem2>>>(inter, lidxb, o, E, B); };
+      line("P1v again, next to P1b", [&] { p1v(); }, nullptr);
+      line("P1b pass 1 (P1v) on bank-spread places", [&] { p1b(); }, nullptr);
+      line("P2b pass 2 (P2v) on the lidx of those places", [&] { p1b(); p2b(inter); }, nullptr);
+      line("Pbi P1b + P2v in place", [&] { p1b(); p2b(inter); }, inter);
+      CK(cudaFree(tlb));
+      CK(cudaFree(lidxb));
+      CK(cudaFree(qb));
     }
     if (T % 8 == 0 && (T == 49152 || cluster)) {  // P1c at one single-block size too, against P1v
       line("P1c pass 1, the tile in a two-block cluster", [&] { p1c(); }, nullptr);
