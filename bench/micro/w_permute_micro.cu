@@ -33,6 +33,7 @@
 #include <cub/device/device_scan.cuh>
 #include <cooperative_groups.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <utility>
@@ -296,15 +297,34 @@ int bits_for(i64 v) {
 // (tile, bucket) run gives the same permutation (pass 1 copies a run whole; pass 2's lidx follows
 // from where each edge lands in `inter`), so the places inside each run can be chosen so that each
 // warp store instruction's 32 places fall in distinct banks. A warp store of load_tile_vec covers
-// edges w0 + 4 lane + j of a 128-edge window (j = 0..3). Greedy on the host, tile by tile: each
-// edge takes a free place of its run in a bank its group has not used, else any free place.
-// Returns the mean wavefronts (the largest bank's count) per group before and after.
-std::pair<double, double> bank_spread_places(const std::vector<u16>& tl, const std::vector<u32>& bkt, i64 E, int T,
-                                             i64 nb, std::vector<u16>& out) {
-  out.assign(std::size_t(E), 0);
+// edges w0 + 4 lane + j of a 128-edge window (j = 0..3); pass2v's warp loads read lidx of plan
+// positions the same way. Greedy on the host, tile by tile: each edge takes a free place of its
+// run in a bank its pass-1 group has not used (and, with `both`, whose pass-2 bank its pass-2
+// group has not used: the place's bank there is its pass-1 bank shifted by the run's ds - rs - the
+// bucket's start), else the best it can. Returns the mean wavefronts (the largest bank's count)
+// per group, pass 1 before and after, then pass 2 before and after (0 without `both`).
+struct Spread {
+  double p1_before = 0, p1_after = 0, p2_before = 0, p2_after = 0;
+};
+Spread bank_spread_places(const std::vector<u16>& tl, const std::vector<u32>& bkt, i64 E, int T, i64 nb, int B,
+                          const std::vector<u32>* pos, const std::vector<u16>* rs, const std::vector<u32>* ds,
+                          std::vector<u16>& out) {
+  const bool both = pos && rs && ds;
+  out.assign(static_cast<std::size_t>(E), 0);
   std::vector<std::vector<u16>> free_places(static_cast<std::size_t>(nb));
   std::vector<u32> touched;
-  double before = 0, after = 0;
+  // Pass 2's groups (128-position windows x 4): the banks used so far, and the count per bank
+  // before and after, for the report.
+  const i64 groups2 = both ? (E + 127) / 128 * 4 : 0;
+  std::vector<unsigned> used2(static_cast<std::size_t>(groups2), 0u);
+  std::vector<unsigned char> c2a(both ? static_cast<std::size_t>(groups2) * 32 : 0, 0), c2b(c2a.size(), 0);
+  auto group2 = [&](i64 e) { const i64 p = (*pos)[std::size_t(e)]; return (p / 128) * 4 + p % 4; };
+  auto bank2 = [&](i64 e, u16 place) {  // the place's bank in pass 2's shared memory (lidx mod 32)
+    const i64 t = e / T, b = bkt[std::size_t(e)];
+    const i64 q = i64((*ds)[std::size_t(t * nb + b)]) + (i64(place) - i64((*rs)[std::size_t(t * (nb + 1) + b)]));
+    return unsigned((q - b * B) & 31);
+  };
+  Spread r;
   i64 groups = 0;
   auto wavefronts = [](const int* c) {
     int m = 0;
@@ -325,31 +345,63 @@ std::pair<double, double> bank_spread_places(const std::vector<u16>& tl, const s
         int c0[32] = {}, c1[32] = {};
         bool any = false;
         for (int lane = 0; lane < 32; ++lane) {
-          const i64 i = w0 + 4 * lane + j;
+          const i64 i = w0 + 4 * lane + j, e = t0 + i;
           if (i >= len) continue;
           any = true;
-          auto& f = free_places[bkt[std::size_t(t0 + i)]];
-          std::size_t k = 0;
-          while (k < f.size() && ((used >> (f[k] & 31u)) & 1u)) ++k;
-          if (k == f.size()) k = 0;  // every free place of the run is in a used bank: a conflict
-          const u16 place = f[k];
-          f[k] = f.back();
+          auto& f = free_places[bkt[std::size_t(e)]];
+          const std::size_t g2 = both ? std::size_t(group2(e)) : 0;
+          std::size_t pick = f.size(), fallback = f.size();
+          for (std::size_t k = 0; k < f.size(); ++k) {
+            if ((used >> (f[k] & 31u)) & 1u) continue;
+            if (!both || !((used2[g2] >> bank2(e, f[k])) & 1u)) {
+              pick = k;
+              break;
+            }
+            if (fallback == f.size()) fallback = k;
+          }
+          if (pick == f.size()) pick = fallback == f.size() ? 0 : fallback;
+          const u16 place = f[pick];
+          f[pick] = f.back();
           f.pop_back();
           used |= 1u << (place & 31u);
-          out[std::size_t(t0 + i)] = place;
-          ++c0[tl[std::size_t(t0 + i)] & 31u];
+          out[std::size_t(e)] = place;
+          ++c0[tl[std::size_t(e)] & 31u];
           ++c1[place & 31u];
+          if (both) {
+            used2[g2] |= 1u << bank2(e, place);
+            ++c2a[g2 * 32 + bank2(e, tl[std::size_t(e)])];
+            ++c2b[g2 * 32 + bank2(e, place)];
+          }
         }
         if (any) {
-          before += wavefronts(c0);
-          after += wavefronts(c1);
+          r.p1_before += wavefronts(c0);
+          r.p1_after += wavefronts(c1);
           ++groups;
         }
       }
     }
     for (u32 b : touched) free_places[b].clear();
   }
-  return {before / double(groups), after / double(groups)};
+  r.p1_before /= double(groups);
+  r.p1_after /= double(groups);
+  if (both) {
+    i64 n2 = 0;
+    for (i64 g = 0; g < groups2; ++g) {
+      int a = 0, b = 0, any = 0;
+      for (int k = 0; k < 32; ++k) {
+        a = std::max<int>(a, c2a[std::size_t(g) * 32 + k]);
+        b = std::max<int>(b, c2b[std::size_t(g) * 32 + k]);
+        any += c2a[std::size_t(g) * 32 + k];
+      }
+      if (!any) continue;
+      r.p2_before += a;
+      r.p2_after += b;
+      ++n2;
+    }
+    r.p2_before /= double(n2);
+    r.p2_after /= double(n2);
+  }
+  return r;
 }
 // Where each edge lands in `inter` under places `tl`: its run's start there plus its offset in the run.
 __global__ void inter_from_places(const u16* tl, const u32* bkt, const u16* rs, const u32* ds, u32* q, i64 E, int T,
@@ -490,24 +542,37 @@ int main(int argc, char** argv) {
       line("Pvi P1v + P2v in place", [&] { p1v(); p2v(inter); }, inter);
     }
     if (T == 49152 && B == 49152) {  // P1b: the same passes on bank-spread places (see bank_spread_places)
-      std::vector<u16> tl_h(static_cast<std::size_t>(E)), tlb_h;
-      std::vector<u32> bkt_h(static_cast<std::size_t>(E));
+      std::vector<u16> tl_h(static_cast<std::size_t>(E)), rs_h(static_cast<std::size_t>(tiles * (nb + 1)));
+      std::vector<u32> bkt_h(static_cast<std::size_t>(E)), pos_h(static_cast<std::size_t>(E)),
+          ds_h(static_cast<std::size_t>(tiles * nb));
       CK(cudaMemcpy(tl_h.data(), tl, E * 2, cudaMemcpyDeviceToHost));
       CK(cudaMemcpy(bkt_h.data(), bkt, E * 4, cudaMemcpyDeviceToHost));
-      const auto [wf0, wf1] = bank_spread_places(tl_h, bkt_h, E, T, nb, tlb_h);
-      std::printf("P1b places: shared-store wavefronts per warp store %.2f -> %.2f (host greedy)\n", wf0, wf1);
+      CK(cudaMemcpy(pos_h.data(), pos, E * 4, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(rs_h.data(), rs, tiles * (nb + 1) * 2, cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(ds_h.data(), ds, tiles * nb * 4, cudaMemcpyDeviceToHost));
       u16 *tlb = dalloc<u16>(E), *lidxb = dalloc<u16>(E);
       u32* qb = dalloc<u32>(E);
-      CK(cudaMemcpy(tlb, tlb_h.data(), E * 2, cudaMemcpyHostToDevice));
-      inter_from_places<<<blocks, 256>>>(tlb, bkt, rs, ds, qb, E, T, nb);
-      bucket_local<<<blocks, 256>>>(perm, qb, lidxb, E, B);
-      CK(cudaGetLastError());
-      auto p1b = [&] { pass1v<<<int(tiles), kThreads, smem1>>>(w, tlb, rs, ds, inter, E, T, nb); };
-      auto p2b = [&](float* o) { pass2v<<<int(nb), kThreads, smem2>>>(inter, lidxb, o, E, B); };
       line("P1v again, next to P1b", [&] { p1v(); }, nullptr);
-      line("P1b pass 1 (P1v) on bank-spread places", [&] { p1b(); }, nullptr);
-      line("P2b pass 2 (P2v) on the lidx of those places", [&] { p1b(); p2b(inter); }, nullptr);
-      line("Pbi P1b + P2v in place", [&] { p1b(); p2b(inter); }, inter);
+      line("P2v again, next to P2b", [&] { p2v(out); }, nullptr);
+      for (const bool both : {false, true}) {
+        std::vector<u16> tlb_h;
+        const Spread sp = bank_spread_places(tl_h, bkt_h, E, T, nb, B, both ? &pos_h : nullptr, both ? &rs_h : nullptr,
+                                             both ? &ds_h : nullptr, tlb_h);
+        std::printf("P1b%s places (host greedy): wavefronts per warp access, pass 1 %.2f -> %.2f%s\n", both ? "2" : "",
+                    sp.p1_before, sp.p1_after, both ? "" : " (pass 2 not spread)");
+        if (both) std::printf("  pass 2 %.2f -> %.2f\n", sp.p2_before, sp.p2_after);
+        CK(cudaMemcpy(tlb, tlb_h.data(), E * 2, cudaMemcpyHostToDevice));
+        inter_from_places<<<blocks, 256>>>(tlb, bkt, rs, ds, qb, E, T, nb);
+        bucket_local<<<blocks, 256>>>(perm, qb, lidxb, E, B);
+        CK(cudaGetLastError());
+        auto p1b = [&] { pass1v<<<int(tiles), kThreads, smem1>>>(w, tlb, rs, ds, inter, E, T, nb); };
+        auto p2b = [&](float* o) { pass2v<<<int(nb), kThreads, smem2>>>(inter, lidxb, o, E, B); };
+        line(both ? "P1b2 pass 1 (P1v) on places spread for both passes" : "P1b pass 1 (P1v) on bank-spread places",
+             [&] { p1b(); }, nullptr);
+        line(both ? "P2b2 pass 2 (P2v) on those places' lidx" : "P2b pass 2 (P2v) on those places' lidx",
+             [&] { p2b(out); }, nullptr);
+        line(both ? "Pb2 P1b2 + P2b2" : "Pb P1b + P2b", [&] { p1b(); p2b(out); }, out);
+      }
       CK(cudaFree(tlb));
       CK(cudaFree(lidxb));
       CK(cudaFree(qb));
