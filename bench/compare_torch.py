@@ -201,7 +201,7 @@ def kernel_profile(fn: Callable[[], Any], clock: Clock, calls: int, trace: str |
                for e in prof.key_averages() if total_us(e) > 0]
     kernels.sort(key=lambda k: -k["avg_ms"] * k["count"])
     # The host's stream-ordered allocations: a pool that has to map or remap memory shows here as
-    # a call of hundreds of us (the one-shot row at 55bb24d: one of 690-900 us in every call).
+    # a call of hundreds of us (the one-shot row at 55bb24d: one of 640-902 us in every call).
     allocs = [float(e.cpu_time_total) for e in prof.events()
               if e.name in ("cudaMallocAsync", "cudaMallocFromPoolAsync", "cudaMallocAsync_ptsz",
                             "cudaMallocFromPoolAsync_ptsz")]

@@ -1312,7 +1312,7 @@ TEST_F(CudaAggregate, OneShotAllocatesFromTheScratchPoolOnly) {
   // One-shot calls build and run in PipeLink's scratch pool (PIPELINK_AGG_ONESHOT_POOL=own, the
   // default) and leave nothing allocated there; a plan's build and its planned calls stay out of
   // it. Why (ScratchPoolScope, runtime.cu): beside a persistent plan in the default pool, each
-  // one-shot call's ~1 GB of scratch made the driver remap the pool (H200, v29: +0.7-0.9 ms a call).
+  // one-shot call's ~1 GB of scratch made the driver remap the pool (H200, v30: 0.64-0.90 ms a call).
   // The pool's reserved bytes say which pool each call grew; its used bytes, what it still holds.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ONESHOT_POOL", "PIPELINK_AGG_ONESHOT_CHUNKS", "PIPELINK_AGG_BUILD_CHUNKS",
                        "PIPELINK_AGG_BUILD_MEMORY");

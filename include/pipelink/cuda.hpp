@@ -32,7 +32,8 @@ void release_cached_memory(int device = 0);
 /// release_cached_memory); `used`: bytes allocated from it now. Both 0 before its first use.
 /// Between calls the pool keeps its last one-shot call's peak (~24 bytes an edge), which other
 /// allocators (torch's) cannot take back: call release_cached_memory where they need it.
-/// Throws std::invalid_argument for a device that does not exist.
+/// Throws BackendUnavailableError where no device is present, std::invalid_argument for one that
+/// does not exist.
 struct PoolStats {
   std::size_t reserved = 0;
   std::size_t used = 0;

@@ -1279,10 +1279,9 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   const bool kept_short = edge_ranges_if_short && !kept.get();
   // The sort's arena is freed before the build returns: the scratch pool where asked
   // (PIPELINK_AGG_BUILD_POOL=own; a one-shot call's build is in it anyway).
-  const bool arena_own_pool = knobs.build_own_pool;
   DeviceBuffer arena;
   if (!(capped || kept_short)) {
-    const ScratchPoolScope scratch(arena_own_pool);
+    const ScratchPoolScope scratch(knobs.build_own_pool);
     arena = DeviceBuffer::try_make(arena_bytes, s);
   }
   if (!arena.get() && chunks == 0) {
@@ -1341,7 +1340,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     return sort_narrow_chunked<I>(plan, src, dst, N, k, s, flag, trace, fw, std::move(kept));
   }
   if (!arena.get()) {  // chunks == 1: one sort, or the error
-    const ScratchPoolScope scratch(arena_own_pool);
+    const ScratchPoolScope scratch(knobs.build_own_pool);
     arena = DeviceBuffer(arena_bytes, s);
   }
   char* base = arena.as<char>();

@@ -54,21 +54,23 @@ namespace detail {
 // finds it as the last one left it (all free) and makes the same requests into it.
 // Why: with the one-shot's ~1.4 GB of build scratch in the default pool beside a persistent
 // plan's buffers, the driver remapped ~1 GB of the pool at every call (compare_torch's
-// products-like one-shot trace, H200, 55bb24d: one cudaMallocAsync of 690-900 us a call, the
-// row's median 6.60 ms against 6.00 in a process where it happened only at the first call).
+// products-like one-shot trace, H200, 55bb24d: one cudaMallocAsync of 640-902 us a call, the
+// row's median 6.60 ms; 6.06 against 7.02 ms with the scratch pool, 2135777, BENCHMARKS v30).
 static thread_local int g_scratch_scope = 0;  // this file only
 
 cudaMemPool_t scratch_pool_if_made(int device) noexcept;
 cudaMemPool_t scratch_pool(int device);
 
 // Gives the idle blocks of the device's default pool and of its scratch pool back to the driver
-// (freed blocks whose stream work is done).
-void trim_pools(int device) {
+// (freed blocks whose stream work is done); the first error, if any.
+cudaError_t trim_pools_status(int device) noexcept {
   cudaMemPool_t pool = nullptr;
-  PIPELINK_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
-  PIPELINK_CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
-  if (cudaMemPool_t own = scratch_pool_if_made(device)) PIPELINK_CUDA_CHECK(cudaMemPoolTrimTo(own, 0));
+  cudaError_t e = cudaDeviceGetDefaultMemPool(&pool, device);
+  if (e == cudaSuccess) e = cudaMemPoolTrimTo(pool, 0);
+  if (cudaMemPool_t own = scratch_pool_if_made(device); own && e == cudaSuccess) e = cudaMemPoolTrimTo(own, 0);
+  return e;
 }
+void trim_pools(int device) { PIPELINK_CUDA_CHECK(trim_pools_status(device)); }
 
 // The pool keeps freed scratch (see alloc_async); an allocation that finds the device full gives
 // that memory back to the driver and tries once more, so plans built earlier never starve a
@@ -86,11 +88,7 @@ cudaError_t with_pool_retry(cudaStream_t stream, F&& attempt) {
     return e;
   }
   int dev = 0;
-  cudaMemPool_t pool = nullptr;
-  if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess) {
-    if (cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) (void)cudaMemPoolTrimTo(pool, 0);
-    if (cudaMemPool_t own = scratch_pool_if_made(dev)) (void)cudaMemPoolTrimTo(own, 0);
-  }
+  if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess) (void)trim_pools_status(dev);
   (void)cudaGetLastError();
   return attempt();
 }
