@@ -191,10 +191,12 @@ fi
 # NCU_KERNEL="wperm_pass[12]_kernel" NCU_SKIP=6 NCU_COUNT=2 profiles the permutation's two passes
 # in a warm planned call. NCU_KNOBS="tag:VAR=val[,VAR2=val] ...": each profile again under those
 # knobs (files ncu-<workload>-<tag>.*), e.g. the walk under the packed column beside the plain one.
-# NCU_NAME_BASE=demangled matches NCU_KERNEL against template arguments too: the planned walk of
-# a compact plan is staged_rows_kernel<1, 2, 2, 3> (5 with the packed column), the one-shot's
-# <1, 2, 2, 2>, so NCU_KERNEL="staged_rows_kernel<1, 2, 2, [35]>" skips the one-shot's launches
-# (the 24-bit column's walk takes the run-time mode, staged_rows_kernel<1, 2, 2, -1>).
+# NCU_NAME_BASE=demangled matches NCU_KERNEL against template arguments too, as ncu demangles
+# them, with casts: the planned walk of a compact plan is staged_rows_kernel<(int)1, (int)2,
+# (int)2, (int)3> ((int)5 with the packed column), the one-shot's ends (int)2, so
+# NCU_KERNEL="staged_rows_kernel<.int.1, .int.2, .int.2, .int.[35]>" skips the one-shot's launches
+# (the 24-bit column's walk takes the run-time mode, (int)-1). Without the casts nothing matches
+# (session 28: "No kernels were profiled").
 if [ -n "${NCU:-}" ]; then  # NCU="power-law products-like": Nsight Compute on one planned run of each
   for w in $NCU; do
     for kv in "" ${NCU_KNOBS:-}; do
