@@ -12,7 +12,7 @@
 // candidate; it was never built. This micro builds the sort that way:
 //   pass 1: a stable scatter of every edge by dst's top bits (64 buckets) into A: a u16 key (dst's
 //     low 16 bits) and the 8-byte pair (src, edge id): 10 bytes an edge, the only full-size buffer;
-//   then batches of at most 4 consecutive top buckets (~1/10 of E each on products-like), one at a
+//   then batches of at most 4 consecutive top buckets (~1/9 of E each on products-like), one at a
 //     time, each in two kernels:
 //   pass 2: the batch's range of A, stably scattered by (bucket in batch, the key's high 8 bits)
 //     into a scratch of the batch's size (sub-buckets of 256 rows, ~6.5K edges);
@@ -21,7 +21,7 @@
 //     A's range of the batch in row order, staged in shared memory so that the stores are whole
 //     lines (direct stores when a sub-bucket exceeds the stage: hubs).
 // A's range of a batch is exactly where its edges end in the sorted order, so pass 3 writes in
-// place and the peak is A (10 B/edge) + one batch's scratch (~1.1) + counts: ~11.3 B/edge
+// place and the peak is A (10 B/edge) + one batch's scratch (E/8: 1.25) + counts + row_ptr: ~11.6 B/edge
 // against CUB's 24 (keys and pairs twice).
 //
 // Bytes (products-like, E = 61.86M, int64 indices): pass 1 counts read dst (8), the scatter reads
@@ -30,8 +30,8 @@
 // ms at 4.2 TB/s. Today's build sort: the fused first pass (~0.70, 20 B read + 12 written + its
 // counts' 8) and CUB's two passes over bits [6, 22) (1.1-1.2 ms, 24 B/edge read and written
 // each): ~1.8-1.9 ms. Predicted here: pass 1 ~0.6-0.7 ms (the first pass's work at 10 bytes
-// written instead of 12), passes 2 + 3 ~0.6-0.8 over ten batches (each a few waves; launch and
-// tail gaps ~10-20 us a kernel): ~1.2-1.5 ms, and 11.3 B/edge. If so, the one-shot would go from
+// written instead of 12), passes 2 + 3 ~0.6-0.8 over ten batches (4 buckets each) (each a few waves; launch and
+// tail gaps ~10-20 us a kernel): ~1.2-1.5 ms, and ~11.6 B/edge. If so, the one-shot would go from
 // ~6.0 to ~5.5-5.7 ms at under 12 B/edge, and the plan build below 2 ms.
 //
 // Earlier block-level last levels (perf-notes v11-v13): A9 (a block per 256-row bucket ranking
@@ -41,7 +41,7 @@
 // scatters of 64 and 1024 digits), every ranking loop keeps 4 rounds of loads in flight, and the
 // batches bound the memory. The memory bound is the point; the time only has to stay near
 // today's (one-shot <= ~6.2 ms keeps issue 4's 2.8x), so the prediction above is held loosely:
-// if the sort lands at ~1.9 ms or less with the peak at ~11.3 B/edge, the library's one-shot
+// if the sort lands at ~1.9 ms or less with the peak at ~11.6 B/edge, the library's one-shot
 // takes it.
 //
 // The result is checked bitwise against CUB's stable SortPairs of (u32 dst, (src, id)) over all
@@ -55,25 +55,20 @@
 #include <vector>
 
 #include "micro_harness.cuh"
+#include "msd_batches.hpp"
 
 namespace {
 
 using micro::dalloc;
-using micro::i64;
-using u16 = std::uint16_t;
-using u32 = std::uint32_t;
 
 struct Pair {
   int src, id;
 };
 
+using namespace msd;
+
 constexpr int kThreads = 256, kWarps = kThreads / 32;
 constexpr int kTile = 8192, kSeg = kTile / kWarps;  // a warp ranks kSeg consecutive edges of its tile
-constexpr int kTopDigits = 64;                       // pass 1: dst >> 16, at most 6 bits (N <= 2^22)
-constexpr int kBatchTops = 4;                        // top buckets a batch at most
-constexpr int kSubBits = 8, kRowBits = 8;            // pass 2's digit in a top bucket; pass 3's rows
-constexpr int kDigits2 = kBatchTops << kSubBits;     // pass 2's digits a batch: 1024
-constexpr int kRows = 1 << kRowBits;
 constexpr int kStage = 8192;  // pairs a pass-3 block stages (64 KB): ~6.5K edges a sub-bucket here
 
 // The lanes of `active` whose low BITS bits of d equal this lane's: one ballot a bit.
@@ -127,7 +122,7 @@ __global__ void __launch_bounds__(kThreads) top_counts(const i64* __restrict__ d
   const i64 t0 = i64(blockIdx.x) * kTile;
   const int n = int(E - t0 < kTile ? E - t0 : kTile);
 #pragma unroll 4
-  for (int i = threadIdx.x; i < n; i += kThreads) atomicAdd(&h[u32(dst[t0 + i]) >> 16], 1u);
+  for (int i = threadIdx.x; i < n; i += kThreads) atomicAdd(&h[u32(dst[t0 + i]) >> kTopShift], 1u);
   __syncthreads();
   for (int d = threadIdx.x; d < kTopDigits; d += kThreads) counts[i64(d) * gridDim.x + blockIdx.x] = h[d];
 }
@@ -146,7 +141,7 @@ __global__ void __launch_bounds__(kThreads) top_scatter(const i64* __restrict__ 
   const i64 s0 = i64(blockIdx.x) * kTile + i64(warp) * kSeg;
   const int lim = int(E - s0 < kSeg ? (E - s0 > 0 ? E - s0 : 0) : kSeg);
 #pragma unroll 4
-  for (int i = lane; i < lim; i += 32) atomicAdd(&wc[warp][u32(dst[s0 + i]) >> 16], 1u);
+  for (int i = lane; i < lim; i += 32) atomicAdd(&wc[warp][u32(dst[s0 + i]) >> kTopShift], 1u);
   __syncthreads();
   if (threadIdx.x < kTopDigits) {
     u32 run = offs[i64(threadIdx.x) * gridDim.x + blockIdx.x];
@@ -167,7 +162,7 @@ __global__ void __launch_bounds__(kThreads) top_scatter(const i64* __restrict__ 
       [&](int i, bool in) {
         const i64 e = s0 + i;
         const u32 dv = in ? u32(dst[e]) : 0u;
-        return Item{dv >> 16, dv, in ? int(src[e]) : 0, e};
+        return Item{dv >> kTopShift, dv, in ? int(src[e]) : 0, e};
       },
       [&](u32 p, const Item& it) {
         akey[p] = u16(it.dv & 0xFFFFu);
@@ -175,21 +170,7 @@ __global__ void __launch_bounds__(kThreads) top_scatter(const i64* __restrict__ 
       });
 }
 
-// A batch: top buckets [top0, top0 + nb) of A, edges [ea, ea + n). Pass 2's digit of the edge at
-// batch position p: its top bucket within the batch (from the buckets' starts) and the key's high
-// 8 bits.
-struct Batch {
-  i64 ea, n;
-  int top0, nb;
-  i64 starts[kBatchTops + 1];  // the batch's buckets' starts relative to ea; starts[nb] = n
-};
-__device__ __forceinline__ u32 digit2(const Batch& b, i64 p, u16 key) {
-  int j = 0;
-#pragma unroll
-  for (int k = 1; k < kBatchTops; ++k) j += k < b.nb && p >= b.starts[k];
-  return (u32(j) << kSubBits) | (u32(key) >> kRowBits);
-}
-
+// Pass 2 (a batch at a time; Batch, digit2 and the batches' plan in msd_batches.hpp).
 __global__ void __launch_bounds__(kThreads) sub_counts(const u16* __restrict__ akey, Batch b, u32* __restrict__ counts) {
   __shared__ u32 h[kDigits2];
   for (int i = threadIdx.x; i < kDigits2; i += kThreads) h[i] = 0;
@@ -281,7 +262,7 @@ __global__ void __launch_bounds__(kThreads) rows_sort(const u16* __restrict__ sk
       wc[w][r] = run;
       run += c;
     }
-    const i64 row = (i64(b.top0 + (d >> kSubBits)) << 16) | (i64(d & ((1 << kSubBits) - 1)) << kRowBits) | r;
+    const i64 row = row_of(b, d, r);
     if (row < N) row_ptr[row] = int(b.ea + lo + start);
   }
   __syncthreads();
@@ -344,26 +325,7 @@ std::vector<u32> top_starts(const Msd& m) {
   return first;
 }
 
-// Batches of at most kBatchTops consecutive top buckets and at most scratch_edges edges (a
-// bucket larger than that alone; the scratch was sized for the largest bucket).
-void plan_batches(Msd& m) {
-  const std::vector<u32> first = top_starts(m);
-  auto start = [&](int d) { return d < kTopDigits ? i64(first[d]) : m.E; };
-  const int tops = int((m.N - 1) >> 16) + 1;  // buckets with rows below N (empty ones included)
-  m.batches.clear();
-  for (int t = 0; t < tops;) {
-    Batch b{};
-    b.top0 = t;
-    b.ea = start(t);
-    int nb = 1;
-    while (nb < kBatchTops && t + nb < tops && start(t + nb + 1) - b.ea <= m.scratch_edges) ++nb;
-    b.nb = nb;
-    b.n = start(t + nb) - b.ea;
-    for (int k = 0; k <= kBatchTops; ++k) b.starts[k] = k <= nb ? start(t + k) - b.ea : b.n;
-    m.batches.push_back(b);
-    t += nb;
-  }
-}
+void plan_batches(Msd& m) { m.batches = msd::plan_batches(top_starts(m), m.E, m.N, m.scratch_edges); }
 
 void passes23(Msd& m) {
   for (const Batch& b : m.batches) {
@@ -441,28 +403,26 @@ int main(int argc, char** argv) {
   m.akey = dalloc<u16>(E);
   m.apair = dalloc<Pair>(E);
   m.row_ptr = dalloc<int>(N + 1);
-  // Scratch for one batch: a tenth of E (products-like's ~4 buckets of ~1.6M edges), or the
-  // largest bucket if that is more.
-  pass1(m, src, dst);
-  CK(cudaDeviceSynchronize());
+  // The scans' temp before the first pass 1 (a null temp only asks CUB for its size): sized for
+  // both scans, pass 2's at most tiles1 tiles (a batch holds at most E edges).
   {
-    const std::vector<u32> first = top_starts(m);
-    i64 largest = 0;
-    for (int d = 0; d < kTopDigits; ++d) largest = std::max(largest, (d + 1 < kTopDigits ? i64(first[d + 1]) : E) - first[d]);
-    m.scratch_edges = std::max(largest, (E + 9) / 10);
+    std::size_t t1 = 0, t2 = 0;
+    CK(cub::DeviceScan::ExclusiveSum(nullptr, t1, m.counts1, m.offs1, i64(kTopDigits) * m.tiles1));
+    CK(cub::DeviceScan::ExclusiveSum(nullptr, t2, m.counts1, m.offs1, i64(kDigits2) * m.tiles1));
+    m.temp_bytes = std::max(t1, t2);
+    m.temp = dalloc<char>(i64(m.temp_bytes));
   }
+  // Scratch for one batch (msd_batches.hpp): an eighth of E (products-like's 4 buckets of ~1.65M
+  // edges are 6.6M, 10.7% of E), or the largest bucket if that is more.
+  pass1(m, src, dst);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  m.scratch_edges = scratch_edges_for(top_starts(m), E);
   const i64 tiles2_max = (m.scratch_edges + kTile - 1) / kTile;
   m.counts2 = dalloc<u32>(i64(kDigits2) * tiles2_max);
   m.offs2 = dalloc<u32>(i64(kDigits2) * tiles2_max);
   m.skey = dalloc<u16>(m.scratch_edges);
   m.spair = dalloc<Pair>(m.scratch_edges);
-  {
-    std::size_t t1 = 0, t2 = 0;
-    CK(cub::DeviceScan::ExclusiveSum(nullptr, t1, m.counts1, m.offs1, i64(kTopDigits) * m.tiles1));
-    CK(cub::DeviceScan::ExclusiveSum(nullptr, t2, m.counts2, m.offs2, i64(kDigits2) * tiles2_max));
-    m.temp_bytes = std::max(t1, t2);
-    m.temp = dalloc<char>(i64(m.temp_bytes));
-  }
   plan_batches(m);
   const double scratch_b = double(m.scratch_edges) * 10 + double(kDigits2) * tiles2_max * 8 + double(kTopDigits) * m.tiles1 * 8 +
                            double(m.temp_bytes);
@@ -472,6 +432,7 @@ int main(int argc, char** argv) {
 
   // Correctness first: the full pipeline once, against the reference, bitwise.
   passes23(m);
+  CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
   {
     std::vector<Pair> got(E), want(E);
@@ -494,7 +455,18 @@ int main(int argc, char** argv) {
     std::printf("check: pairs %s (%lld differ, first at %lld), row_ptr %s (%lld differ, first at %lld)\n",
                 bad_p ? "WRONG" : "bitwise CUB's", (long long)bad_p, (long long)first_p, bad_r ? "WRONG" : "as CUB's keys give",
                 (long long)bad_r, (long long)first_r);
-    if (bad_p || bad_r) return 2;
+    if (bad_p || bad_r) {  // what the one run can tell: the batches and the first differences
+      for (const Batch& b : m.batches)
+        std::printf("  batch top0 %d nb %d ea %lld n %lld\n", b.top0, b.nb, (long long)b.ea, (long long)b.n);
+      for (i64 i = std::max<i64>(first_p, 0), k = 0; bad_p && i < E && k < 8; ++i)
+        if (got[i].src != want[i].src || got[i].id != want[i].id) {
+          std::printf("  pairs[%lld] got (%d, %d) want (%d, %d)\n", (long long)i, got[i].src, got[i].id, want[i].src, want[i].id);
+          ++k;
+        }
+      for (i64 i = std::max<i64>(first_r, 0), k = 0; bad_r && i <= N && k < 8; ++i, ++k)
+        std::printf("  row_ptr[%lld] got %d want %d\n", (long long)i, rg[i], rw[i]);
+      return 2;
+    }
   }
 
   report("M1 pass 1: counts, scan, scatter by dst >> 16 (u16 key + pair)", timed([&] { pass1(m, src, dst); }));
