@@ -44,6 +44,9 @@
 // if the sort lands at ~1.9 ms or less with the peak at ~11.6 B/edge, the library's one-shot
 // takes it.
 //
+// Two graphs, each checked and timed: products-like's uniform edges, then the same with 10% of
+// the edges moved into 16 hub rows (pass 3's unstaged path and its one-block tail).
+//
 // The result is checked bitwise against CUB's stable SortPairs of (u32 dst, (src, id)) over all
 // 22 bits, and the row offsets against a binary search of CUB's sorted keys.
 #include <cub/block/block_scan.cuh>
@@ -343,27 +346,19 @@ void passes23(Msd& m) {
   set_last<<<1, 1>>>(m.row_ptr, m.N, m.E);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  using namespace micro;
-  const i64 E = edge_count_arg(argc, argv), N = 2449029;
-  if (E < 0) return 1;
-  if (N > (i64(1) << 22)) return 1;  // pass 1 takes dst >> 16 as a 6-bit digit
-  int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  cudaDeviceProp prop{};
-  CK(cudaGetDeviceProperties(&prop, 0));
-  const int blocks = sms * 8;
-  i64 *src = dalloc<i64>(E), *dst = dalloc<i64>(E);
-  {
-    float* w = dalloc<float>(E);
-    gen_edges<<<blocks, 256>>>(src, dst, w, E, N, 1);
-    CK(cudaDeviceSynchronize());
-    CK(cudaFree(w));
+// Power-law-like hubs on top of the uniform edges: 10% of the edges go to 16 hub rows (~390K
+// edges each on products-like), each then a sub-bucket far past the stage: one block's serial
+// work in pass 3, the tail the library would have to split.
+__global__ void add_hubs(i64* dst, i64 E, i64 N) {
+  for (i64 e = blockIdx.x * i64(blockDim.x) + threadIdx.x; e < E; e += i64(gridDim.x) * blockDim.x) {
+    const std::uint64_t h = micro::mix(977 + std::uint64_t(e) * 0x100000007ull);
+    if (h % 1000 < 100) dst[e] = i64((((h >> 20) % 16) * 152917 + 12345) % std::uint64_t(N));
   }
-  CK(cudaFuncSetAttribute(rows_sort, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kStage * sizeof(Pair))));
+}
 
+// Everything on one graph: the reference, the check, the timings. Returns the process's exit code.
+int run_graph(const char* name, const i64* src, const i64* dst, i64 E, i64 N, int blocks) {
+  using namespace micro;
   // The reference: CUB's stable sort of (u32 dst, (src, id)) over all 22 bits, and row_ptr by
   // binary search of its keys.
   u32 *k0 = dalloc<u32>(E), *ka = dalloc<u32>(E), *kb = dalloc<u32>(E);
@@ -390,7 +385,7 @@ int main(int argc, char** argv) {
     row_ptr_search<<<blocks, 256>>>(k.Current(), E, N, rp_ref);
   }
   CK(cudaDeviceSynchronize());
-  std::printf("device %s, %d SMs; E=%lld N=%lld (uniform random, seed 1)\n", prop.name, sms, (long long)E, (long long)N);
+  std::printf("\n== %s: E=%lld N=%lld\n", name, (long long)E, (long long)N);
   report("R  CUB SortPairs (u32 dst, 8 B pair), bits [0,22)", tr,
          "the reference; 3 onesweep passes + histogram; keys and pairs double-buffered: 24 B/edge");
 
@@ -486,4 +481,31 @@ int main(int argc, char** argv) {
            passes23(m);
          }));
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace micro;
+  const i64 E = edge_count_arg(argc, argv), N = 2449029;
+  if (E < 0) return 1;
+  if (N > (i64(1) << 22)) return 1;  // pass 1 takes dst >> 16 as a 6-bit digit
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("device %s, %d SMs\n", prop.name, sms);
+  const int blocks = sms * 8;
+  i64 *src = dalloc<i64>(E), *dst = dalloc<i64>(E);
+  {
+    float* w = dalloc<float>(E);
+    gen_edges<<<blocks, 256>>>(src, dst, w, E, N, 1);
+    CK(cudaDeviceSynchronize());
+    CK(cudaFree(w));
+  }
+  CK(cudaFuncSetAttribute(rows_sort, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kStage * sizeof(Pair))));
+  if (const int rc = run_graph("products-like (uniform random, seed 1)", src, dst, E, N, blocks)) return rc;
+  add_hubs<<<blocks, 256>>>(dst, E, N);
+  CK(cudaDeviceSynchronize());
+  return run_graph("the same with 10% of the edges into 16 hub rows", src, dst, E, N, blocks);
 }
