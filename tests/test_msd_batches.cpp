@@ -120,18 +120,27 @@ void expect_sorted_as_stable_sort(const std::vector<i64>& src, const std::vector
   EXPECT_EQ(next_edge, E);
 }
 
-TEST(MsdBatches, UniformGraphSortsAsStableSort) {
+struct Edges {
+  std::vector<i64> src, dst;
+};
+// E edges drawn uniformly over N nodes, from a fresh seed each run.
+Edges uniform_edges(i64 N, i64 E) {
   std::mt19937_64 rng(std::random_device{}());
-  const i64 N = (i64(1) << 22) - 1000, E = 600000;  // 64 top buckets of ~9.4K edges: batches of 4
   std::uniform_int_distribution<i64> node(0, N - 1);
-  std::vector<i64> src(static_cast<std::size_t>(E)), dst(static_cast<std::size_t>(E));
-  for (i64 e = 0; e < E; ++e) {
-    src[std::size_t(e)] = node(rng);
-    dst[std::size_t(e)] = node(rng);
+  Edges g{std::vector<i64>(static_cast<std::size_t>(E)), std::vector<i64>(static_cast<std::size_t>(E))};
+  for (std::size_t e = 0; e < g.src.size(); ++e) {
+    g.src[e] = node(rng);
+    g.dst[e] = node(rng);
   }
-  expect_sorted_as_stable_sort(src, dst, N);
+  return g;
+}
+
+TEST(MsdBatches, UniformGraphSortsAsStableSort) {
+  const i64 N = (i64(1) << 22) - 1000;  // 64 top buckets of ~9.4K edges: batches of 4
+  const Edges g = uniform_edges(N, 600000);
+  expect_sorted_as_stable_sort(g.src, g.dst, N);
   // Batches of several buckets, so that pass 2's digit must tell the buckets apart.
-  const Sorted got = msd_sort(src, dst, N);
+  const Sorted got = msd_sort(g.src, g.dst, N);
   EXPECT_TRUE(std::any_of(got.batches.begin(), got.batches.end(), [](const msd::Batch& b) { return b.nb == msd::kBatchTops; }));
 }
 
@@ -165,15 +174,8 @@ TEST(MsdBatches, HubBucketGoesAloneAndEmptyBucketKeepsItsRows) {
 }
 
 TEST(MsdBatches, OneTopBucketGraph) {
-  std::mt19937_64 rng(std::random_device{}());
-  const i64 N = 1000, E = 20000;
-  std::uniform_int_distribution<i64> node(0, N - 1);
-  std::vector<i64> src(static_cast<std::size_t>(E)), dst(static_cast<std::size_t>(E));
-  for (i64 e = 0; e < E; ++e) {
-    src[std::size_t(e)] = node(rng);
-    dst[std::size_t(e)] = node(rng);
-  }
-  expect_sorted_as_stable_sort(src, dst, N);
+  const Edges g = uniform_edges(1000, 20000);
+  expect_sorted_as_stable_sort(g.src, g.dst, 1000);
 }
 
 }  // namespace

@@ -1899,9 +1899,13 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
   // held through the walk: with those (4 registers under a 64-register launch bound) the planned
   // call ran 4.64-4.65 ms whichever column the plan held (session 19, `bench --ab`, same rounds),
   // against 4.48 for the 32-bit column in the build before them.
+  // The packed column (kWCompactLidx) comes back raw, its lidx byte still on top: issue() masks it
+  // a stage later, where it is used. Masked here, the mask sat 5 instructions after the column's
+  // load in the same stage (SASS, sm_90), so every stage waited out the load that pnext exists to
+  // hide: ncu (H200, products-like, v31) read the walk 2.6% slower at locked clocks than the
+  // plain column's on equal DRAM bytes, with eligible warps a scheduler 3.70 against 4.57.
   auto entry = [&](int k) {
-    if (wmode == kWCompact) return EdgePair<std::int32_t>{gs[k], 0};
-    if (wmode == kWCompactLidx) return EdgePair<std::int32_t>{std::int32_t(unsigned(gs[k]) & kLidxColumnSrcMask), 0};
+    if (wmode == kWCompact || wmode == kWCompactLidx) return EdgePair<std::int32_t>{gs[k], 0};
     if (wmode == kWCompact24) return EdgePair<std::int32_t>{compact24_src(pairs, kbase + k), 0};
     return gp[k];
   };
@@ -1963,7 +1967,8 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     if (lane < SE && kb + lane < n) pnext = entry(kb + lane);
     auto issue = [&](int j) {  // stage j: edges kb + j*SE ..., into slot j % S
       const int k0 = kb + j * SE;
-      const EdgePair<std::int32_t> p = pnext;
+      EdgePair<std::int32_t> p = pnext;
+      if (wmode == kWCompactLidx) p.src = std::int32_t(unsigned(p.src) & kLidxColumnSrcMask);  // see entry()
       const int kn = k0 + SE + lane;
       if (lane < SE && kn < n) pnext = entry(kn);
       if (k0 < n) {
