@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <string>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -123,9 +124,12 @@ void expect_sorted_as_stable_sort(const std::vector<i64>& src, const std::vector
 struct Edges {
   std::vector<i64> src, dst;
 };
-// E edges drawn uniformly over N nodes, from a fresh seed each run.
-Edges uniform_edges(i64 N, i64 E) {
-  std::mt19937_64 rng(std::random_device{}());
+// A fresh seed each run; each test names it in its failure messages (SCOPED_TRACE).
+std::uint64_t fresh_seed() { return (std::uint64_t(std::random_device{}()) << 32) | std::random_device{}(); }
+
+// E edges drawn uniformly over N nodes.
+Edges uniform_edges(i64 N, i64 E, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
   std::uniform_int_distribution<i64> node(0, N - 1);
   Edges g{std::vector<i64>(static_cast<std::size_t>(E)), std::vector<i64>(static_cast<std::size_t>(E))};
   for (std::size_t e = 0; e < g.src.size(); ++e) {
@@ -137,7 +141,9 @@ Edges uniform_edges(i64 N, i64 E) {
 
 TEST(MsdBatches, UniformGraphSortsAsStableSort) {
   const i64 N = (i64(1) << 22) - 1000;  // 64 top buckets of ~9.4K edges: batches of 4
-  const Edges g = uniform_edges(N, 600000);
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Edges g = uniform_edges(N, 600000, seed);
   expect_sorted_as_stable_sort(g.src, g.dst, N);
   // Batches of several buckets, so that pass 2's digit must tell the buckets apart.
   const Sorted got = msd_sort(g.src, g.dst, N);
@@ -145,7 +151,9 @@ TEST(MsdBatches, UniformGraphSortsAsStableSort) {
 }
 
 TEST(MsdBatches, HubBucketGoesAloneAndEmptyBucketKeepsItsRows) {
-  std::mt19937_64 rng(std::random_device{}());
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
   const i64 N = (i64(1) << 19) + 777, E = 500000;  // 9 top buckets
   std::uniform_int_distribution<i64> node(0, N - 1), hub_row(0, 40);
   std::vector<i64> src(static_cast<std::size_t>(E)), dst(static_cast<std::size_t>(E));
@@ -174,7 +182,9 @@ TEST(MsdBatches, HubBucketGoesAloneAndEmptyBucketKeepsItsRows) {
 }
 
 TEST(MsdBatches, OneTopBucketGraph) {
-  const Edges g = uniform_edges(1000, 20000);
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const Edges g = uniform_edges(1000, 20000, seed);
   expect_sorted_as_stable_sort(g.src, g.dst, 1000);
 }
 

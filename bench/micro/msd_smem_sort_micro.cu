@@ -30,8 +30,8 @@
 // ms at 4.2 TB/s. Today's build sort: the fused first pass (~0.70, 20 B read + 12 written + its
 // counts' 8) and CUB's two passes over bits [6, 22) (1.1-1.2 ms, 24 B/edge read and written
 // each): ~1.8-1.9 ms. Predicted here: pass 1 ~0.6-0.7 ms (the first pass's work at 10 bytes
-// written instead of 12), passes 2 + 3 ~0.6-0.8 over ten batches (4 buckets each) (each a few waves; launch and
-// tail gaps ~10-20 us a kernel): ~1.2-1.5 ms, and ~11.6 B/edge. If so, the one-shot would go from
+// written instead of 12), passes 2 + 3 ~0.6-0.8 over ten batches (4 buckets each, the last 2;
+// each a few waves; launch and tail gaps ~10-20 us a kernel): ~1.2-1.5 ms, and ~11.6 B/edge. If so, the one-shot would go from
 // ~6.0 to ~5.5-5.7 ms at under 12 B/edge, and the plan build below 2 ms.
 //
 // Earlier block-level last levels (perf-notes v11-v13): A9 (a block per 256-row bucket ranking
@@ -64,7 +64,7 @@ namespace {
 
 using micro::dalloc;
 
-struct Pair {
+struct alignas(8) Pair {  // one 8-byte access a pair (without alignas, two 4-byte ones)
   int src, id;
 };
 
@@ -458,8 +458,11 @@ int run_graph(const char* name, const i64* src, const i64* dst, i64 E, i64 N, in
           std::printf("  pairs[%lld] got (%d, %d) want (%d, %d)\n", (long long)i, got[i].src, got[i].id, want[i].src, want[i].id);
           ++k;
         }
-      for (i64 i = std::max<i64>(first_r, 0), k = 0; bad_r && i <= N && k < 8; ++i, ++k)
-        std::printf("  row_ptr[%lld] got %d want %d\n", (long long)i, rg[i], rw[i]);
+      for (i64 i = std::max<i64>(first_r, 0), k = 0; bad_r && i <= N && k < 8; ++i)
+        if (rg[i] != rw[i]) {
+          std::printf("  row_ptr[%lld] got %d want %d\n", (long long)i, rg[i], rw[i]);
+          ++k;
+        }
       return 2;
     }
   }

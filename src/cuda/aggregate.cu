@@ -731,9 +731,10 @@ struct PlanKnobs {
   // PIPELINK_AGG_BUILD_POOL: 'default' (the default) or 'own': two of a plan build's transient
   // arenas, the one narrow sort's and the w permutation tables', from the scratch pool too (not
   // destination-range or wide builds' scratch, nor finish_plan's). Opt-in: measured (H200,
-  // products-like, compare_torch --prepare-weights, v31) 7.42 -> 6.89 ms a build in a process
-  // whose default pool holds other plans, but the process peak 1.41 -> 1.91 GiB (the arena idle
-  // in the scratch pool while the default pool grows); no difference in the C++ bench.
+  // products-like, compare_torch --prepare-weights, one process each, v31) the plan-build row
+  // 7.42 -> 6.89 ms with the default pool holding other plans, but the process peak 1.41 -> 1.91
+  // GiB and the planned call's judged extra memory 12.32 -> 12.66 B/edge; the C++ bench's A/B
+  // (planned, one-shot, lean) showed no difference, and it did not A/B the build.
   bool build_own_pool = false;
 };
 PlanKnobs plan_knobs() {
@@ -2391,7 +2392,8 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   const bool two_chunks = (F + vec - 1) / vec > 32;  // F > 128 float32 with float4: two vectors per lane per tile
   const auto* rp = plan.row_ptr.as<const P>();
   // A 24-bit column is read from its low halves, past the high bytes (compact24_src); a column
-  // with lidx's low bytes is masked where read (kWCompactLidx).
+  // with lidx's low bytes is masked before use (kWCompactLidx: where read here; a stage after
+  // its prefetch in the staged walk, see entry() there).
   const auto* pp = plan.compact ? static_cast<const PlanPair<P>*>(plan.src_column()) : plan.pairs.as<const PlanPair<P>>();
   const int sb = plan.src_bits;
   // A one-shot plan's pairs hold the weights (built from this call's w, float32): the kernels
@@ -2585,9 +2587,11 @@ __global__ void compact_srcs24_kernel(const EdgePair<std::int32_t>* __restrict__
 // low byte above the src (kLidxColumnShift) and the tables keep only its high byte: 1 byte an
 // edge less (plan 7.32, a warm call 11.32, both measured in v29). Costs: pass 2 reads 4 + 1 bytes
 // an edge for lidx instead of 2 (micro, H200, products-like sizes: 0.200 against 0.176 ms, v29);
-// every walk masks the src it loads (kWCompactLidx; the tanh LI kernel's SASS 3224 instructions
-// either way). Measured, the planned call cost 0.11 ms more (4.36 against 4.25 ms, `bench --ab`,
-// same rounds, v29), four times the micro's pass-2 difference; where it goes is not yet known.
+// every walk masks the src it loads (kWCompactLidx). Measured, the planned call cost 0.11 ms more
+// (4.36 against 4.25 ms, `bench --ab`, same rounds, v29), four times the micro's pass-2
+// difference; v30-v31 found two thirds of it in the staged walk: its mask sat right after the
+// prefetch's load and stalled every stage on it (ncu: eligible warps 3.70 against 4.57). The
+// mask is now applied a stage later (entry() in the staged walk; not yet measured on a GPU).
 // Opt-in: PIPELINK_AGG_W_PERMUTE_COMPACT=lidx. Written after the column (compact_srcs_kernel) and the pairs'
 // free, so the plan's first-run peak does not grow: col[k] |= low byte << 24, hi[k] = high byte.
 __global__ void pack_lidx_kernel(std::uint32_t* __restrict__ col, const std::uint16_t* __restrict__ lidx,
