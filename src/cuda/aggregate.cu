@@ -224,10 +224,19 @@ constexpr std::uint32_t kLidxColumnSrcMask = (1u << kLidxColumnShift) - 1;
 // staged run issues ~55 instructions an edge and the chunk's index arithmetic added to them.
 __host__ __device__ constexpr std::int64_t compact24_low(std::int64_t E) { return (E + 15) / 16 * 16; }
 __host__ __device__ constexpr std::int64_t compact24_bytes(std::int64_t E) { return compact24_low(E) + 2 * E; }
-__device__ __forceinline__ std::int32_t compact24_src(const void* col, std::int64_t k) {
+// Entry k's two parts as loaded (src: the low half, id: the high byte), and the src they make:
+// the staged walk holds the parts across its one-stage prefetch and joins them where it uses them
+// (see entry() there).
+__device__ __forceinline__ EdgePair<std::int32_t> compact24_parts(const void* col, std::int64_t k) {
   const auto* lo = static_cast<const std::uint16_t*>(col);
   const auto* hi_end = static_cast<const unsigned char*>(col) - 1;
-  return std::int32_t(__byte_perm(lo[k], hi_end[-k], 0x3410));  // lo's bytes 0, 1, then hi's byte 0
+  return EdgePair<std::int32_t>{std::int32_t(lo[k]), std::int32_t(hi_end[-k])};
+}
+__device__ __forceinline__ std::int32_t compact24_join(EdgePair<std::int32_t> parts) {
+  return std::int32_t(__byte_perm(unsigned(parts.src), unsigned(parts.id), 0x3410));  // lo's bytes 0, 1, then hi's byte 0
+}
+__device__ __forceinline__ std::int32_t compact24_src(const void* col, std::int64_t k) {
+  return compact24_join(compact24_parts(col, k));
 }
 // Plan entry k: the pair, or on a compact plan (narrow only) its src with a zero id.
 template <class Pair>
@@ -1900,14 +1909,16 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
   // held through the walk: with those (4 registers under a 64-register launch bound) the planned
   // call ran 4.64-4.65 ms whichever column the plan held (session 19, `bench --ab`, same rounds),
   // against 4.48 for the 32-bit column in the build before them.
-  // The packed column (kWCompactLidx) comes back raw, its lidx byte still on top: issue() masks it
-  // a stage later, where it is used. Masked here, the mask sat 5 instructions after the column's
-  // load in the same stage (SASS, sm_90), so every stage waited out the load that pnext exists to
-  // hide: ncu (H200, products-like, v31) read the walk 2.6% slower at locked clocks than the
-  // plain column's on equal DRAM bytes, with eligible warps a scheduler 3.70 against 4.57.
+  // The packed column (kWCompactLidx) comes back raw, its lidx byte still on top, and the 24-bit
+  // column (kWCompact24) as its two loaded parts: issue() masks or joins them a stage later, where
+  // they are used. Masked here, the mask sat 5 instructions after the column's load in the same
+  // stage (SASS, sm_90), so every stage waited out the load that pnext exists to hide: ncu (H200,
+  // products-like, v31) read the walk 2.6% slower at locked clocks than the plain column's on
+  // equal DRAM bytes, with eligible warps a scheduler 3.70 against 4.57. The 24-bit join had the
+  // same shape (its byte permute right after its two loads; not measured apart).
   auto entry = [&](int k) {
     if (wmode == kWCompact || wmode == kWCompactLidx) return EdgePair<std::int32_t>{gs[k], 0};
-    if (wmode == kWCompact24) return EdgePair<std::int32_t>{compact24_src(pairs, kbase + k), 0};
+    if (wmode == kWCompact24) return compact24_parts(pairs, kbase + k);
     return gp[k];
   };
   // Row ends (relative), 32 rows at a time, one per lane.
@@ -1970,6 +1981,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
       const int k0 = kb + j * SE;
       EdgePair<std::int32_t> p = pnext;
       if (wmode == kWCompactLidx) p.src = std::int32_t(unsigned(p.src) & kLidxColumnSrcMask);  // see entry()
+      if (wmode == kWCompact24) p = EdgePair<std::int32_t>{compact24_join(p), 0};
       const int kn = k0 + SE + lane;
       if (lane < SE && kn < n) pnext = entry(kn);
       if (k0 < n) {
