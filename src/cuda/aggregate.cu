@@ -2601,9 +2601,10 @@ __global__ void compact_srcs24_kernel(const EdgePair<std::int32_t>* __restrict__
 // an edge for lidx instead of 2 (micro, H200, products-like sizes: 0.200 against 0.176 ms, v29);
 // every walk masks the src it loads (kWCompactLidx). Measured, the planned call cost 0.11 ms more
 // (4.36 against 4.25 ms, `bench --ab`, same rounds, v29), four times the micro's pass-2
-// difference; v30-v31 found two thirds of it in the staged walk: its mask sat right after the
-// prefetch's load and stalled every stage on it (ncu: eligible warps 3.70 against 4.57). The
-// mask is now applied a stage later (entry() in the staged walk; not yet measured on a GPU).
+// difference; v30-v31 found two thirds of it in the staged walk, with fewer eligible warps (ncu:
+// 3.70 against 4.57) on equal DRAM bytes; the SASS reading: its mask sat right after the
+// prefetch's load, so each stage waited on it. The mask is now applied a stage later (entry() in
+// the staged walk; not yet measured on a GPU).
 // Opt-in: PIPELINK_AGG_W_PERMUTE_COMPACT=lidx. Written after the column (compact_srcs_kernel) and the pairs'
 // free, so the plan's first-run peak does not grow: col[k] |= low byte << 24, hi[k] = high byte.
 __global__ void pack_lidx_kernel(std::uint32_t* __restrict__ col, const std::uint16_t* __restrict__ lidx,
