@@ -542,9 +542,9 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   both("w in plan order", [&](const TensorView& o) { aggregate(plan, xg, wplan, o); }, false);
   both("one-shot", [&](const TensorView& o) { aggregate(xg, sg, dg, wg.view(), o, {.path = AggregatePath::one_shot}); }, false);
   both("relu", [&](const TensorView& o) { aggregate(plan, xg, wg.view(), o, {Transform::relu}); }, false);
-  // Both compact columns' compiled forms: the plain 32-bit column (the default, kWCompact) and
-  // lidx's low byte on top (=lidx, kWCompactLidx).
-  for (const char* column : {"", "lidx"}) {
+  // Both compact columns' compiled forms: the plain 32-bit column (=1, kWCompact) and lidx's low
+  // byte on top (the default, kWCompactLidx).
+  for (const char* column : {"1", ""}) {
     SCOPED_TRACE(std::string("PIPELINK_AGG_W_PERMUTE_COMPACT=") + column);
     AggregatePlan compact;
     {
@@ -1727,13 +1727,13 @@ TEST_F(CudaAggregate, WeightPermutationKernelsOnASmallGraph) {
   }
 }
 
-// PIPELINK_AGG_W_PERMUTE_COMPACT unset (the default, "1"), "lidx" or "24": when a plan builds its
+// PIPELINK_AGG_W_PERMUTE_COMPACT unset (the default, "lidx"), "1" or "24": when a plan builds its
 // permutation tables it drops its edge ids (the pairs become their src column), so every later
 // run reads w in plan order and w in edge order is always permuted, float64 through its two
 // 32-bit halves. Every kind of run on the compact plan must give the bits of a plan that gathers:
 // float32 and float64 w, no w, weights in plan order, permute_weights itself, the knob turned off
 // afterwards, another stream; and the compact plan keeps exactly its src column (32-bit, or
-// 24-bit under =24) for the 8-byte pairs, and under =lidx (N <= 2^24) half of lidx: its low byte
+// 24-bit under =24) for the 8-byte pairs, and by default (N <= 2^24) half of lidx: its low byte
 // rides in the column. Every case under the three columns.
 TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_FORCE_WIDE");
@@ -1783,7 +1783,7 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
         perm32 = permuted(r, wg.view());
         perm64 = permuted(r, wdg.view());
       }
-      for (const char* column : {"", "lidx", "24"}) {  // 32-bit (the default), 32-bit with lidx's low byte, 24-bit
+      for (const char* column : {"1", "", "24"}) {  // 32-bit, 32-bit with lidx's low byte (the default), 24-bit
         SCOPED_TRACE(std::string("PIPELINK_AGG_W_PERMUTE_COMPACT=") + column);
         ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "4096"}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", column}});
         AggregatePlan c = AggregatePlan::build(sg, dg, N);
@@ -1796,9 +1796,9 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
         }
         EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "first run (tables built, plan compacted)";
         // The pairs' 8 bytes an edge become a 32-bit src column, or a 24-bit one (high bytes padded
-        // to 16); under =lidx the tables' 2-byte lidx also becomes 1 (its low byte in the column).
+        // to 16); by default the tables' 2-byte lidx also becomes 1 (its low byte in the column).
         const std::size_t src_column = std::string_view(column) == "24" ? std::size_t((E + 15) / 16 * 16 + 2 * E) : std::size_t(E) * 4;
-        const std::size_t lidx_saved = std::string_view(column) == "lidx" ? std::size_t(E) : 0;
+        const std::size_t lidx_saved = *column == '\0' ? std::size_t(E) : 0;
         EXPECT_EQ(c.bytes() + std::size_t(E) * 8 - src_column + lidx_saved, kept_bytes)
             << "a compact plan keeps its src column for the pairs";
         EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "second run";
@@ -1853,7 +1853,7 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
       }
     }
   }
-  for (const char* column : {"", "lidx"}) {  // the plain column (the default), lidx's low byte in the column
+  for (const char* column : {"1", ""}) {  // the plain column, lidx's low byte in the column (the default)
     SCOPED_TRACE(std::string("PIPELINK_AGG_W_PERMUTE_COMPACT=") + column);
     ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "96"}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", column}});
     check_case({3000, 40000, 64, DType::i32});
@@ -1861,8 +1861,8 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
   }
 }
 
-// A compact plan's src column in 32 bits (=1, the default), in 24 (=24 where N <= 2^24; 32 past it)
-// and in 32 with lidx's low byte on top (=lidx where N <= 2^24; 32 alone past it), with srcs that use
+// A compact plan's src column in 32 bits (=1), in 24 (=24 where N <= 2^24; 32 past it) and in 32
+// with lidx's low byte on top (unset, the default, or =lidx where N <= 2^24; 32 alone past it), with srcs that use
 // the column's top bits: past 2^16 and up to 2^24 - 1 (the 24-bit column's high byte, the
 // packed column's last src bit) and past 2^24 (a column that may not be 24 bits, nor packed).
 // Each against a plan that gathers, on the staged kernel (F = 64), the register walk (F = 2) and
@@ -1882,10 +1882,12 @@ TEST_F(CudaAggregate, CompactPlanSrcColumnWidths) {
   const Width cases[] = {{100003, "24", 24, {64, 2}},
                          {100003, "1", 32, {64, 2}},
                          {100003, "lidx", 33, {64, 2}},
+                         {100003, "", 33, {64}},  // the default packs
                          {std::int64_t(1) << 24, "24", 24, {2}},  // srcs to 2^24 - 1: every bit of the high byte
                          {std::int64_t(1) << 24, "lidx", 33, {2}},  // every src bit under lidx's byte
                          {(std::int64_t(1) << 24) + 3, "24", 32, {2}},
-                         {(std::int64_t(1) << 24) + 3, "lidx", 32, {2}}};
+                         {(std::int64_t(1) << 24) + 3, "lidx", 32, {2}},
+                         {(std::int64_t(1) << 24) + 3, "", 32, {2}}};  // the default past 2^24: plain
   for (const Width& c : cases) {
     SCOPED_TRACE("N=" + std::to_string(c.N) + " PIPELINK_AGG_W_PERMUTE_COMPACT=" + c.knob);
     EdgeList g = uniform_graph(c.N, E, seed, DType::i32);

@@ -281,9 +281,9 @@ class AggregatePlan:
         hub rows (or at :meth:`prepare_weights`): the plan then keeps tables (4 bytes an edge and more) that bring ``w`` into its
         order in two coalesced passes per call instead of a gather (``PIPELINK_AGG_W_PERMUTE``),
         and by default drops its edge ids (4 bytes an edge) in exchange
-        (``PIPELINK_AGG_W_PERMUTE_COMPACT=0`` keeps them); under
-        ``PIPELINK_AGG_W_PERMUTE_COMPACT=lidx``, with at most 2^24 nodes, the tables' per-edge
-        index also shares the kept src column, 1 byte an edge less.
+        (``PIPELINK_AGG_W_PERMUTE_COMPACT=0`` keeps them); with at most 2^24 nodes the tables'
+        per-edge index also shares the kept src column, 1 byte an edge less
+        (``PIPELINK_AGG_W_PERMUTE_COMPACT=1`` keeps them apart).
         """
         return self._impl.nbytes
 

@@ -142,13 +142,13 @@ def test_cuda_weights_in_plan_order_give_the_same_bits(rng):
 
 
 @cuda
-@pytest.mark.parametrize("compact", ["0", "1", "24", "lidx"])
+@pytest.mark.parametrize("compact", ["", "0", "1", "24", "lidx"])
 def test_cuda_w_permutation_on_torch_streams(rng, monkeypatch, compact):
     # PIPELINK_AGG_W_PERMUTE=T (read at each run): a planned call brings w into the plan's order
     # in two passes on torch's current stream before it sums; the bits are the gather's. With
     # PIPELINK_AGG_W_PERMUTE_COMPACT=1 the plan drops its edge ids at that first call (=24: and
-    # keeps its srcs in 24 bits; =lidx: and keeps half of the tables' lidx in the src column's
-    # top byte).
+    # keeps its srcs in 24 bits; =lidx, the default (""): and keeps half of the tables' lidx in
+    # the src column's top byte).
     x, src, dst, w = graph(rng, 5000, 200000, 64, device="cuda")
     monkeypatch.setenv("PIPELINK_AGG_W_PERMUTE", "off")
     gathered = pipelink.AggregatePlan(src, dst, x.shape[0])(x, w)
@@ -164,12 +164,12 @@ def test_cuda_w_permutation_on_torch_streams(rng, monkeypatch, compact):
     assert torch.equal(y, gathered) and torch.equal(y2, gathered)
     assert plan.nbytes != before  # the tables
     # Against a plan that keeps its pairs: compact drops 4 bytes an edge; =24 keeps a 24-bit
-    # column (its high bytes padded to 16); =lidx also halves the tables' 2-byte lidx.
+    # column (its high bytes padded to 16); =lidx (the default) also halves the tables' 2-byte lidx.
     monkeypatch.setenv("PIPELINK_AGG_W_PERMUTE_COMPACT", "0")
     kept = pipelink.AggregatePlan(src, dst, x.shape[0])
     assert torch.equal(kept(x, w), gathered)
     e = src.shape[0]
-    saved = {"0": 0, "1": 4 * e, "24": 8 * e - ((e + 15) // 16 * 16 + 2 * e), "lidx": 5 * e}[compact]
+    saved = {"0": 0, "1": 4 * e, "24": 8 * e - ((e + 15) // 16 * 16 + 2 * e), "lidx": 5 * e, "": 5 * e}[compact]
     assert kept.nbytes - plan.nbytes == saved
     check(y, x, src, dst, w)
 

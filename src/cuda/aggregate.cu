@@ -973,14 +973,15 @@ struct CudaPlan final : AggregatePlan::Impl {
   std::unique_ptr<WPermTables> wperm;
   cudaEvent_t wperm_done = nullptr;
   // Compact (by default, unless PIPELINK_AGG_W_PERMUTE_COMPACT=0, when the tables are built):
-  // the pairs are replaced by their src column, so every run reads w in plan order (kWCompact,
-  // kWCompact24 under =24 or kWCompactLidx under =lidx, both where N <= 2^24) and w in edge order
+  // the pairs are replaced by their src column, so every run reads w in plan order (kWCompactLidx
+  // by default where N <= 2^24, kWCompact past it or under =1, kWCompact24 under =24 where
+  // N <= 2^24) and w in edge order
   // is always permuted first. Set
   // once, under wperm_mu, with runs serialized by run_mu.
   bool compact = false;
   bool compact24 = false;  // the src column in 24 bits (kWCompact24), where N <= 2^24
   // The 32-bit src column's top byte holds lidx's low byte, the tables' lidx only its high one
-  // (kWCompactLidx; PIPELINK_AGG_W_PERMUTE_COMPACT=lidx where N <= 2^24: "packed lidx" below).
+  // (kWCompactLidx; the default where N <= 2^24: "packed lidx" below).
   bool lidx_in_column = false;
   // PIPELINK_AGG_BUILD_POOL=own as it was at the build: the w tables' arena (built at the first
   // run given w in edge order, or prepare_weights) from the scratch pool too.
@@ -1864,8 +1865,8 @@ __device__ __forceinline__ float phi_c(float v) {
 // device time was spent): PIPELINK_AGG_STAGED_ISSUE=signed is there to A/B the two.
 //
 // WM: the weights' mode as a compile-time constant (-1: read from `wmode` at run time). The hot
-// forms (tanh, LI copies: the planned call's kWCompact with weights, and kWCompactLidx under
-// PIPELINK_AGG_W_PERMUTE_COMPACT=lidx, the one-shot's kWInPairs)
+// forms (tanh, LI copies: the planned call's kWCompactLidx (the default where N <= 2^24) and
+// kWCompact (=1, or N > 2^24) with weights, the one-shot's kWInPairs)
 // are instantiated with theirs, so that a stage's plan-entry load and weight copy carry no
 // branches on the mode or on w being null (SASS, sm_90, <1, 2, 2>: each stage reloaded the mode
 // from the constant bank and branched on it twice, and tested w for null twice).
@@ -2553,24 +2554,30 @@ bool stream_capturing(cudaStream_t q) {
   return c != cudaStreamCaptureStatusNone;
 }
 
-// PIPELINK_AGG_W_PERMUTE_COMPACT: "1" compacts a plan when its tables are built (its pairs become
-// their src column: 4 bytes an edge less, so the plan keeps 8.47 instead of 12.47 B/edge on
-// products-like, under issue 3's 12); "0" keeps the pairs (a plan that can still gather by edge
-// id). The default since session 16: on the H200 (products-like, `bench --ab`,
+// PIPELINK_AGG_W_PERMUTE_COMPACT: every value but "0" compacts a plan when its tables are built
+// (its pairs become their src column: 4 bytes an edge less, so the plan keeps 8.47 instead of
+// 12.47 B/edge on products-like, under issue 3's 12; "1" in the plain 32-bit column); "0" keeps
+// the pairs (a plan that can still gather by edge id). Compaction is the default since session
+// 16: on the H200 (products-like, `bench --ab`,
 // same rounds) compact plans ran in 4.88 ms against 4.88 for plans that keep their pairs, and
 // the tests and both compact mutants held on the GPU. "24" compacts into a 24-bit src column
 // where N <= 2^24 (3 bytes an edge for 4: plan 8.47 -> 7.47 B/edge on products-like, and a warm
 // planned call given w in edge order 12.81 -> 11.81 B/edge by the process, under issue 4's 12).
 // Opt-in because it costs time: the planned call took 4.63 ms against 4.47 with 32-bit srcs
-// (H200, products-like, `bench --ab`, same rounds, 8beb24e; w in plan order 4.16 with it).
-// "lidx": the 32-bit column, and where N <= 2^24 lidx's low byte in its top 8 bits ("packed lidx"
-// below): plan 8.32 -> 7.32 B/edge and a warm planned call 12.32 -> 11.32 on products-like (under
-// issue 4's 12), but the planned call took 4.36 ms against 4.25 with the plain column (H200,
-// `bench --ab`, same rounds, 4275aca, v29), so it is opt-in.
+// (H200, products-like, `bench --ab`, same rounds, 8beb24e; w in plan order 4.16 with it); with
+// its join deferred a stage (f476127), 1.087x the default's time in the same rounds (v32, f0669c6).
+// "lidx" (the default since session 29; unset means it): the 32-bit column, and where N <= 2^24
+// lidx's low byte in its top 8 bits ("packed lidx" below; the plain column past 2^24): plan 8.32
+// -> 7.32 B/edge and a warm planned call 12.32 -> 11.32 on products-like (under issue 4's 12). It
+// cost 0.11 ms in v29 (4.36 against 4.25); with its mask deferred a stage (v32, f0669c6, H200,
+// products-like, compare_torch --kernel-profile, one process each) the staged walk took 3.817 ms
+// against 3.814 for the plain column, pass 2 0.201 against 0.162, the planned row 4.35 against
+// 4.35 ms; `bench --ab` in the same rounds 1.018x the time (no measured difference at its
+// precision). "1" keeps the plain 32-bit column.
 enum class Compact { keep, src32, src24, lidx };
 Compact w_permute_compact() {
-  constexpr Compact as[] = {Compact::src32, Compact::keep, Compact::src24, Compact::lidx};
-  return as[knob_choice("PIPELINK_AGG_W_PERMUTE_COMPACT", {"1", "0", "24", "lidx"})];
+  constexpr Compact as[] = {Compact::lidx, Compact::src32, Compact::keep, Compact::src24};
+  return as[knob_choice("PIPELINK_AGG_W_PERMUTE_COMPACT", {"lidx", "1", "0", "24"})];
 }
 
 using u16 = std::uint16_t;
@@ -2604,8 +2611,9 @@ __global__ void compact_srcs24_kernel(const EdgePair<std::int32_t>* __restrict__
 // difference; v30-v31 found two thirds of it in the staged walk, with fewer eligible warps (ncu:
 // 3.70 against 4.57) on equal DRAM bytes; the SASS reading: its mask sat right after the
 // prefetch's load, so each stage waited on it. The mask is now applied a stage later (entry() in
-// the staged walk; not yet measured on a GPU).
-// Opt-in: PIPELINK_AGG_W_PERMUTE_COMPACT=lidx. Written after the column (compact_srcs_kernel) and the pairs'
+// the staged walk): the walk 3.817 against 3.814 ms for the plain column (v32), so only pass 2's
+// +0.04 remains, and the packed column is the default (PIPELINK_AGG_W_PERMUTE_COMPACT=1 keeps the
+// plain one; w_permute_compact above). Written after the column (compact_srcs_kernel) and the pairs'
 // free, so the plan's first-run peak does not grow: col[k] |= low byte << 24, hi[k] = high byte.
 __global__ void pack_lidx_kernel(std::uint32_t* __restrict__ col, const std::uint16_t* __restrict__ lidx,
                                  std::uint8_t* __restrict__ hi, std::int64_t E) {

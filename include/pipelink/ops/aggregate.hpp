@@ -58,8 +58,8 @@ class AggregatePlan {
   /// given w in edge order, when it builds the tables that bring w into its order (see
   /// PIPELINK_AGG_W_PERMUTE in the README): +4 bytes an edge and run tables, and by default its
   /// edge ids (4 bytes an edge) dropped in exchange (PIPELINK_AGG_W_PERMUTE_COMPACT=0 keeps them);
-  /// under PIPELINK_AGG_W_PERMUTE_COMPACT=lidx, with at most 2^24 nodes, 1 byte an edge of the
-  /// tables also rides in the kept src column.
+  /// with at most 2^24 nodes, 1 byte an edge of the tables also rides in the kept src column
+  /// (PIPELINK_AGG_W_PERMUTE_COMPACT=1 keeps them apart).
   std::size_t bytes() const;
   /// Unique among the plans of this process (0 only for an empty plan): what PlanWeights are
   /// checked against.
