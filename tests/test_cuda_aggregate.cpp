@@ -1075,6 +1075,81 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
   EXPECT_TRUE(bitwise_equal(host(out), before)) << "output modified";
 }
 
+// PIPELINK_AGG_ONESHOT_SORT=msd: the one-shot's MSD sort (sort_narrow_msd: the first pass on the
+// key's top 6 bits, then a CUB sort a bucket on side streams) keeps the one sort's stable order,
+// so a one-shot call gives the one sort's bits: keys of 7 to 22 bits (buckets sorting 1 to 16),
+// int32 and int64 indices, a bucket holding a third of the edges (fewer side streams), buckets of
+// one CUB tile (its one pass: the copy back), F = 64 and 3, twice. A bad index names the first
+// bad edge and leaves the output; the call's peak memory is ~11 bytes an edge, under 12, where
+// the one sort's is ~24.
+TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ONESHOT_SORT", "PIPELINK_AGG_BUILD_MEMORY", "PIPELINK_AGG_ONESHOT_CHUNKS",
+                       "PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_FORCE_WIDE");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  struct MsdCase {
+    std::int64_t N, E;
+    DType index;
+    bool hub;
+  };
+  const MsdCase cases[] = {{70, 20000, DType::i32, false},                         // 7-bit keys: buckets sort 1 bit
+                        {3000, 200000, DType::i64, false},                      // 12 bits
+                        {100003, 300000, DType::i32, true},                     // 17 bits, a third in one bucket
+                        {(std::int64_t(1) << 22) - 5, 400000, DType::i64, false},  // 22 bits: all 16 key bits
+                        {5000, 60000, DType::i32, false}};                      // ~940 edges a bucket: one tile
+  for (const MsdCase& c : cases) {
+    SCOPED_TRACE("N=" + std::to_string(c.N) + " E=" + std::to_string(c.E) + (c.hub ? " hub" : ""));
+    EdgeList g = uniform_graph(c.N, c.E, seed, c.index);
+    if (c.hub)
+      for (std::int64_t e = 0; e < c.E; e += 3) g.dst.data_as<std::int32_t>()[e] = std::int32_t(c.N / 2 + e % 5);
+    Tensor sg = gpu(g.src), dg = gpu(g.dst), wg = gpu(random_tensor({c.E}, DType::f32, seed + 1));
+    for (std::int64_t F : {64, 3}) {
+      SCOPED_TRACE("F=" + std::to_string(F));
+      Tensor xg = gpu(random_tensor({c.N, F}, DType::f32, seed + 2, -2, 2));
+      auto call = [&] {
+        Tensor out = poisoned_gpu(c.N, F, DType::f32);
+        aggregate(xg, sg, dg, wg.view(), out, {Transform::tanh, false, AggregatePath::one_shot});
+        return host(out);
+      };
+      const Tensor lsd = call();
+      ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", "msd"}});
+      EXPECT_TRUE(bitwise_equal(call(), lsd)) << "the MSD sort's bits against the one sort's";
+      EXPECT_TRUE(bitwise_equal(call(), lsd)) << "again";
+    }
+  }
+  {  // Peak device memory of the call: E = 2^22, N = 2^19 (row offsets 0.5 B/edge).
+    const std::int64_t N = std::int64_t(1) << 19, E = std::int64_t(1) << 22;
+    EdgeList g = uniform_graph(N, E, seed + 3, DType::i64);
+    Tensor xg = gpu(random_tensor({N, 8}, DType::f32, seed + 4)), wg = gpu(random_tensor({E}, DType::f32, seed + 5));
+    Tensor sg = gpu(g.src), dg = gpu(g.dst), out = poisoned_gpu(N, 8, DType::f32);
+    auto peak_of = [&] {
+      return peak_extra_bytes([&] { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::one_shot}); });
+    };
+    const std::size_t one = peak_of();
+    ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", "msd"}});
+    const std::size_t two_level = peak_of();
+    EXPECT_GE(one, std::size_t(20) * std::size_t(E)) << "the one sort's peak: the comparison would prove nothing";
+    EXPECT_LE(two_level, std::size_t(12) * std::size_t(E)) << two_level << " bytes against the one sort's " << one;
+  }
+  // A bad dst, then a bad src: the first bad edge, the output untouched.
+  EdgeList g = uniform_graph(500, 90000, seed + 6, DType::i64);
+  g.dst.data_as<std::int64_t>()[80000] = 500;
+  g.src.data_as<std::int64_t>()[80003] = -1;
+  Tensor before = random_tensor({500, 64}, DType::f32, seed + 7);
+  Tensor out = gpu(before);
+  ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", "msd"}});
+  try {
+    aggregate(gpu(random_tensor({500, 64}, DType::f32, seed + 8)), gpu(g.src), gpu(g.dst),
+              gpu(random_tensor({90000}, DType::f32, seed + 9)).view(), out, {.path = AggregatePath::one_shot});
+    cuda::synchronize();
+    ADD_FAILURE() << "no error";
+  } catch (const IndexOutOfRangeError& e) {
+    EXPECT_EQ(e.position(), 80000) << e.what();
+    EXPECT_EQ(e.port(), "dst") << e.what();
+  }
+  EXPECT_TRUE(bitwise_equal(host(out), before)) << "output modified";
+}
+
 TEST_F(CudaAggregate, BuildMemoryCapSortsRangesAndOneShotRunsEdgeRanges) {
   // PIPELINK_AGG_BUILD_MEMORY=2 (MiB) against a one sort of 16 MB: a plan build sorts destination
   // ranges (the same plan, so planned's bits) and holds less at its peak; a one-shot call runs edge
@@ -1208,7 +1283,8 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
                              std::pair{"PIPELINK_AGG_BUILD_MEMORY", "0"}, std::pair{"PIPELINK_AGG_BUILD_MEMORY", "1G"},
                              std::pair{"PIPELINK_AGG_BUILD_FIRST", "fast"},
                              std::pair{"PIPELINK_AGG_ROW_PTR", "fast"}, std::pair{"PIPELINK_AGG_ONESHOT_W", "early"},
-                             std::pair{"PIPELINK_AGG_ONESHOT_POOL", "mine"}, std::pair{"PIPELINK_AGG_BUILD_POOL", "scratch"}}) {
+                             std::pair{"PIPELINK_AGG_ONESHOT_POOL", "mine"}, std::pair{"PIPELINK_AGG_BUILD_POOL", "scratch"},
+                             std::pair{"PIPELINK_AGG_ONESHOT_SORT", "radix"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);

@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -27,6 +28,7 @@
 #include <mutex>
 #include <optional>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <initializer_list>
 #include <string_view>
@@ -390,8 +392,8 @@ __global__ void __launch_bounds__(256) first_digit_counts_kernel(const I* __rest
 // destinations are found here (src in the scatter; both atomicMin the same flag).
 template <class I>
 __global__ void __launch_bounds__(kFirstThreads) first_digit_warp_counts_kernel(
-    const I* __restrict__ dst, std::int64_t E, std::uint64_t N, std::uint32_t mask, std::uint32_t* __restrict__ counts,
-    std::uint16_t* __restrict__ bases, unsigned long long* first_bad) {
+    const I* __restrict__ dst, std::int64_t E, std::uint64_t N, std::uint32_t mask, int shift,
+    std::uint32_t* __restrict__ counts, std::uint16_t* __restrict__ bases, unsigned long long* first_bad) {
   __shared__ std::uint32_t wh[kFirstWarps][kFirstDigits];
   __shared__ std::uint32_t lstart[kFirstDigits];
   using Scan = cub::BlockScan<std::uint32_t, kFirstThreads>;
@@ -411,7 +413,7 @@ __global__ void __launch_bounds__(kFirstThreads) first_digit_warp_counts_kernel(
   for (int r = 0; r < R; ++r) {
     const bool in = 32 * r < lim;
     bad_bits |= std::uint32_t(in && narrow_index_bad(dv[r], N)) << r;
-    atomicAdd(&wh[warp][std::uint32_t(dv[r]) & mask], in ? 1u : 0u);
+    atomicAdd(&wh[warp][(std::uint32_t(dv[r]) >> shift) & mask], in ? 1u : 0u);
   }
   if (bad_bits) atomicMin(first_bad, (unsigned long long)(w0 + 32 * (__ffs(bad_bits) - 1)));
   __syncthreads();
@@ -447,10 +449,13 @@ __global__ void __launch_bounds__(kFirstThreads) first_digit_warp_counts_kernel(
 // the time of FW = 1 in the same A/B rounds (6.56 against 6.38 ms): the write-out's dependent
 // reads of w cost more than the halves save. FW = 1 stays the default; FW = 2 is kept opt-in.
 // WC (the warp form): the count phase's work comes from first_digit_warp_counts_kernel's bases.
-template <class I, int FW, bool WC>
+// shift, KO: the digit is (dst >> shift) & mask; 0 and uint32 for the LSD first pass (the keys
+// whole), kFirstBits below the top bit and uint16 for the one-shot's MSD sort (the keys' low 16
+// bits: sort_narrow_msd).
+template <class I, int FW, bool WC, class KO = std::uint32_t>
 __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
-    const I* __restrict__ src, const I* __restrict__ dst, std::int64_t E, std::uint64_t N, std::uint32_t mask,
-    const std::uint32_t* __restrict__ offsets, std::uint32_t* __restrict__ keys, EdgePair<std::int32_t>* __restrict__ pairs,
+    const I* __restrict__ src, const I* __restrict__ dst, std::int64_t E, std::uint64_t N, std::uint32_t mask, int shift,
+    const std::uint32_t* __restrict__ offsets, KO* __restrict__ keys, EdgePair<std::int32_t>* __restrict__ pairs,
     unsigned long long* first_bad, const float* __restrict__ fw, const std::uint16_t* __restrict__ bases) {
   extern __shared__ __align__(16) unsigned char first_smem[];
   auto* skeys = reinterpret_cast<std::uint32_t*>(first_smem);
@@ -514,7 +519,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
         bad_bits |= std::uint32_t(in && bad(dv[r])) << (h + r);
         // The counts need no order: a shared-memory atomic an edge (the ranking pass matches).
         // Lanes past E add 0 (no branch).
-        atomicAdd(&my[std::uint32_t(dv[r]) & mask], in ? 1u : 0u);
+        atomicAdd(&my[(std::uint32_t(dv[r]) >> shift) & mask], in ? 1u : 0u);
       }
     }
     __syncthreads();
@@ -551,7 +556,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
     for (int r = 0; r < H; ++r) {
       const bool in = 32 * (h + r) < lim;
       const unsigned active = __ballot_sync(~0u, in);
-      const std::uint32_t d = key[r] & mask;
+      const std::uint32_t d = (key[r] >> shift) & mask;
       const unsigned peers = match_digit(d, active);
       const std::uint32_t base = my[d];
       __syncwarp();  // every lane has read the base before its leader moves it
@@ -572,9 +577,9 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
   __syncthreads();
   const int n = int(E - t0 < kFirstTile ? E - t0 : kFirstTile);
   for (int i = threadIdx.x; i < n; i += kFirstThreads) {
-    const std::uint32_t key_i = skeys[i], d = key_i & mask;
+    const std::uint32_t key_i = skeys[i], d = (key_i >> shift) & mask;
     const std::uint32_t g = gstart[d] + (std::uint32_t(i) - lstart[d]);
-    keys[g] = key_i;
+    keys[g] = KO(key_i);
     EdgePair<std::int32_t> p = spairs[i];
     if constexpr (FW == 2) p.id = __float_as_int(fw[p.id]);  // the edge's weight bits in place of its id
     pairs[g] = p;
@@ -632,6 +637,57 @@ __global__ void __launch_bounds__(256) row_starts_kernel(const std::uint32_t* __
       // k < N: a bad index's key (sorted on its low bits only) writes nothing; the build throws.
       if (j < n && k[j] < std::uint64_t(N) && k[j] != prev) row_ptr[k[j]] = std::uint32_t(i0 + j);
       prev = k[j];
+    }
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) row_ptr[N] = std::uint32_t(E);
+}
+
+// The one-shot's MSD sort (sort_narrow_msd): its keys are dst's low 16 bits, sorted on bits
+// [0, shift) inside each top-digit bucket d (positions [starts[d], starts[d + 1])), so an entry's
+// row is d << shift | (key & low). As row_starts_kernel otherwise (the same suffix minimum after
+// it); rows ascend with the position whatever the keys, so a bad index writes in bounds only.
+struct BucketStarts {
+  std::uint32_t v[kFirstDigits + 1];  // v[kFirstDigits] = E
+};
+__global__ void __launch_bounds__(256) msd_row_starts_kernel(const std::uint16_t* __restrict__ keys, BucketStarts b, int shift,
+                                                             std::int64_t E, std::int64_t N, std::uint32_t* row_ptr) {
+  constexpr int V = kRowStartKeys;
+  const std::uint32_t low = (1u << shift) - 1;
+  // The bucket holding position p < E: the last d with v[d] <= p (empty buckets skipped).
+  auto bucket_of = [&](std::uint32_t p) {
+    int lo = 0, hi = kFirstDigits;
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (b.v[mid] <= p) lo = mid;
+      else hi = mid;
+    }
+    return lo;
+  };
+  const std::int64_t chunks = (E + V - 1) / V, stride = std::int64_t(gridDim.x) * blockDim.x;
+  for (std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; c < chunks; c += stride) {
+    const std::int64_t i0 = c * V;
+    const int n = int(E - i0 < V ? E - i0 : V);
+    std::uint16_t k[V];
+    if (n == V) {  // the keys' buffer is 256-byte aligned: chunk c is 16 bytes in
+      const uint4 q = reinterpret_cast<const uint4*>(keys)[c];
+      const std::uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+      for (int j = 0; j < V; ++j) k[j] = std::uint16_t(w[j / 2] >> (16 * (j % 2)));
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) k[j] = j < n ? keys[i0 + j] : std::uint16_t(0);
+    }
+    int d = bucket_of(std::uint32_t(i0 > 0 ? i0 - 1 : 0));
+    std::uint32_t prev = i0 > 0 ? std::uint32_t(d) << shift | (keys[i0 - 1] & low) : ~0u;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (j < n) {
+        const std::uint32_t p = std::uint32_t(i0 + j);
+        while (b.v[d + 1] <= p) ++d;
+        const std::uint32_t row = std::uint32_t(d) << shift | (k[j] & low);
+        if (row < std::uint64_t(N) && row != prev) row_ptr[row] = p;
+        prev = row;
+      }
     }
   }
   if (blockIdx.x == 0 && threadIdx.x == 0) row_ptr[N] = std::uint32_t(E);
@@ -745,6 +801,10 @@ struct PlanKnobs {
   // GiB and the planned call's judged extra memory 12.32 -> 12.66 B/edge; the C++ bench's A/B
   // (planned, one-shot, lean) showed no difference, and it did not A/B the build.
   bool build_own_pool = false;
+  // PIPELINK_AGG_ONESHOT_SORT: 'lsd' (the default: the one sort below) or 'msd' (a one-shot call
+  // with float32 weights, N in (2^6, 2^22], no PIPELINK_AGG_BUILD_MEMORY: sort_narrow_msd, ~11
+  // bytes an edge at its peak against the one sort's 24; same bits).
+  bool oneshot_msd = false;
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -770,6 +830,7 @@ PlanKnobs plan_knobs() {
   k.oneshot_w_late = knob_is_second("PIPELINK_AGG_ONESHOT_W", "ranked", "late");
   k.oneshot_own_pool = !knob_is_second("PIPELINK_AGG_ONESHOT_POOL", "own", "default");
   k.build_own_pool = knob_is_second("PIPELINK_AGG_BUILD_POOL", "default", "own");
+  k.oneshot_msd = knob_is_second("PIPELINK_AGG_ONESHOT_SORT", "lsd", "msd");
   return k;
 }
 
@@ -1217,6 +1278,150 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
   plan.pairs = std::move(kept);
 }
 
+// ---- the one-shot's MSD sort (PIPELINK_AGG_ONESHOT_SORT=msd, opt-in) ----------------------------
+//
+// Why: the one sort below holds the kept pairs (8 bytes an edge), both key buffers (8) and the
+// other pairs (8): a one-shot call peaked at 24.41 B/edge on products-like (v31), where issue 4
+// asks at most 12. Here the first pass (the same kernels) takes the top kFirstBits bits of the
+// key instead of the low ones and writes only the key's low 16 bits: the pairs, in place in the
+// kept buffer, and 2 bytes of key an edge, 10 in all. Each of the 2^kFirstBits buckets is then
+// one stable CUB sort of its own on bits [0, shift) (keys of 16 bits: two passes), with a scratch
+// the bucket's size; the buckets go round the kMsdStreams side streams, so that their launches
+// and tails overlap, and the scratch is kMsdStreams buckets'. Both sorts are stable from edge
+// order, so the pairs, and the bits, are the one sort's. Counted on products-like (E = 61.9M,
+// 22-bit keys, 64 buckets of ~0.97M): peak 8 + 2 + ~1 (four buckets' scratch and temp) + 0.16
+// (row_ptr) ~ 11.2 B/edge; bytes moved ~82 an edge against ~88 (pass 1 writes 10 for 12; the
+// buckets' two passes move 10-byte elements for 12, no separate histogram pass of 4-byte keys),
+// but 64 CUB sorts of ~1M (~5 launches each, ~320 from the host after one sync for the buckets'
+// sizes) where the one sort makes one: predicted the one-shot within +-0.2 ms of the one sort's
+// (not yet run on a GPU).
+constexpr int kMsdStreams = 4;
+
+// kMsdStreams non-blocking streams per device, made at first use and kept for the process.
+cudaStream_t* msd_side_streams(int device) {
+  static std::mutex mu;
+  static std::map<int, std::array<cudaStream_t, kMsdStreams>> streams;
+  const std::lock_guard<std::mutex> lock(mu);
+  auto it = streams.find(device);
+  if (it == streams.end()) {
+    std::array<cudaStream_t, kMsdStreams> made{};
+    for (cudaStream_t& st : made) PIPELINK_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    it = streams.emplace(device, made).first;
+  }
+  return it->second.data();
+}
+
+// Returns false, having queued nothing that stays, where its buffers do not fit: the one sort
+// then runs (and its own short-memory paths). The caller has checked the conditions
+// (PlanKnobs::oneshot_msd).
+template <class I>
+bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
+                     unsigned long long* flag, BuildTrace& trace, const float* fw) {
+  using Pair = EdgePair<std::int32_t>;
+  using K16 = std::uint16_t;
+  const std::int64_t E = plan.num_edges;
+  const int end_bit = bits_for(N), shift = end_bit - kFirstBits;  // the bits each bucket sorts: [0, shift), <= 16
+  const std::int64_t tiles = (E + kFirstTile - 1) / kFirstTile, cells = tiles * kFirstDigits;
+  auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
+  std::size_t scan_bytes = 0;
+  PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const std::uint32_t*>(nullptr),
+                                                    static_cast<std::uint32_t*>(nullptr), cells, s));
+  const std::size_t counts_bytes = up(2 * std::size_t(cells) * sizeof(std::uint32_t)),
+                    bases_bytes = up(std::size_t(tiles) * kFirstWarps * kFirstDigits * sizeof(std::uint16_t));
+  DeviceBuffer kept = DeviceBuffer::try_make(E * sizeof(Pair), s);
+  DeviceBuffer keys = kept.get() ? DeviceBuffer::try_make(up(E * sizeof(K16)), s) : DeviceBuffer{};
+  DeviceBuffer first = keys.get() ? DeviceBuffer::try_make(counts_bytes + bases_bytes + up(scan_bytes), s) : DeviceBuffer{};
+  if (!first.get()) return false;
+  auto* counts = first.as<std::uint32_t>();
+  std::uint32_t* offsets = counts + cells;
+  auto* bases = reinterpret_cast<std::uint16_t*>(first.as<char>() + counts_bytes);
+  void* scan_temp = first.as<char>() + counts_bytes + bases_bytes;
+  const std::uint32_t mask = kFirstDigits - 1;
+  first_digit_warp_counts_kernel<I><<<int(tiles), kFirstThreads, 0, s>>>(dst.data_as<const I>(), E, std::uint64_t(N), mask,
+                                                                         shift, counts, bases, flag);
+  check_launch();
+  PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan_temp, scan_bytes, counts, offsets, cells, s));
+  auto* scatter = first_digit_scatter_kernel<I, 1, true, K16>;
+  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(scatter, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFirstSmem)));
+  scatter<<<int(tiles), kFirstThreads, kFirstSmem, s>>>(src.data_as<const I>(), dst.data_as<const I>(), E, std::uint64_t(N),
+                                                       mask, shift, offsets, keys.as<K16>(), kept.as<Pair>(), flag, fw, bases);
+  check_launch();
+  // The buckets' starts: digit d's first place is tile 0's, offsets[d * tiles].
+  BucketStarts starts{};
+  PIPELINK_CUDA_CHECK(cudaMemcpy2DAsync(starts.v, sizeof(std::uint32_t), offsets, std::size_t(tiles) * sizeof(std::uint32_t),
+                                        sizeof(std::uint32_t), kFirstDigits, cudaMemcpyDeviceToHost, s));
+  PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
+  starts.v[kFirstDigits] = std::uint32_t(E);
+  first.reset();
+  trace.mark("msd_first_pass");
+  std::int64_t biggest = 0;
+  for (int d = 0; d < kFirstDigits; ++d) biggest = std::max<std::int64_t>(biggest, starts.v[d + 1] - starts.v[d]);
+  // A scratch a side stream: the biggest bucket's keys, pairs and CUB temp (the temp grows with
+  // the count; asked for the biggest).
+  std::size_t sort_bytes = 0;
+  if (shift > 0 && biggest > 0) {
+    cub::DoubleBuffer<K16> k0(nullptr, nullptr);
+    cub::DoubleBuffer<Pair> p0(nullptr, nullptr);
+    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, k0, p0, std::uint32_t(biggest), 0, shift, s));
+  }
+  const std::size_t kb = up(std::size_t(biggest) * sizeof(K16)), pb = up(std::size_t(biggest) * sizeof(Pair)),
+                    per_stream = kb + pb + up(sort_bytes);
+  // Fewer streams where one bucket is large (hub rows): the scratch stays within E / 8 buckets'
+  // edges where it can, and is one bucket's at least.
+  const int streams = int(std::clamp<std::int64_t>(biggest > 0 ? E / 8 / biggest : 1, 1, kMsdStreams));
+  // Short of memory here: back to the one sort (which reads the indices again), as before pass 1.
+  DeviceBuffer scratch = DeviceBuffer::try_make(per_stream * streams, s);
+  if (!scratch.get()) return false;
+  plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
+  int device = 0;
+  PIPELINK_CUDA_CHECK(cudaGetDevice(&device));
+  cudaStream_t* side = msd_side_streams(device);
+  cudaEvent_t fork = nullptr;
+  std::array<cudaEvent_t, kMsdStreams> joins{};
+  PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  for (int k = 0; k < streams; ++k) PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&joins[k], cudaEventDisableTiming));
+  PIPELINK_CUDA_CHECK(cudaEventRecord(fork, s));
+  for (int k = 0; k < streams; ++k) PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(side[k], fork, 0));
+  for (int d = 0, next = 0; d < kFirstDigits; ++d) {
+    const std::int64_t a = starts.v[d], n = std::int64_t(starts.v[d + 1]) - a;
+    if (n < 2 || shift == 0) continue;
+    const int k = next++ % streams;
+    char* const base = scratch.as<char>() + per_stream * std::size_t(k);
+    K16* const bucket_keys = keys.as<K16>() + a;
+    Pair* const bucket_pairs = kept.as<Pair>() + a;
+    cub::DoubleBuffer<K16> kbuf(bucket_keys, reinterpret_cast<K16*>(base));
+    cub::DoubleBuffer<Pair> pbuf(bucket_pairs, reinterpret_cast<Pair*>(base + kb));
+    std::size_t tb = sort_bytes;
+    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(base + kb + pb, tb, kbuf, pbuf, std::uint32_t(n), 0, shift, side[k]));
+    if (kbuf.Current() != bucket_keys) {  // an odd number of passes (a single-tile bucket: one)
+      PIPELINK_CUDA_CHECK(cudaMemcpyAsync(bucket_keys, kbuf.Current(), n * sizeof(K16), cudaMemcpyDeviceToDevice, side[k]));
+      PIPELINK_CUDA_CHECK(cudaMemcpyAsync(bucket_pairs, pbuf.Current(), n * sizeof(Pair), cudaMemcpyDeviceToDevice, side[k]));
+    }
+  }
+  for (int k = 0; k < streams; ++k) {
+    PIPELINK_CUDA_CHECK(cudaEventRecord(joins[k], side[k]));
+    PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(s, joins[k], 0));
+  }
+  PIPELINK_CUDA_CHECK(cudaEventDestroy(fork));
+  for (int k = 0; k < streams; ++k) PIPELINK_CUDA_CHECK(cudaEventDestroy(joins[k]));
+  scratch.reset();  // stream-ordered on s, after the joins
+  trace.mark("msd_buckets");
+  auto* rp = reinterpret_cast<std::uint32_t*>(plan.row_ptr.as<std::int32_t>());
+  const auto rev = thrust::make_reverse_iterator(rp + N + 1);
+  std::size_t min_bytes = 0;
+  PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(nullptr, min_bytes, rev, rev, ::cuda::minimum<std::uint32_t>{}, N + 1, s));
+  DeviceBuffer min_temp(std::max<std::size_t>(min_bytes, 1), s);
+  PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0xFF, (N + 1) * sizeof(std::uint32_t), s));
+  msd_row_starts_kernel<<<grid_for((E + kRowStartKeys - 1) / kRowStartKeys, 256), 256, 0, s>>>(keys.as<K16>(), starts, shift,
+                                                                                               E, N, rp);
+  check_launch();
+  PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(min_temp.get(), min_bytes, rev, rev, ::cuda::minimum<std::uint32_t>{},
+                                                     N + 1, s));
+  trace.mark("row_ptr_scan");
+  plan.pairs = std::move(kept);
+  return true;
+}
+
 // Narrow plans: keys = dst (uint32), values = (src, id) pairs, one stable radix sort.
 // Memory: the pairs the plan keeps are one allocation, made first; everything transient (both key
 // buffers, the other pairs buffer, CUB's temp) is one more, freed at the end. Why: with the four
@@ -1261,6 +1466,10 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     fused = 2 * (fa.sharedSizeBytes + kFirstSmem + std::size_t(reserved)) <= std::size_t(per_sm);
   }
   const bool warp_counts = fused && knobs.build_first == 0;  // after the fit: no pass, no warp form
+  // The one-shot's MSD sort where asked and it applies (PlanKnobs::oneshot_msd).
+  if (fw && knobs.oneshot_msd && warp_counts && chunks == 0 && knobs.build_memory == 0 && end_bit > kFirstBits &&
+      end_bit - kFirstBits <= 16 && sort_narrow_msd<I>(plan, src, dst, N, s, flag, trace, fw))
+    return;
   const int first_bits = fused ? std::min(kFirstBits, end_bit) : 0;  // the bits the first pass sorts
   const std::int64_t tiles = fused ? (E + kFirstTile - 1) / kFirstTile : 0;
   const std::int64_t cells = tiles * kFirstDigits;  // the first pass's counts, [digit][tile]
@@ -1388,7 +1597,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     auto* bases = reinterpret_cast<std::uint16_t*>(offsets + cells);
     if (warp_counts)
       first_digit_warp_counts_kernel<I><<<int(tiles), kFirstThreads, 0, s>>>(dst.data_as<const I>(), E, std::uint64_t(N), mask,
-                                                                             counts, bases, flag);
+                                                                             0, counts, bases, flag);
     else
       first_digit_counts_kernel<I><<<int(tiles), 256, 0, s>>>(dst.data_as<const I>(), E, mask, counts);
     check_launch();
@@ -1397,7 +1606,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     auto scatter = [&](auto kernel) {
       PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFirstSmem)));
       kernel<<<int(tiles), kFirstThreads, kFirstSmem, s>>>(src.data_as<const I>(), dst.data_as<const I>(), E, std::uint64_t(N),
-                                                         mask, offsets, keys_a, first_out, flag, fw, bases);
+                                                         mask, 0, offsets, keys_a, first_out, flag, fw, bases);
     };
     if (warp_counts) {
       if (fw && knobs.oneshot_w_late) scatter(first_digit_scatter_kernel<I, 2, true>);
