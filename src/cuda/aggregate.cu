@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <climits>
+#include <exception>
 #include <memory>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +33,8 @@
 #include <string>
 #include <initializer_list>
 #include <string_view>
+#include <system_error>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -801,10 +804,12 @@ struct PlanKnobs {
   // GiB and the planned call's judged extra memory 12.32 -> 12.66 B/edge; the C++ bench's A/B
   // (planned, one-shot, lean) showed no difference, and it did not A/B the build.
   bool build_own_pool = false;
-  // PIPELINK_AGG_ONESHOT_SORT: 'lsd' (the default: the one sort below) or 'msd' (a one-shot call
-  // with float32 weights, N in (2^6, 2^22], no PIPELINK_AGG_BUILD_MEMORY: sort_narrow_msd, ~11
-  // bytes an edge at its peak against the one sort's 24; same bits).
-  bool oneshot_msd = false;
+  // PIPELINK_AGG_ONESHOT_SORT: 'lsd' (the default: the one sort below), 'msd' or 'msd1' (a
+  // one-shot call with float32 weights, N in (2^6, 2^22], no PIPELINK_AGG_BUILD_MEMORY:
+  // sort_narrow_msd, ~11 bytes an edge at its peak against the one sort's 24; same bits; 'msd'
+  // queues each side stream's buckets from a host thread of its own, 'msd1' all from the
+  // calling thread, as v32 measured).
+  int oneshot_sort = 0;  // 0 lsd, 1 msd, 2 msd1
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -830,7 +835,7 @@ PlanKnobs plan_knobs() {
   k.oneshot_w_late = knob_is_second("PIPELINK_AGG_ONESHOT_W", "ranked", "late");
   k.oneshot_own_pool = !knob_is_second("PIPELINK_AGG_ONESHOT_POOL", "own", "default");
   k.build_own_pool = knob_is_second("PIPELINK_AGG_BUILD_POOL", "default", "own");
-  k.oneshot_msd = knob_is_second("PIPELINK_AGG_ONESHOT_SORT", "lsd", "msd");
+  k.oneshot_sort = knob_choice("PIPELINK_AGG_ONESHOT_SORT", {"lsd", "msd", "msd1"});
   return k;
 }
 
@@ -1293,8 +1298,12 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
 // (row_ptr) ~ 11.2 B/edge; bytes moved ~82 an edge against ~88 (pass 1 writes 10 for 12; the
 // buckets' two passes move 10-byte elements for 12, no separate histogram pass of 4-byte keys),
 // but 64 CUB sorts of ~1M (~5 launches each, ~320 from the host after one sync for the buckets'
-// sizes) where the one sort makes one: predicted the one-shot within +-0.2 ms of the one sort's
-// (not yet run on a GPU).
+// sizes) where the one sort makes one: predicted the one-shot within +-0.2 ms of the one sort's.
+// Measured (H200, products-like: 38 buckets of ~1.6M, one host thread queueing them all, v32,
+// 59b7d3b): peak 696 MB against 1505 (11.26 against 24.3 B/edge; from Python 11.42 against
+// 24.41), the bits the one sort's, but the one-shot 6.51 against 6.11 ms (`bench --ab`, same
+// rounds; 6.63 from Python, 2.59x torch.compile): the host's launches held the buckets' phase
+// (below). Opt-in.
 constexpr int kMsdStreams = 4;
 
 // kMsdStreams non-blocking streams per device, made at first use and kept for the process.
@@ -1313,10 +1322,10 @@ cudaStream_t* msd_side_streams(int device) {
 
 // Returns false, having queued nothing that stays, where its buffers do not fit: the one sort
 // then runs (and its own short-memory paths). The caller has checked the conditions
-// (PlanKnobs::oneshot_msd).
+// (PlanKnobs::oneshot_sort); threaded: each side stream's launches from a host thread of its own.
 template <class I>
 bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
-                     unsigned long long* flag, BuildTrace& trace, const float* fw) {
+                     unsigned long long* flag, BuildTrace& trace, const float* fw, bool threaded) {
   using Pair = EdgePair<std::int32_t>;
   using K16 = std::uint16_t;
   const std::int64_t E = plan.num_edges;
@@ -1382,28 +1391,65 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   for (int k = 0; k < streams; ++k) PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&joins[k], cudaEventDisableTiming));
   PIPELINK_CUDA_CHECK(cudaEventRecord(fork, s));
   for (int k = 0; k < streams; ++k) PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(side[k], fork, 0));
-  for (int d = 0, next = 0; d < kFirstDigits; ++d) {
-    const std::int64_t a = starts.v[d], n = std::int64_t(starts.v[d + 1]) - a;
-    if (n < 2 || shift == 0) continue;
-    const int k = next++ % streams;
-    char* const base = scratch.as<char>() + per_stream * std::size_t(k);
-    K16* const bucket_keys = keys.as<K16>() + a;
-    Pair* const bucket_pairs = kept.as<Pair>() + a;
-    cub::DoubleBuffer<K16> kbuf(bucket_keys, reinterpret_cast<K16*>(base));
-    cub::DoubleBuffer<Pair> pbuf(bucket_pairs, reinterpret_cast<Pair*>(base + kb));
-    std::size_t tb = sort_bytes;
-    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(base + kb + pb, tb, kbuf, pbuf, std::uint32_t(n), 0, shift, side[k]));
-    if (kbuf.Current() != bucket_keys) {  // an odd number of passes (a single-tile bucket: one)
-      PIPELINK_CUDA_CHECK(cudaMemcpyAsync(bucket_keys, kbuf.Current(), n * sizeof(K16), cudaMemcpyDeviceToDevice, side[k]));
-      PIPELINK_CUDA_CHECK(cudaMemcpyAsync(bucket_pairs, pbuf.Current(), n * sizeof(Pair), cudaMemcpyDeviceToDevice, side[k]));
+  // The buckets round the side streams. From one host thread CUB's ~8 calls a bucket (memsets,
+  // histogram, scan, two onesweep passes) bounded the phase: v32 traced the side streams busy
+  // ~0.75 ms each of a ~2.4 ms phase (under torch.profiler), the one-shot 6.51 against 6.11 ms
+  // (`bench --ab`). Threaded, each stream's launches come from a host thread of its own (this one
+  // for stream 0): predicted the phase near its streams' busy time, the one-shot near the one
+  // sort's (not yet run on a GPU).
+  std::array<std::vector<int>, kMsdStreams> mine;
+  for (int d = 0, next = 0; d < kFirstDigits; ++d)
+    if (shift > 0 && starts.v[d + 1] - starts.v[d] >= 2) mine[std::size_t(next++ % streams)].push_back(d);
+  std::array<std::exception_ptr, kMsdStreams> errors;
+  auto queue = [&](int k) noexcept {
+    try {
+      char* const base = scratch.as<char>() + per_stream * std::size_t(k);
+      for (const int d : mine[std::size_t(k)]) {
+        const std::int64_t a = starts.v[d], n = std::int64_t(starts.v[d + 1]) - a;
+        K16* const bucket_keys = keys.as<K16>() + a;
+        Pair* const bucket_pairs = kept.as<Pair>() + a;
+        cub::DoubleBuffer<K16> kbuf(bucket_keys, reinterpret_cast<K16*>(base));
+        cub::DoubleBuffer<Pair> pbuf(bucket_pairs, reinterpret_cast<Pair*>(base + kb));
+        std::size_t tb = sort_bytes;
+        PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(base + kb + pb, tb, kbuf, pbuf, std::uint32_t(n), 0, shift, side[k]));
+        if (kbuf.Current() != bucket_keys) {  // an odd number of passes (a single-tile bucket: one)
+          PIPELINK_CUDA_CHECK(cudaMemcpyAsync(bucket_keys, kbuf.Current(), n * sizeof(K16), cudaMemcpyDeviceToDevice, side[k]));
+          PIPELINK_CUDA_CHECK(cudaMemcpyAsync(bucket_pairs, pbuf.Current(), n * sizeof(Pair), cudaMemcpyDeviceToDevice, side[k]));
+        }
+      }
+    } catch (...) {
+      errors[std::size_t(k)] = std::current_exception();
     }
+  };
+  if (threaded) {
+    std::vector<std::thread> helpers;
+    for (int k = 1; k < streams; ++k) {
+      try {
+        helpers.emplace_back([&, k] {
+          if (cudaSetDevice(device) != cudaSuccess) errors[std::size_t(k)] = std::make_exception_ptr(Error("aggregate: cudaSetDevice failed in an MSD sort thread"));
+          else queue(k);
+        });
+      } catch (const std::system_error&) {  // no thread: this one queues that stream too
+        queue(k);
+      }
+    }
+    queue(0);
+    for (std::thread& t : helpers) t.join();
+  } else {
+    for (int k = 0; k < streams; ++k) queue(k);
   }
+  // Joined whatever happened, so that the scratch is freed (on s) after every use queued.
   for (int k = 0; k < streams; ++k) {
-    PIPELINK_CUDA_CHECK(cudaEventRecord(joins[k], side[k]));
-    PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(s, joins[k], 0));
+    (void)cudaEventRecord(joins[k], side[k]);
+    (void)cudaStreamWaitEvent(s, joins[k], 0);
   }
-  PIPELINK_CUDA_CHECK(cudaEventDestroy(fork));
-  for (int k = 0; k < streams; ++k) PIPELINK_CUDA_CHECK(cudaEventDestroy(joins[k]));
+  (void)cudaEventDestroy(fork);
+  for (int k = 0; k < streams; ++k) (void)cudaEventDestroy(joins[k]);
+  for (const std::exception_ptr& e : errors)
+    if (e) {
+      scratch.reset();
+      std::rethrow_exception(e);
+    }
   scratch.reset();  // stream-ordered on s, after the joins
   trace.mark("msd_buckets");
   auto* rp = reinterpret_cast<std::uint32_t*>(plan.row_ptr.as<std::int32_t>());
@@ -1466,9 +1512,9 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     fused = 2 * (fa.sharedSizeBytes + kFirstSmem + std::size_t(reserved)) <= std::size_t(per_sm);
   }
   const bool warp_counts = fused && knobs.build_first == 0;  // after the fit: no pass, no warp form
-  // The one-shot's MSD sort where asked and it applies (PlanKnobs::oneshot_msd).
-  if (fw && knobs.oneshot_msd && warp_counts && chunks == 0 && knobs.build_memory == 0 && end_bit > kFirstBits &&
-      end_bit - kFirstBits <= 16 && sort_narrow_msd<I>(plan, src, dst, N, s, flag, trace, fw))
+  // The one-shot's MSD sort where asked and it applies (PlanKnobs::oneshot_sort).
+  if (fw && knobs.oneshot_sort > 0 && warp_counts && chunks == 0 && knobs.build_memory == 0 && end_bit > kFirstBits &&
+      end_bit - kFirstBits <= 16 && sort_narrow_msd<I>(plan, src, dst, N, s, flag, trace, fw, knobs.oneshot_sort == 1))
     return;
   const int first_bits = fused ? std::min(kFirstBits, end_bit) : 0;  // the bits the first pass sorts
   const std::int64_t tiles = fused ? (E + kFirstTile - 1) / kFirstTile : 0;
