@@ -1004,6 +1004,27 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
   }
 }
 
+// A one-shot call under `knob`=`value` on a graph with a bad dst at edge 80000 and a bad src at
+// 80003 (with float32 weights or none): it names edge 80000's dst, and the output is untouched.
+void expect_one_shot_names_first_bad_edge(std::uint64_t seed, const char* knob, const char* value, bool weights) {
+  EdgeList g = uniform_graph(500, 90000, seed, DType::i64);
+  g.dst.data_as<std::int64_t>()[80000] = 500;
+  g.src.data_as<std::int64_t>()[80003] = -1;
+  Tensor before = random_tensor({500, 64}, DType::f32, seed + 1);
+  Tensor out = gpu(before), wg = gpu(random_tensor({90000}, DType::f32, seed + 2));
+  ScopedEnv env({{knob, value}});
+  try {
+    aggregate(gpu(random_tensor({500, 64}, DType::f32, seed + 3)), gpu(g.src), gpu(g.dst),
+              weights ? std::optional<TensorView>(wg.view()) : std::nullopt, out, {.path = AggregatePath::one_shot});
+    cuda::synchronize();
+    ADD_FAILURE() << "no error";
+  } catch (const IndexOutOfRangeError& e) {
+    EXPECT_EQ(e.position(), 80000) << e.what();
+    EXPECT_EQ(e.port(), "dst") << e.what();
+  }
+  EXPECT_TRUE(bitwise_equal(host(out), before)) << "output modified";
+}
+
 TEST_F(CudaAggregate, OneShotInEdgeRanges) {
   // PIPELINK_AGG_ONESHOT_CHUNKS=K: a one-shot call in K edge ranges, each built and run on its own,
   // the later ones accumulating. Inside the tolerance and deterministic on hub, uniform and N = 1
@@ -1057,22 +1078,7 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
     EXPECT_LT(double(three), 0.45 * double(one)) << three << " vs " << one;
   }
   // A bad index in the last range: the first bad edge of the whole list, the output untouched.
-  EdgeList g = uniform_graph(500, 90000, seed + 9, DType::i64);
-  g.dst.data_as<std::int64_t>()[80000] = 500;
-  g.src.data_as<std::int64_t>()[80003] = -1;
-  Tensor before = random_tensor({500, 64}, DType::f32, seed + 10);
-  Tensor out = gpu(before);
-  ScopedEnv env({{"PIPELINK_AGG_ONESHOT_CHUNKS", "3"}});
-  try {
-    aggregate(gpu(random_tensor({500, 64}, DType::f32, seed + 11)), gpu(g.src), gpu(g.dst), std::nullopt, out,
-              {.path = AggregatePath::one_shot});
-    cuda::synchronize();
-    ADD_FAILURE() << "no error";
-  } catch (const IndexOutOfRangeError& e) {
-    EXPECT_EQ(e.position(), 80000) << e.what();
-    EXPECT_EQ(e.port(), "dst") << e.what();
-  }
-  EXPECT_TRUE(bitwise_equal(host(out), before)) << "output modified";
+  expect_one_shot_names_first_bad_edge(seed + 9, "PIPELINK_AGG_ONESHOT_CHUNKS", "3", false);
 }
 
 // PIPELINK_AGG_ONESHOT_SORT=msd (and msd1): the one-shot's MSD sort (sort_narrow_msd: the first
@@ -1134,23 +1140,8 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
     EXPECT_GE(one, std::size_t(20) * std::size_t(E)) << "the one sort's peak: the comparison would prove nothing";
     EXPECT_LE(two_level, std::size_t(12) * std::size_t(E)) << two_level << " bytes against the one sort's " << one;
   }
-  // A bad dst, then a bad src: the first bad edge, the output untouched.
-  EdgeList g = uniform_graph(500, 90000, seed + 6, DType::i64);
-  g.dst.data_as<std::int64_t>()[80000] = 500;
-  g.src.data_as<std::int64_t>()[80003] = -1;
-  Tensor before = random_tensor({500, 64}, DType::f32, seed + 7);
-  Tensor out = gpu(before);
-  ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", "msd"}});
-  try {
-    aggregate(gpu(random_tensor({500, 64}, DType::f32, seed + 8)), gpu(g.src), gpu(g.dst),
-              gpu(random_tensor({90000}, DType::f32, seed + 9)).view(), out, {.path = AggregatePath::one_shot});
-    cuda::synchronize();
-    ADD_FAILURE() << "no error";
-  } catch (const IndexOutOfRangeError& e) {
-    EXPECT_EQ(e.position(), 80000) << e.what();
-    EXPECT_EQ(e.port(), "dst") << e.what();
-  }
-  EXPECT_TRUE(bitwise_equal(host(out), before)) << "output modified";
+  // A bad dst, then a bad src (float32 weights: the MSD sort applies).
+  expect_one_shot_names_first_bad_edge(seed + 6, "PIPELINK_AGG_ONESHOT_SORT", "msd", true);
 }
 
 TEST_F(CudaAggregate, BuildMemoryCapSortsRangesAndOneShotRunsEdgeRanges) {
