@@ -1091,6 +1091,10 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
 TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ONESHOT_SORT", "PIPELINK_AGG_BUILD_MEMORY", "PIPELINK_AGG_ONESHOT_CHUNKS",
                        "PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_FORCE_WIDE");
+  // The MSD sort runs on the fused first pass, which needs two ~105 KB blocks an SM: sm_90's and
+  // sm_100's 228 KB (elsewhere the knob leaves the one sort, and this test would prove nothing).
+  if (const int sm = describe(kGpu).sm; sm != 90 && sm != 100)
+    GTEST_SKIP() << "sm_" << sm << ": the fused first pass (and so the MSD sort) does not run here";
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   struct MsdCase {
@@ -1102,7 +1106,7 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
                         {3000, 200000, DType::i64, false},                      // 12 bits
                         {100003, 300000, DType::i32, true},                     // 17 bits, a third in one bucket
                         {(std::int64_t(1) << 22) - 5, 400000, DType::i64, false},  // 22 bits: all 16 key bits
-                        {5000, 60000, DType::i32, false}};                      // ~940 edges a bucket: one tile
+                        {5000, 60000, DType::i32, false}};                      // 40 buckets of ~1.5K: one tile
   for (const MsdCase& c : cases) {
     SCOPED_TRACE("N=" + std::to_string(c.N) + " E=" + std::to_string(c.E) + (c.hub ? " hub" : ""));
     EdgeList g = uniform_graph(c.N, c.E, seed, c.index);

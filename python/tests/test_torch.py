@@ -153,7 +153,10 @@ def test_cuda_w_permutation_on_torch_streams(rng, monkeypatch, compact):
     monkeypatch.setenv("PIPELINK_AGG_W_PERMUTE", "off")
     gathered = pipelink.AggregatePlan(src, dst, x.shape[0])(x, w)
     monkeypatch.setenv("PIPELINK_AGG_W_PERMUTE", "1024")
-    monkeypatch.setenv("PIPELINK_AGG_W_PERMUTE_COMPACT", compact)
+    if compact:
+        monkeypatch.setenv("PIPELINK_AGG_W_PERMUTE_COMPACT", compact)
+    else:  # the default: unset
+        monkeypatch.delenv("PIPELINK_AGG_W_PERMUTE_COMPACT", raising=False)
     plan = pipelink.AggregatePlan(src, dst, x.shape[0])
     before = plan.nbytes
     s = torch.cuda.Stream()

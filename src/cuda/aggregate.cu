@@ -1294,11 +1294,12 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
 // the bucket's size; the buckets go round the kMsdStreams side streams, so that their launches
 // and tails overlap, and the scratch is kMsdStreams buckets'. Both sorts are stable from edge
 // order, so the pairs, and the bits, are the one sort's. Counted on products-like (E = 61.9M,
-// 22-bit keys, 64 buckets of ~0.97M): peak 8 + 2 + ~1 (four buckets' scratch and temp) + 0.16
-// (row_ptr) ~ 11.2 B/edge; bytes moved ~82 an edge against ~88 (pass 1 writes 10 for 12; the
-// buckets' two passes move 10-byte elements for 12, no separate histogram pass of 4-byte keys),
-// but 64 CUB sorts of ~1M (~5 launches each, ~320 from the host after one sync for the buckets'
-// sizes) where the one sort makes one: predicted the one-shot within +-0.2 ms of the one sort's.
+// 22-bit keys, 38 buckets of ~1.63M: N = 2.45M fills digits 0-37): peak 8 + 2 + ~1.05 (four
+// buckets' scratch and temp) + 0.16 (row_ptr) ~ 11.2 B/edge; bytes moved ~82 an edge against
+// ~88 (pass 1 writes 10 for 12; the buckets' two passes move 10-byte elements for 12, no
+// separate histogram pass of 4-byte keys), but 38 CUB sorts (~8 host calls each, ~300 from the
+// host after one sync for the buckets' sizes) where the one sort makes one: predicted the
+// one-shot within +-0.2 ms of the one sort's.
 // Measured (H200, products-like: 38 buckets of ~1.6M, one host thread queueing them all, v32,
 // 59b7d3b): peak 696 MB against 1505 (11.26 against 24.3 B/edge; from Python 11.42 against
 // 24.41), the bits the one sort's, but the one-shot 6.51 against 6.11 ms (`bench --ab`, same
@@ -1385,8 +1386,17 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   int device = 0;
   PIPELINK_CUDA_CHECK(cudaGetDevice(&device));
   cudaStream_t* side = msd_side_streams(device);
-  cudaEvent_t fork = nullptr;
-  std::array<cudaEvent_t, kMsdStreams> joins{};
+  struct Events {  // destroyed on every way out (an event pending on a stream is released when it completes)
+    cudaEvent_t fork = nullptr;
+    std::array<cudaEvent_t, kMsdStreams> joins{};
+    ~Events() {
+      if (fork) (void)cudaEventDestroy(fork);
+      for (cudaEvent_t e : joins)
+        if (e) (void)cudaEventDestroy(e);
+    }
+  } ev;
+  cudaEvent_t& fork = ev.fork;
+  std::array<cudaEvent_t, kMsdStreams>& joins = ev.joins;
   PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
   for (int k = 0; k < streams; ++k) PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&joins[k], cudaEventDisableTiming));
   PIPELINK_CUDA_CHECK(cudaEventRecord(fork, s));
@@ -1422,29 +1432,32 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
     }
   };
   if (threaded) {
+    // A stream whose thread could not start, or could not take the device, is queued from this
+    // thread after the others (the order inside each stream is all that matters).
+    std::array<bool, kMsdStreams> left{};
     std::vector<std::thread> helpers;
     for (int k = 1; k < streams; ++k) {
       try {
         helpers.emplace_back([&, k] {
-          if (cudaSetDevice(device) != cudaSuccess) errors[std::size_t(k)] = std::make_exception_ptr(Error("aggregate: cudaSetDevice failed in an MSD sort thread"));
-          else queue(k);
+          if (cudaSetDevice(device) == cudaSuccess) queue(k);
+          else left[std::size_t(k)] = true;
         });
-      } catch (const std::system_error&) {  // no thread: this one queues that stream too
-        queue(k);
+      } catch (...) {  // no thread (std::system_error, or the vector's bad_alloc before it started one)
+        left[std::size_t(k)] = true;
       }
     }
     queue(0);
     for (std::thread& t : helpers) t.join();
+    for (int k = 1; k < streams; ++k)
+      if (left[std::size_t(k)]) queue(k);
   } else {
     for (int k = 0; k < streams; ++k) queue(k);
   }
-  // Joined whatever happened, so that the scratch is freed (on s) after every use queued.
-  for (int k = 0; k < streams; ++k) {
-    (void)cudaEventRecord(joins[k], side[k]);
-    (void)cudaStreamWaitEvent(s, joins[k], 0);
-  }
-  (void)cudaEventDestroy(fork);
-  for (int k = 0; k < streams; ++k) (void)cudaEventDestroy(joins[k]);
+  // Joined whatever happened, so that the scratch is freed (on s) after every use queued; where
+  // the join itself fails, the side stream is waited for from the host instead.
+  for (int k = 0; k < streams; ++k)
+    if (cudaEventRecord(joins[k], side[k]) != cudaSuccess || cudaStreamWaitEvent(s, joins[k], 0) != cudaSuccess)
+      (void)cudaStreamSynchronize(side[k]);
   for (const std::exception_ptr& e : errors)
     if (e) {
       scratch.reset();
