@@ -68,6 +68,7 @@ mutations=(
   "msd row starts take the bucket before@src/cuda/aggregate.cu@while (b.v[d + 1] <= p) ++d;@while (b.v[d + 1] < p) ++d;@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"
   "msd buckets sort one bit short@src/cuda/aggregate.cu@std::uint32_t(n), 0, shift, side[k])@std::uint32_t(n), 0, shift - 1, side[k])@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"
   "msd first pass scatters by the low digit@src/cuda/aggregate.cu@mask, shift, offsets, keys.as<K16>()@mask, 0, offsets, keys.as<K16>()@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"
+  "msd hand-back ignored@src/cuda/aggregate.cu@if (!scratch.get()) return false;@if (false) return false;@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"
   "msd odd-pass bucket not copied back@src/cuda/aggregate.cu@if (kbuf.Current() != bucket_keys) {@if (false) {@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"
   "packed column's walk compiled for the plain column@src/cuda/aggregate.cu@launch(staged_rows_kernel<TR, warps, 2, kWCompactLidx>);@launch(staged_rows_kernel<TR, warps, 2, kWCompact>);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
   "row starts skip the suffix minimum@src/cuda/aggregate.cu@PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(keys.Alternate()@if (false) PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(keys.Alternate()@1@CudaAggregate.RowStartsScanIsTheSearch"

@@ -1085,7 +1085,9 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
 // pass on the key's top 6 bits, then a CUB sort a bucket on side streams) keeps the one sort's stable order,
 // so a one-shot call gives the one sort's bits: keys of 7 to 22 bits (buckets sorting 1 to 16),
 // int32 and int64 indices, a bucket holding a third of the edges (fewer side streams), buckets of
-// one CUB tile (its one pass: the copy back), F = 64 and 3, twice. A bad index names the first
+// one CUB tile (its one pass: the copy back), F = 64 and 3, twice; and with its bucket scratch
+// failing after the first pass (PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL), the one sort's bits from the
+// hand-back. A bad index names the first
 // bad edge and leaves the output; the call's peak memory is ~11 bytes an edge, under 12, where
 // the one sort's is ~24.
 TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
@@ -1127,6 +1129,10 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
         ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", form}});
         EXPECT_TRUE(bitwise_equal(call(), lsd)) << "the MSD sort's bits against the one sort's";
         EXPECT_TRUE(bitwise_equal(call(), lsd)) << "again";
+      }
+      {  // The bucket scratch short after the first pass: handed back to the one sort, same bits.
+        ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", "msd"}, {"PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", "1"}});
+        EXPECT_TRUE(bitwise_equal(call(), lsd)) << "the one sort after the MSD sort's first pass";
       }
     }
   }
@@ -1282,7 +1288,7 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
                              std::pair{"PIPELINK_AGG_BUILD_FIRST", "fast"},
                              std::pair{"PIPELINK_AGG_ROW_PTR", "fast"}, std::pair{"PIPELINK_AGG_ONESHOT_W", "early"},
                              std::pair{"PIPELINK_AGG_ONESHOT_POOL", "mine"}, std::pair{"PIPELINK_AGG_BUILD_POOL", "scratch"},
-                             std::pair{"PIPELINK_AGG_ONESHOT_SORT", "radix"}}) {
+                             std::pair{"PIPELINK_AGG_ONESHOT_SORT", "radix"}, std::pair{"PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", "2"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);

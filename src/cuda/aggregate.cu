@@ -772,6 +772,8 @@ std::int64_t long_row_threshold() {
 //     PIPELINK_AGG_ONESHOT_CHUNKS=1 a one-shot call sorts destination ranges instead.
 //   PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (tests only; read in aggregate_one_shot): edge ranges of
 //     more edges than this fail as if out of memory, to make the unforced splits happen (0: off).
+//   PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL=1 (tests only): the one-shot's MSD sort hands back to the
+//     one sort after its first pass, as where its bucket scratch does not fit (sort_narrow_msd).
 //   PIPELINK_AGG_BUILD_FIRST: 'warp' (the default from v25: the one sort's first radix pass reads
 //     src and dst itself, see first_digit_scatter_kernel, with each warp's bases from its counts
 //     kernel, first_digit_warp_counts_kernel; first pass 0.843 against 0.940 ms, H200 session 21),
@@ -790,6 +792,9 @@ struct PlanKnobs {
   std::int64_t oneshot_chunks = 0;  // 0: one plan, or edge ranges when its sort does not fit
   std::size_t build_memory = 0;     // bytes; 0: no cap
   std::int64_t test_range_oom_above = 0;  // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (0: off)
+  // PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL=1 (tests only): the MSD sort's bucket scratch fails as if
+  // out of memory, after its first pass, so that its hand-back to the one sort runs.
+  bool test_msd_scratch_fail = false;
   int build_first = 0;  // PIPELINK_AGG_BUILD_FIRST: 0 warp, 1 fused, 2 cub
   bool row_ptr_scan = true;  // PIPELINK_AGG_ROW_PTR: 'scan' (the default) or 'search'
   bool oneshot_w_late = false;  // PIPELINK_AGG_ONESHOT_W=late: w read at the first pass's write-out (opt-in)
@@ -830,6 +835,7 @@ PlanKnobs plan_knobs() {
   k.oneshot_chunks = read("PIPELINK_AGG_ONESHOT_CHUNKS", 0, 4096, 0);
   k.build_memory = std::size_t(read("PIPELINK_AGG_BUILD_MEMORY", 1, std::int64_t(1) << 30, 0)) << 20;
   k.test_range_oom_above = read("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", 0, std::int64_t(1) << 62, 0);
+  k.test_msd_scratch_fail = read("PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", 0, 1, 0) == 1;
   k.build_first = knob_choice("PIPELINK_AGG_BUILD_FIRST", {"warp", "fused", "cub"});
   k.row_ptr_scan = !knob_is_second("PIPELINK_AGG_ROW_PTR", "scan", "search");
   k.oneshot_w_late = knob_is_second("PIPELINK_AGG_ONESHOT_W", "ranked", "late");
@@ -1326,7 +1332,7 @@ cudaStream_t* msd_side_streams(int device) {
 // (PlanKnobs::oneshot_sort); threaded: each side stream's launches from a host thread of its own.
 template <class I>
 bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
-                     unsigned long long* flag, BuildTrace& trace, const float* fw, bool threaded) {
+                     unsigned long long* flag, BuildTrace& trace, const float* fw, bool threaded, bool test_scratch_fail) {
   using Pair = EdgePair<std::int32_t>;
   using K16 = std::uint16_t;
   const std::int64_t E = plan.num_edges;
@@ -1380,7 +1386,7 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   // edges where it can, and is one bucket's at least.
   const int streams = int(std::clamp<std::int64_t>(biggest > 0 ? E / 8 / biggest : 1, 1, kMsdStreams));
   // Short of memory here: back to the one sort (which reads the indices again), as before pass 1.
-  DeviceBuffer scratch = DeviceBuffer::try_make(per_stream * streams, s);
+  DeviceBuffer scratch = test_scratch_fail ? DeviceBuffer{} : DeviceBuffer::try_make(per_stream * streams, s);
   if (!scratch.get()) return false;
   plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
   int device = 0;
@@ -1527,7 +1533,8 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   const bool warp_counts = fused && knobs.build_first == 0;  // after the fit: no pass, no warp form
   // The one-shot's MSD sort where asked and it applies (PlanKnobs::oneshot_sort).
   if (fw && knobs.oneshot_sort > 0 && warp_counts && chunks == 0 && knobs.build_memory == 0 && end_bit > kFirstBits &&
-      end_bit - kFirstBits <= 16 && sort_narrow_msd<I>(plan, src, dst, N, s, flag, trace, fw, knobs.oneshot_sort == 1))
+      end_bit - kFirstBits <= 16 && sort_narrow_msd<I>(plan, src, dst, N, s, flag, trace, fw, knobs.oneshot_sort == 1,
+                                                               knobs.test_msd_scratch_fail))
     return;
   const int first_bits = fused ? std::min(kFirstBits, end_bit) : 0;  // the bits the first pass sorts
   const std::int64_t tiles = fused ? (E + kFirstTile - 1) / kFirstTile : 0;
