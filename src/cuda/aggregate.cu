@@ -90,6 +90,9 @@ bool knob_is_second(const char* name, const char* first, const char* second) {
   return knob_choice(name, {first, second}) == 1;
 }
 
+// Device buffers carved from one allocation start on 256-byte boundaries.
+std::size_t round_up_256(std::size_t b) { return (b + 255) / 256 * 256; }
+
 // ---- elementwise phi -------------------------------------------------------------------------
 using cuda_detail::tanh_f32;  // cuda/tanh_f32.cuh
 
@@ -643,6 +646,14 @@ __global__ void __launch_bounds__(256) row_starts_kernel(const std::uint32_t* __
     }
   }
   if (blockIdx.x == 0 && threadIdx.x == 0) row_ptr[N] = std::uint32_t(E);
+}
+
+// The suffix minimum after a row-starts kernel (row_starts_kernel, msd_row_starts_kernel): rows
+// without edges take their next row's start. With temp null: returns the temp bytes it needs.
+std::size_t row_ptr_suffix_min(std::uint32_t* rp, std::int64_t N, void* temp, std::size_t bytes, cudaStream_t s) {
+  const auto rev = thrust::make_reverse_iterator(rp + N + 1);
+  PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(temp, bytes, rev, rev, ::cuda::minimum<std::uint32_t>{}, N + 1, s));
+  return bytes;
 }
 
 // The one-shot's MSD sort (sort_narrow_msd): its keys are dst's low 16 bits, sorted on bits
@@ -1233,7 +1244,7 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
                                               static_cast<std::int32_t*>(nullptr), static_cast<std::int64_t*>(nullptr), E,
                                               DstInRange<I>{nullptr, 0, 0}, s));
   }
-  auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
+  const auto up = round_up_256;
   const std::size_t kb = up(M * sizeof(Key)), pb = up(M * sizeof(Pair)), tb = up(std::max(sort_bytes, select_bytes));
   if (!kept.get()) kept = DeviceBuffer(E * sizeof(Pair), s);
   // The largest range sets the arena; a hub row is one range however many are asked for, so a
@@ -1338,7 +1349,7 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   const std::int64_t E = plan.num_edges;
   const int end_bit = bits_for(N), shift = end_bit - kFirstBits;  // the bits each bucket sorts: [0, shift), <= 16
   const std::int64_t tiles = (E + kFirstTile - 1) / kFirstTile, cells = tiles * kFirstDigits;
-  auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
+  const auto up = round_up_256;
   std::size_t scan_bytes = 0;
   PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const std::uint32_t*>(nullptr),
                                                     static_cast<std::uint32_t*>(nullptr), cells, s));
@@ -1472,16 +1483,13 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   scratch.reset();  // stream-ordered on s, after the joins
   trace.mark("msd_buckets");
   auto* rp = reinterpret_cast<std::uint32_t*>(plan.row_ptr.as<std::int32_t>());
-  const auto rev = thrust::make_reverse_iterator(rp + N + 1);
-  std::size_t min_bytes = 0;
-  PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(nullptr, min_bytes, rev, rev, ::cuda::minimum<std::uint32_t>{}, N + 1, s));
+  const std::size_t min_bytes = row_ptr_suffix_min(rp, N, nullptr, 0, s);
   DeviceBuffer min_temp(std::max<std::size_t>(min_bytes, 1), s);
   PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0xFF, (N + 1) * sizeof(std::uint32_t), s));
   msd_row_starts_kernel<<<grid_for((E + kRowStartKeys - 1) / kRowStartKeys, 256), 256, 0, s>>>(keys.as<K16>(), starts, shift,
                                                                                                E, N, rp);
   check_launch();
-  PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(min_temp.get(), min_bytes, rev, rev, ::cuda::minimum<std::uint32_t>{},
-                                                     N + 1, s));
+  (void)row_ptr_suffix_min(rp, N, min_temp.get(), min_bytes, s);
   trace.mark("row_ptr_scan");
   plan.pairs = std::move(kept);
   return true;
@@ -1550,7 +1558,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   if (fused)
     PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const std::uint32_t*>(nullptr),
                                                       static_cast<std::uint32_t*>(nullptr), cells, s));
-  auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
+  const auto up = round_up_256;
   // keys_b, CUB's alternate keys, holds the first pass's counts and offsets until CUB starts.
   // The warp form's bases (u16, a warp's per digit) after them: 2 KB a tile of 8192 edges.
   const std::size_t first_scratch = 2 * cells * sizeof(std::uint32_t) +
@@ -1698,18 +1706,13 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // other keys buffer (free now: E keys' bytes, against a few KB; the search where that room is
   // short).
   auto* rp = reinterpret_cast<std::uint32_t*>(plan.row_ptr.as<std::int32_t>());
-  const auto rev = thrust::make_reverse_iterator(rp + N + 1);
-  std::size_t min_bytes = 0;
-  if (knobs.row_ptr_scan && E > 0)
-    PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(nullptr, min_bytes, rev, rev, ::cuda::minimum<std::uint32_t>{},
-                                                       N + 1, s));
+  const std::size_t min_bytes = knobs.row_ptr_scan && E > 0 ? row_ptr_suffix_min(rp, N, nullptr, 0, s) : 0;
   // The trace names the form that ran (the scan falls back to the search below ~128 edges).
   if (knobs.row_ptr_scan && E > 0 && min_bytes <= std::size_t(E) * sizeof(K)) {
     PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0xFF, (N + 1) * sizeof(std::uint32_t), s));
     row_starts_kernel<<<grid_for((E + kRowStartKeys - 1) / kRowStartKeys, 256), 256, 0, s>>>(keys.Current(), E, N, rp);
     check_launch();
-    PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(keys.Alternate(), min_bytes, rev, rev,
-                                                       ::cuda::minimum<std::uint32_t>{}, N + 1, s));
+    (void)row_ptr_suffix_min(rp, N, keys.Alternate(), min_bytes, s);
     trace.mark("row_ptr_scan");
   } else {
     row_ptr_kernel<K, std::int32_t><<<grid_for(N + 1, 256), 256, 0, s>>>(keys.Current(), 0, E, N,
@@ -3109,7 +3112,7 @@ std::unique_ptr<WPermTables> build_w_permutation(const CudaPlan& plan, int T, cu
   std::size_t scan_bytes = 0;
   PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<const u32*>(nullptr),
                                                     static_cast<u32*>(nullptr), cells, s));
-  auto up = [](std::size_t b) { return (b + 255) / 256 * 256; };
+  const auto up = round_up_256;
   const std::size_t eb = up(std::size_t(E) * 4), cb = up(std::size_t(cells) * 4);
   DeviceBuffer arena;
   {  // freed behind this build's kernels: the scratch pool where asked (PIPELINK_AGG_BUILD_POOL=own)
