@@ -71,7 +71,7 @@ mutations=(
   "msd hand-back ignored@src/cuda/aggregate.cu@if (!scratch.get()) return false;@if (false) return false;@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"
   "msd odd-pass bucket not copied back@src/cuda/aggregate.cu@if (kbuf.Current() != bucket_keys) {@if (false) {@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"
   "packed column's walk compiled for the plain column@src/cuda/aggregate.cu@launch(staged_rows_kernel<TR, warps, 2, kWCompactLidx>);@launch(staged_rows_kernel<TR, warps, 2, kWCompact>);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
-  "row starts skip the suffix minimum@src/cuda/aggregate.cu@PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(keys.Alternate()@if (false) PIPELINK_CUDA_CHECK(cub::DeviceScan::InclusiveScan(keys.Alternate()@1@CudaAggregate.RowStartsScanIsTheSearch"
+  "row starts skip the suffix minimum@src/cuda/aggregate.cu@(void)row_ptr_suffix_min(rp, N, keys.Alternate(), min_bytes, s);@if (false) (void)row_ptr_suffix_min(rp, N, keys.Alternate(), min_bytes, s);@1@CudaAggregate.RowStartsScanIsTheSearch"
   "row starts at every edge of a row@src/cuda/aggregate.cu@ && k[j] != prev)@)@1@CudaAggregate.RowStartsScanIsTheSearch"
   "one-shot scratch in the default pool@src/cuda/aggregate.cu@const ScratchPoolScope scratch(knobs.oneshot_own_pool);@const ScratchPoolScope scratch(false);@1@CudaAggregate.OneShotAllocatesFromTheScratchPoolOnly"
   "scratch pool scope never opens@src/cuda/runtime.cu@if (on_) ++g_scratch_scope;@(void)on_;@1@CudaAggregate.OneShotAllocatesFromTheScratchPoolOnly"
