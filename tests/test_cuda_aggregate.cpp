@@ -1081,18 +1081,20 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
   expect_one_shot_names_first_bad_edge(seed + 9, "PIPELINK_AGG_ONESHOT_CHUNKS", "3", false);
 }
 
-// PIPELINK_AGG_ONESHOT_SORT=msd (and msd1): the one-shot's MSD sort (sort_narrow_msd: the first
-// pass on the key's top 6 bits, then a CUB sort a bucket on side streams) keeps the one sort's stable order,
-// so a one-shot call gives the one sort's bits: keys of 7 to 22 bits (buckets sorting 1 to 16),
-// int32 and int64 indices, a bucket holding a third of the edges (fewer side streams), buckets of
-// one CUB tile (its one pass: the copy back), F = 64 and 3, twice; and with its bucket scratch
-// failing after the first pass (PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL), the one sort's bits from the
-// hand-back. A bad index names the first
-// bad edge and leaves the output; the call's peak memory is ~11 bytes an edge, under 12, where
-// the one sort's is ~24.
+// PIPELINK_AGG_ONESHOT_SORT=msd: the one-shot's MSD sort (sort_narrow_msd: the first pass on the
+// key's top 6 bits, then 8-bit level passes over batches of buckets on side streams) keeps the
+// one sort's stable order, so a one-shot call gives the one sort's bits: keys of 7 to 22 bits
+// (buckets sorting 1 to 16: one level pass and its copy back, or two), int32 and int64 indices, a
+// bucket holding a third of the edges (a batch of its own, fewer streams), buckets of one tile,
+// F = 64 and 3, twice; under the default batches and streams, one stream with a batch a bucket
+// (PIPELINK_AGG_MSD_BATCH=64), and four streams of several buckets a batch (=2); and with its
+// scratch failing after the first pass (PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL), the one sort's bits
+// from the hand-back. A bad index names the first bad edge and leaves the output; the call's peak
+// memory is ~11 bytes an edge, under 12, where the one sort's is ~24.
 TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ONESHOT_SORT", "PIPELINK_AGG_BUILD_MEMORY", "PIPELINK_AGG_ONESHOT_CHUNKS",
-                       "PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_FORCE_WIDE");
+                       "PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_FORCE_WIDE",
+                       "PIPELINK_AGG_MSD_BATCH", "PIPELINK_AGG_MSD_STREAMS");
   // The MSD sort runs on the fused first pass, which needs two ~105 KB blocks an SM: sm_90's and
   // sm_100's 228 KB (elsewhere the knob leaves the one sort, and this test would prove nothing).
   if (const int sm = describe(kGpu).sm; sm != 90 && sm != 100)
@@ -1124,9 +1126,9 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
         return host(out);
       };
       const Tensor lsd = call();
-      for (const char* form : {"msd", "msd1"}) {  // side streams queued from their own threads, or from this one
-        SCOPED_TRACE(form);
-        ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", form}});
+      for (auto [batch, streams] : {std::pair{"", ""}, std::pair{"64", "1"}, std::pair{"2", "4"}}) {
+        SCOPED_TRACE(std::string("batch ") + batch + " streams " + streams);
+        ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", "msd"}, {"PIPELINK_AGG_MSD_BATCH", batch}, {"PIPELINK_AGG_MSD_STREAMS", streams}});
         EXPECT_TRUE(bitwise_equal(call(), lsd)) << "the MSD sort's bits against the one sort's";
         EXPECT_TRUE(bitwise_equal(call(), lsd)) << "again";
       }
@@ -1288,7 +1290,10 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
                              std::pair{"PIPELINK_AGG_BUILD_FIRST", "fast"},
                              std::pair{"PIPELINK_AGG_ROW_PTR", "fast"}, std::pair{"PIPELINK_AGG_ONESHOT_W", "early"},
                              std::pair{"PIPELINK_AGG_ONESHOT_POOL", "mine"}, std::pair{"PIPELINK_AGG_BUILD_POOL", "scratch"},
-                             std::pair{"PIPELINK_AGG_ONESHOT_SORT", "radix"}, std::pair{"PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", "2"}}) {
+                             std::pair{"PIPELINK_AGG_ONESHOT_SORT", "radix"}, std::pair{"PIPELINK_AGG_ONESHOT_SORT", "msd1"},
+                             std::pair{"PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", "2"}, std::pair{"PIPELINK_AGG_MSD_BATCH", "0"},
+                             std::pair{"PIPELINK_AGG_MSD_BATCH", "65"}, std::pair{"PIPELINK_AGG_MSD_STREAMS", "0"},
+                             std::pair{"PIPELINK_AGG_MSD_STREAMS", "5"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);

@@ -34,7 +34,6 @@
 #include <initializer_list>
 #include <string_view>
 #include <system_error>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -330,13 +329,15 @@ constexpr int kFirstWarps = 16, kFirstRounds = 16, kFirstThreads = kFirstWarps *
 constexpr int kFirstTile = kFirstThreads * kFirstRounds;  // 8192 edges: 96 KB of keys and pairs staged
 constexpr std::size_t kFirstSmem = std::size_t(kFirstTile) * (sizeof(std::uint32_t) + sizeof(EdgePair<std::int32_t>));
 
-// The lanes of `active` whose digit (kFirstBits bits) equals this lane's, from a ballot a bit,
-// as CUB's MatchAny: every lane of the warp must call it. Why not __match_any_sync: with it the
-// first pass took 1.48 ms on products-like (H200, 8be91af, trace), ~4x its bytes' time.
+// The lanes of `active` whose digit (Bits bits: the first pass's kFirstBits, the MSD sort's
+// second level kLevelBits) equals this lane's, from a ballot a bit, as CUB's MatchAny: every lane
+// of the warp must call it. Why not __match_any_sync: with it the first pass took 1.48 ms on
+// products-like (H200, 8be91af, trace), ~4x its bytes' time.
+template <int Bits = kFirstBits>
 __device__ __forceinline__ unsigned match_digit(std::uint32_t d, unsigned active) {
   unsigned m = active;
 #pragma unroll
-  for (int b = 0; b < kFirstBits; ++b) {
+  for (int b = 0; b < Bits; ++b) {
     // The lanes whose bit b equals this lane's: the ballot of "bit b set", inverted where this
     // lane's bit is clear. In PTX so that the predicate feeds both (with __ballot_sync and a
     // select, nvcc 13.0 spent ~7 instructions a bit on it, ~4 here).
@@ -361,7 +362,8 @@ __device__ __forceinline__ bool narrow_index_bad(I v, std::uint64_t N) {
 
 // Column d of a block's per-warp digit counts, wh[warp][d], becomes each warp's first place
 // among the tile's edges of digit d (the counts of the warps before it); returns the tile's count.
-__device__ __forceinline__ std::uint32_t warp_bases_in_place(std::uint32_t (*wh)[kFirstDigits], int d) {
+template <int Digits = kFirstDigits>
+__device__ __forceinline__ std::uint32_t warp_bases_in_place(std::uint32_t (*wh)[Digits], int d) {
   std::uint32_t total = 0;
 #pragma unroll
   for (int w = 0; w < kFirstWarps; ++w) {
@@ -797,6 +799,8 @@ std::int64_t long_row_threshold() {
 //   PIPELINK_AGG_ONESHOT_W: 'ranked' (the default: a one-shot build's first pass loads w with the
 //     indices and ranks it with them) or 'late' (it ranks the edge id and reads w at its
 //     write-out; see first_digit_scatter_kernel, FW = 2; 1.028x the time, v26). Warp form only.
+// Side streams the one-shot's MSD sort's batches may go round (PIPELINK_AGG_MSD_STREAMS).
+constexpr int kMsdStreams = 4;
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
@@ -820,12 +824,15 @@ struct PlanKnobs {
   // GiB and the planned call's judged extra memory 12.32 -> 12.66 B/edge; the C++ bench's A/B
   // (planned, one-shot, lean) showed no difference, and it did not A/B the build.
   bool build_own_pool = false;
-  // PIPELINK_AGG_ONESHOT_SORT: 'lsd' (the default: the one sort below), 'msd' or 'msd1' (a
-  // one-shot call with float32 weights, N in (2^6, 2^22], no PIPELINK_AGG_BUILD_MEMORY:
-  // sort_narrow_msd, ~11 bytes an edge at its peak against the one sort's 24; same bits; 'msd'
-  // queues each side stream's buckets from a host thread of its own, 'msd1' all from the
-  // calling thread, as v32 measured).
-  int oneshot_sort = 0;  // 0 lsd, 1 msd, 2 msd1
+  // PIPELINK_AGG_ONESHOT_SORT: 'lsd' (the default: the one sort below) or 'msd' (a one-shot call
+  // with float32 weights, N in (2^6, 2^22], no PIPELINK_AGG_BUILD_MEMORY: sort_narrow_msd, ~11
+  // bytes an edge at its peak against the one sort's 24; same bits).
+  bool oneshot_msd = false;
+  // PIPELINK_AGG_MSD_BATCH [1, 64]: the MSD sort's second-level scratch, over all its streams,
+  // holds E / this many edges (or the biggest bucket, if more): 8, 1.25 bytes an edge.
+  // PIPELINK_AGG_MSD_STREAMS [1, kMsdStreams]: side streams its batches go round (fewer where a
+  // bucket is large).
+  int msd_batch = 8, msd_streams = 2;
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -852,7 +859,9 @@ PlanKnobs plan_knobs() {
   k.oneshot_w_late = knob_is_second("PIPELINK_AGG_ONESHOT_W", "ranked", "late");
   k.oneshot_own_pool = !knob_is_second("PIPELINK_AGG_ONESHOT_POOL", "own", "default");
   k.build_own_pool = knob_is_second("PIPELINK_AGG_BUILD_POOL", "default", "own");
-  k.oneshot_sort = knob_choice("PIPELINK_AGG_ONESHOT_SORT", {"lsd", "msd", "msd1"});
+  k.oneshot_msd = knob_is_second("PIPELINK_AGG_ONESHOT_SORT", "lsd", "msd");
+  k.msd_batch = int(read("PIPELINK_AGG_MSD_BATCH", 1, 64, 8));
+  k.msd_streams = int(read("PIPELINK_AGG_MSD_STREAMS", 1, kMsdStreams, 2));
   return k;
 }
 
@@ -1307,22 +1316,170 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
 // asks at most 12. Here the first pass (the same kernels) takes the top kFirstBits bits of the
 // key instead of the low ones and writes only the key's low 16 bits: the pairs, in place in the
 // kept buffer, and 2 bytes of key an edge, 10 in all. Each of the 2^kFirstBits buckets is then
-// one stable CUB sort of its own on bits [0, shift) (keys of 16 bits: two passes), with a scratch
-// the bucket's size; the buckets go round the kMsdStreams side streams, so that their launches
-// and tails overlap, and the scratch is kMsdStreams buckets'. Both sorts are stable from edge
-// order, so the pairs, and the bits, are the one sort's. Counted on products-like (E = 61.9M,
-// 22-bit keys, 38 buckets of ~1.63M: N = 2.45M fills digits 0-37): peak 8 + 2 + ~1.05 (four
-// buckets' scratch and temp) + 0.16 (row_ptr) ~ 11.2 B/edge; bytes moved ~82 an edge against
-// ~88 (pass 1 writes 10 for 12; the buckets' two passes move 10-byte elements for 12, no
-// separate histogram pass of 4-byte keys), but 38 CUB sorts (~8 host calls each, ~300 from the
-// host after one sync for the buckets' sizes) where the one sort makes one: predicted the
-// one-shot within +-0.2 ms of the one sort's.
-// Measured (H200, products-like: 38 buckets of ~1.6M, one host thread queueing them all, v32,
-// 59b7d3b): peak 696 MB against 1505 (11.26 against 24.3 B/edge; from Python 11.42 against
-// 24.41), the bits the one sort's, but the one-shot 6.51 against 6.11 ms (`bench --ab`, same
-// rounds; 6.63 from Python, 2.59x torch.compile): the host's launches held the buckets' phase
-// (below). Opt-in.
-constexpr int kMsdStreams = 4;
+// sorted on bits [0, shift) by a second level of stable passes (below). Every pass is stable from
+// edge order, so the pairs, and the bits, are the one sort's.
+// v32's second level was one CUB sort a bucket, round four side streams. Measured (H200,
+// products-like: 38 buckets of ~1.6M, 59b7d3b and d40fdc7): peak 696 MB against 1505 (11.26
+// against 24.3 B/edge; from Python 11.42 against 24.41), the bits the one sort's, but the
+// one-shot 6.51 ms against 6.03-6.11 (`bench --ab`, same rounds) from one host thread, and 6.51
+// against 6.03 with a host thread a side stream: CUB's ~8 calls a bucket (~300 in all) held the
+// phase, each side stream busy ~0.75 ms of ~2.4 (trace).
+//
+// The second level (v33): kLevelBits-bit passes of our own over batches of whole buckets, so
+// that a pass is one launch a batch, not one CUB sort a bucket. A bucket's positions are cut in
+// tiles of kFirstTile (none across two buckets); a pass counts each tile's digits
+// (level_counts_kernel), one exclusive sum over the batch's cells (bucket-major, then digit,
+// then tile) gives each (tile, digit) its place in the bucket's stable order by digit, and
+// level_scatter_kernel ranks a tile in shared memory and writes it by digit runs, as the first
+// pass does. products-like's 16 bits: pass 1 (the low 8) from the kept pairs and keys into a
+// batch's scratch, pass 2 (the high 8) back. Pass 1's counts and sum are made once for every
+// batch (its tiles are the kept buffer's); pass 2's a batch. Batches go round side streams with
+// a scratch each, so that one batch's small launches overlap another's scatter.
+// Counted on products-like (E = 61.9M, 38 buckets of ~1.63M): peak 8 + 2 + 1.25 (the scratch, E
+// / PIPELINK_AGG_MSD_BATCH edges of 10 bytes over all streams) + 0.13 (pass 1's cells) ~ 11.4
+// B/edge, the row offsets made after the scratch is freed. Bytes: each level pass reads 2 bytes
+// of key for its counts, then 2 + 10 (the key twice: L2) and writes 10: ~24 an edge, ~48 for two
+// against CUB's ~24 a pass plus its histogram (12-byte items). Predicted: the second level
+// ~0.9-1.1 ms against CUB's 1.11-1.19 (two passes at 0.555), the one-shot 5.9-6.1 ms, time-neutral
+// or better, with ~20 batches' launch gaps the risk. Not yet run on a GPU.
+constexpr int kLevelBits = 8, kLevelDigits = 1 << kLevelBits;
+// The level scatter's staged tile: pairs then 16-bit keys, 80 KB (two blocks an SM with the
+// static 18 KB of counts: ~99 KB a block against sm_90's 228 KB an SM).
+constexpr std::size_t kLevelSmem = std::size_t(kFirstTile) * (sizeof(EdgePair<std::int32_t>) + sizeof(std::uint16_t));
+
+// The MSD sort's buckets and their tiles: bucket d holds positions [start[d], start[d + 1]) and
+// tiles [tile0[d], tile0[d + 1]) of kFirstTile positions each (its last one short).
+struct BucketTiles {
+  std::uint32_t start[kFirstDigits + 1];  // start[kFirstDigits] = E
+  std::uint32_t tile0[kFirstDigits + 1];  // tile0[kFirstDigits]: every bucket's tiles
+};
+struct TileSpan {
+  int bucket;
+  std::uint32_t t, tiles;  // the tile in its bucket, the bucket's tiles
+  std::int64_t p0;         // its first position
+  int n;                   // its positions
+};
+// Tile g's bucket is the last d with tile0[d] <= g (an empty bucket's tiles end where they
+// start, so it is never found).
+__device__ __forceinline__ TileSpan tile_span(const BucketTiles& bt, std::uint32_t g) {
+  int lo = 0, hi = kFirstDigits;  // tile0[lo] <= g < tile0[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (bt.tile0[mid] <= g) lo = mid;
+    else hi = mid;
+  }
+  TileSpan sp;
+  sp.bucket = lo;
+  sp.t = g - bt.tile0[lo];
+  sp.tiles = bt.tile0[lo + 1] - bt.tile0[lo];
+  sp.p0 = std::int64_t(bt.start[lo]) + std::int64_t(sp.t) * kFirstTile;
+  const std::int64_t left = std::int64_t(bt.start[lo + 1]) - sp.p0;
+  sp.n = int(left < kFirstTile ? left : kFirstTile);
+  return sp;
+}
+// A (tile, digit)'s cell: bucket-major, then digit, then tile, so that an exclusive sum over whole
+// buckets' cells gives each its first place in those buckets' stable order by digit.
+__device__ __forceinline__ std::int64_t level_cell(const BucketTiles& bt, const TileSpan& sp, int d) {
+  return std::int64_t(bt.tile0[sp.bucket]) * kLevelDigits + std::int64_t(d) * sp.tiles + sp.t;
+}
+
+// A level pass's digit counts of tiles g0 + blockIdx.x, at counts[cell - cell0]; the keys of
+// position p at keys[p - in_sub].
+__global__ void __launch_bounds__(256) level_counts_kernel(const std::uint16_t* __restrict__ keys, std::int64_t in_sub,
+                                                           BucketTiles bt, std::uint32_t g0, int dshift, std::uint32_t dmask,
+                                                           std::uint32_t* __restrict__ counts, std::int64_t cell0) {
+  __shared__ std::uint32_t h[kLevelDigits];
+  for (int i = threadIdx.x; i < kLevelDigits; i += blockDim.x) h[i] = 0;
+  const TileSpan sp = tile_span(bt, g0 + blockIdx.x);
+  __syncthreads();
+  const std::uint16_t* const k = keys + (sp.p0 - in_sub);
+  for (int i = threadIdx.x; i < sp.n; i += blockDim.x) atomicAdd(&h[(std::uint32_t(k[i]) >> dshift) & dmask], 1u);
+  __syncthreads();
+  for (int d = threadIdx.x; d < kLevelDigits; d += blockDim.x) counts[level_cell(bt, sp, d) - cell0] = h[d];
+}
+
+// A level pass's stable scatter of tile g0 + blockIdx.x, first_digit_scatter_kernel's partition
+// and staging with kLevelBits-bit digits (dshift, dmask) of 16-bit keys: each warp counts its 512
+// positions' digits (shared atomics), the block turns the counts into each warp's first place a
+// digit, each warp ranks its positions in order (match_digit) into shared memory sorted by digit,
+// and the block writes the digits' runs (~32 entries a tile at 8 bits) to offsets[cell - cell0]
+// + out_add on. Reads position p at keys_in / pairs_in[p - in_sub].
+__global__ void __launch_bounds__(kFirstThreads, 2) level_scatter_kernel(
+    const std::uint16_t* __restrict__ keys_in, const EdgePair<std::int32_t>* __restrict__ pairs_in, std::int64_t in_sub,
+    std::uint16_t* __restrict__ keys_out, EdgePair<std::int32_t>* __restrict__ pairs_out, std::int64_t out_add,
+    BucketTiles bt, std::uint32_t g0, int dshift, std::uint32_t dmask, const std::uint32_t* __restrict__ offsets,
+    std::int64_t cell0) {
+  using Pair = EdgePair<std::int32_t>;
+  extern __shared__ __align__(16) unsigned char level_smem[];
+  auto* spairs = reinterpret_cast<Pair*>(level_smem);
+  auto* skeys = reinterpret_cast<std::uint16_t*>(level_smem + kFirstTile * sizeof(Pair));
+  __shared__ std::uint32_t wh[kFirstWarps][kLevelDigits];  // a warp's count, then its base, per digit
+  __shared__ std::uint32_t lstart[kLevelDigits], gstart[kLevelDigits];
+  using Scan = cub::BlockScan<std::uint32_t, kFirstThreads>;
+  __shared__ typename Scan::TempStorage scan_temp;
+  constexpr int R = kFirstRounds, H = R / 2;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const unsigned lt = (1u << lane) - 1;
+  for (int i = threadIdx.x; i < kFirstWarps * kLevelDigits; i += kFirstThreads) (&wh[0][0])[i] = 0;
+  const TileSpan sp = tile_span(bt, g0 + blockIdx.x);
+  const int w0 = warp * 32 * R + lane;  // round r's position in the tile: w0 + 32 r, in it while 32 r < lim
+  const int lim = sp.n - w0;
+  const std::uint16_t* const kw = keys_in + (sp.p0 - in_sub) + w0;
+  const Pair* const pw = pairs_in + (sp.p0 - in_sub) + w0;
+  std::uint32_t* const my = wh[warp];
+  __syncthreads();  // wh zeroed
+  {
+    std::uint32_t kv[R];  // all 16 loads in flight
+#pragma unroll
+    for (int r = 0; r < R; ++r) kv[r] = 32 * r < lim ? std::uint32_t(kw[32 * r]) : 0u;
+#pragma unroll
+    for (int r = 0; r < R; ++r) atomicAdd(&my[(kv[r] >> dshift) & dmask], 32 * r < lim ? 1u : 0u);
+  }
+  __syncthreads();
+  std::uint32_t total = 0;
+  if (threadIdx.x < kLevelDigits) {
+    total = warp_bases_in_place<kLevelDigits>(wh, threadIdx.x);
+    gstart[threadIdx.x] = offsets[level_cell(bt, sp, threadIdx.x) - cell0];
+  }
+  std::uint32_t first = 0;
+  Scan(scan_temp).ExclusiveSum(total, first);
+  if (threadIdx.x < kLevelDigits) lstart[threadIdx.x] = first;
+  __syncthreads();
+#pragma unroll
+  for (int h = 0; h < R; h += H) {
+    std::uint32_t key[H];
+    Pair pv[H];
+#pragma unroll
+    for (int r = 0; r < H; ++r) {
+      const bool in = 32 * (h + r) < lim;
+      key[r] = in ? std::uint32_t(kw[32 * (h + r)]) : 0u;  // the key again (L2), as the first pass reads dst again
+      pv[r] = in ? pw[32 * (h + r)] : Pair{0, 0};
+    }
+#pragma unroll
+    for (int r = 0; r < H; ++r) {
+      const bool in = 32 * (h + r) < lim;
+      const unsigned active = __ballot_sync(~0u, in);
+      const std::uint32_t d = (key[r] >> dshift) & dmask;
+      const unsigned peers = match_digit<kLevelBits>(d, active);
+      const std::uint32_t base = my[d];
+      __syncwarp();  // every lane has read the base before its leader moves it
+      if (in && lane == __ffs(peers) - 1) my[d] = base + __popc(peers);
+      __syncwarp();
+      const std::uint32_t lp = lstart[d] + base + __popc(peers & lt);
+      if (in) {
+        skeys[lp] = std::uint16_t(key[r]);
+        spairs[lp] = pv[r];
+      }
+    }
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < sp.n; i += kFirstThreads) {
+    const std::uint32_t key_i = skeys[i], d = (key_i >> dshift) & dmask;
+    const std::int64_t g = std::int64_t(gstart[d]) + (i - std::int64_t(lstart[d])) + out_add;
+    keys_out[g] = std::uint16_t(key_i);
+    pairs_out[g] = spairs[i];
+  }
+}
 
 // kMsdStreams non-blocking streams per device, made at first use and kept for the process.
 cudaStream_t* msd_side_streams(int device) {
@@ -1340,14 +1497,15 @@ cudaStream_t* msd_side_streams(int device) {
 
 // Returns false, having queued nothing that stays, where its buffers do not fit: the one sort
 // then runs (and its own short-memory paths). The caller has checked the conditions
-// (PlanKnobs::oneshot_sort); threaded: each side stream's launches from a host thread of its own.
+// (PlanKnobs::oneshot_sort). batch_div, max_streams: PIPELINK_AGG_MSD_BATCH and _STREAMS.
 template <class I>
 bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
-                     unsigned long long* flag, BuildTrace& trace, const float* fw, bool threaded, bool test_scratch_fail) {
+                     unsigned long long* flag, BuildTrace& trace, const float* fw, int batch_div, int max_streams,
+                     bool test_scratch_fail) {
   using Pair = EdgePair<std::int32_t>;
   using K16 = std::uint16_t;
   const std::int64_t E = plan.num_edges;
-  const int end_bit = bits_for(N), shift = end_bit - kFirstBits;  // the bits each bucket sorts: [0, shift), <= 16
+  const int end_bit = bits_for(N), shift = end_bit - kFirstBits;  // the bits each bucket sorts: [0, shift), in [1, 16]
   const std::int64_t tiles = (E + kFirstTile - 1) / kFirstTile, cells = tiles * kFirstDigits;
   const auto up = round_up_256;
   std::size_t scan_bytes = 0;
@@ -1381,25 +1539,62 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   starts.v[kFirstDigits] = std::uint32_t(E);
   first.reset();
   trace.mark("msd_first_pass");
+
+  // The second level's tiles and batches. Batches: runs of whole non-empty buckets of at most
+  // `cap` edges (a bucket larger goes alone); the scratch, `streams` batches' of cap, stays within
+  // E / batch_div edges where the biggest bucket lets it (fewer streams where it is large).
+  BucketTiles bt{};
   std::int64_t biggest = 0;
-  for (int d = 0; d < kFirstDigits; ++d) biggest = std::max<std::int64_t>(biggest, starts.v[d + 1] - starts.v[d]);
-  // A scratch a side stream: the biggest bucket's keys, pairs and CUB temp (the temp grows with
-  // the count; asked for the biggest).
-  std::size_t sort_bytes = 0;
-  if (shift > 0 && biggest > 0) {
-    cub::DoubleBuffer<K16> k0(nullptr, nullptr);
-    cub::DoubleBuffer<Pair> p0(nullptr, nullptr);
-    PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, sort_bytes, k0, p0, std::uint32_t(biggest), 0, shift, s));
+  for (int d = 0; d < kFirstDigits; ++d) {
+    const std::int64_t n = std::int64_t(starts.v[d + 1]) - starts.v[d];
+    biggest = std::max(biggest, n);
+    bt.start[d] = starts.v[d];
+    bt.tile0[d + 1] = bt.tile0[d] + std::uint32_t((n + kFirstTile - 1) / kFirstTile);
   }
-  const std::size_t kb = up(std::size_t(biggest) * sizeof(K16)), pb = up(std::size_t(biggest) * sizeof(Pair)),
-                    per_stream = kb + pb + up(sort_bytes);
-  // Fewer streams where one bucket is large (hub rows): the scratch stays within E / 8 buckets'
-  // edges where it can, and is one bucket's at least.
-  const int streams = int(std::clamp<std::int64_t>(biggest > 0 ? E / 8 / biggest : 1, 1, kMsdStreams));
+  bt.start[kFirstDigits] = std::uint32_t(E);
+  const std::int64_t room = std::max<std::int64_t>(E / batch_div, 1);
+  const int streams = int(std::clamp<std::int64_t>(room / std::max<std::int64_t>(biggest, 1), 1, max_streams));
+  const std::int64_t cap = std::max(biggest, room / streams);
+  struct Batch {
+    int d0, d1;  // buckets [d0, d1)
+  };
+  std::vector<Batch> batches;
+  std::uint32_t batch_tiles = 0;  // the most tiles a batch
+  for (int d = 0; d < kFirstDigits;) {
+    if (starts.v[d + 1] == starts.v[d]) {
+      ++d;
+      continue;
+    }
+    int e = d + 1;
+    while (e < kFirstDigits && std::int64_t(starts.v[e + 1]) - starts.v[d] <= cap) ++e;
+    batches.push_back({d, e});
+    batch_tiles = std::max(batch_tiles, bt.tile0[e] - bt.tile0[d]);
+    d = e;
+  }
+  const int levels = shift > kLevelBits ? 2 : 1;
+  const std::uint32_t dmask1 = (1u << std::min(shift, kLevelBits)) - 1, dmask2 = (1u << std::max(shift - kLevelBits, 0)) - 1;
+  const std::int64_t cells1 = std::int64_t(bt.tile0[kFirstDigits]) * kLevelDigits,
+                     cells2 = std::int64_t(batch_tiles) * kLevelDigits;
+  std::size_t temp1 = 0, temp2 = 0;
+  PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp1, static_cast<std::uint32_t*>(nullptr), cells1, s));
+  if (levels == 2)
+    PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp2, static_cast<std::uint32_t*>(nullptr), cells2, s));
+  // One arena: pass 1's cells and scan temp, then a side stream's part each (the batch's keys and
+  // pairs, pass 2's cells and scan temp).
+  const std::size_t shared_bytes = up(cells1 * sizeof(std::uint32_t)) + up(temp1),
+                    kb = up(std::size_t(cap) * sizeof(K16)), pb = up(std::size_t(cap) * sizeof(Pair)),
+                    c2b = levels == 2 ? up(cells2 * sizeof(std::uint32_t)) : 0,
+                    per_stream = kb + pb + c2b + up(temp2);
   // Short of memory here: back to the one sort (which reads the indices again), as before pass 1.
-  DeviceBuffer scratch = test_scratch_fail ? DeviceBuffer{} : DeviceBuffer::try_make(per_stream * streams, s);
-  if (!scratch.get()) return false;
-  plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
+  DeviceBuffer arena = test_scratch_fail ? DeviceBuffer{} : DeviceBuffer::try_make(shared_bytes + per_stream * streams, s);
+  if (!arena.get()) return false;
+  auto* counts1 = arena.as<std::uint32_t>();
+  void* scan1 = arena.as<char>() + up(cells1 * sizeof(std::uint32_t));
+  const int level_threads = 256;
+  level_counts_kernel<<<int(bt.tile0[kFirstDigits]), level_threads, 0, s>>>(keys.as<K16>(), 0, bt, 0, 0, dmask1, counts1, 0);
+  check_launch();
+  PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan1, temp1, counts1, cells1, s));  // in place: absolute positions
+  PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(level_scatter_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kLevelSmem)));
   int device = 0;
   PIPELINK_CUDA_CHECK(cudaGetDevice(&device));
   cudaStream_t* side = msd_side_streams(device);
@@ -1412,76 +1607,54 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
         if (e) (void)cudaEventDestroy(e);
     }
   } ev;
-  cudaEvent_t& fork = ev.fork;
-  std::array<cudaEvent_t, kMsdStreams>& joins = ev.joins;
-  PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
-  for (int k = 0; k < streams; ++k) PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&joins[k], cudaEventDisableTiming));
-  PIPELINK_CUDA_CHECK(cudaEventRecord(fork, s));
-  for (int k = 0; k < streams; ++k) PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(side[k], fork, 0));
-  // The buckets round the side streams. From one host thread CUB's ~8 calls a bucket (memsets,
-  // histogram, scan, two onesweep passes) bounded the phase: v32 traced the side streams busy
-  // ~0.75 ms each of a ~2.4 ms phase (under torch.profiler), the one-shot 6.51 against 6.11 ms
-  // (`bench --ab`). Threaded, each stream's launches come from a host thread of its own (this one
-  // for stream 0): predicted the phase near its streams' busy time, the one-shot near the one
-  // sort's (not yet run on a GPU).
-  std::array<std::vector<int>, kMsdStreams> mine;
-  for (int d = 0, next = 0; d < kFirstDigits; ++d)
-    if (shift > 0 && starts.v[d + 1] - starts.v[d] >= 2) mine[std::size_t(next++ % streams)].push_back(d);
-  std::array<std::exception_ptr, kMsdStreams> errors;
-  auto queue = [&](int k) noexcept {
-    try {
-      char* const base = scratch.as<char>() + per_stream * std::size_t(k);
-      for (const int d : mine[std::size_t(k)]) {
-        const std::int64_t a = starts.v[d], n = std::int64_t(starts.v[d + 1]) - a;
-        K16* const bucket_keys = keys.as<K16>() + a;
-        Pair* const bucket_pairs = kept.as<Pair>() + a;
-        cub::DoubleBuffer<K16> kbuf(bucket_keys, reinterpret_cast<K16*>(base));
-        cub::DoubleBuffer<Pair> pbuf(bucket_pairs, reinterpret_cast<Pair*>(base + kb));
-        std::size_t tb = sort_bytes;
-        PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(base + kb + pb, tb, kbuf, pbuf, std::uint32_t(n), 0, shift, side[k]));
-        if (kbuf.Current() != bucket_keys) {  // an odd number of passes (a single-tile bucket: one)
-          PIPELINK_CUDA_CHECK(cudaMemcpyAsync(bucket_keys, kbuf.Current(), n * sizeof(K16), cudaMemcpyDeviceToDevice, side[k]));
-          PIPELINK_CUDA_CHECK(cudaMemcpyAsync(bucket_pairs, pbuf.Current(), n * sizeof(Pair), cudaMemcpyDeviceToDevice, side[k]));
-        }
-      }
-    } catch (...) {
-      errors[std::size_t(k)] = std::current_exception();
-    }
-  };
-  if (threaded) {
-    // A stream whose thread could not start, or could not take the device, is queued from this
-    // thread after the others (the order inside each stream is all that matters).
-    std::array<bool, kMsdStreams> left{};
-    std::vector<std::thread> helpers;
-    for (int k = 1; k < streams; ++k) {
-      try {
-        helpers.emplace_back([&, k] {
-          if (cudaSetDevice(device) == cudaSuccess) queue(k);
-          else left[std::size_t(k)] = true;
-        });
-      } catch (...) {  // no thread (std::system_error, or the vector's bad_alloc before it started one)
-        left[std::size_t(k)] = true;
+  PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev.fork, cudaEventDisableTiming));
+  for (int k = 0; k < streams; ++k) PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev.joins[k], cudaEventDisableTiming));
+  PIPELINK_CUDA_CHECK(cudaEventRecord(ev.fork, s));
+  for (int k = 0; k < streams; ++k) PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(side[k], ev.fork, 0));
+  // Batch b on side stream b % streams, in its scratch. Pass 1 reads the kept buffer at the
+  // batch's positions and writes the scratch at position - p0; pass 2 reads it back and writes
+  // its (batch-relative) places + p0.
+  std::exception_ptr error;
+  try {
+    for (std::size_t b = 0; b < batches.size(); ++b) {
+      const int k = int(b % std::size_t(streams));
+      const cudaStream_t st = side[k];
+      char* const part = arena.as<char>() + shared_bytes + per_stream * std::size_t(k);
+      auto* sk = reinterpret_cast<K16*>(part);
+      auto* sp = reinterpret_cast<Pair*>(part + kb);
+      auto* counts2 = reinterpret_cast<std::uint32_t*>(part + kb + pb);
+      void* scan2 = part + kb + pb + c2b;
+      const std::uint32_t g0 = bt.tile0[batches[b].d0], nt = bt.tile0[batches[b].d1] - g0;
+      const std::int64_t p0 = bt.start[batches[b].d0], n = std::int64_t(bt.start[batches[b].d1]) - p0;
+      level_scatter_kernel<<<int(nt), kFirstThreads, kLevelSmem, st>>>(keys.as<K16>(), kept.as<Pair>(), 0, sk, sp, -p0, bt, g0, 0,
+                                                                      dmask1, counts1, 0);
+      check_launch();
+      if (levels == 2) {
+        const std::int64_t cell0 = std::int64_t(g0) * kLevelDigits;
+        level_counts_kernel<<<int(nt), level_threads, 0, st>>>(sk, p0, bt, g0, kLevelBits, dmask2, counts2, cell0);
+        check_launch();
+        std::size_t tb = temp2;
+        PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan2, tb, counts2, std::int64_t(nt) * kLevelDigits, st));
+        level_scatter_kernel<<<int(nt), kFirstThreads, kLevelSmem, st>>>(sk, sp, p0, keys.as<K16>(), kept.as<Pair>(), p0, bt, g0,
+                                                                        kLevelBits, dmask2, counts2, cell0);
+        check_launch();
+      } else {  // one pass (keys of at most 14 bits): its result back in place
+        PIPELINK_CUDA_CHECK(cudaMemcpyAsync(keys.as<K16>() + p0, sk, n * sizeof(K16), cudaMemcpyDeviceToDevice, st));
+        PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.as<Pair>() + p0, sp, n * sizeof(Pair), cudaMemcpyDeviceToDevice, st));
       }
     }
-    queue(0);
-    for (std::thread& t : helpers) t.join();
-    for (int k = 1; k < streams; ++k)
-      if (left[std::size_t(k)]) queue(k);
-  } else {
-    for (int k = 0; k < streams; ++k) queue(k);
+  } catch (...) {
+    error = std::current_exception();
   }
-  // Joined whatever happened, so that the scratch is freed (on s) after every use queued; where
+  // Joined whatever happened, so that the arena is freed (on s) after every use queued; where
   // the join itself fails, the side stream is waited for from the host instead.
   for (int k = 0; k < streams; ++k)
-    if (cudaEventRecord(joins[k], side[k]) != cudaSuccess || cudaStreamWaitEvent(s, joins[k], 0) != cudaSuccess)
+    if (cudaEventRecord(ev.joins[k], side[k]) != cudaSuccess || cudaStreamWaitEvent(s, ev.joins[k], 0) != cudaSuccess)
       (void)cudaStreamSynchronize(side[k]);
-  for (const std::exception_ptr& e : errors)
-    if (e) {
-      scratch.reset();
-      std::rethrow_exception(e);
-    }
-  scratch.reset();  // stream-ordered on s, after the joins
-  trace.mark("msd_buckets");
+  arena.reset();  // stream-ordered on s, after the joins
+  if (error) std::rethrow_exception(error);
+  trace.mark("msd_levels");
+  plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
   auto* rp = reinterpret_cast<std::uint32_t*>(plan.row_ptr.as<std::int32_t>());
   const std::size_t min_bytes = row_ptr_suffix_min(rp, N, nullptr, 0, s);
   DeviceBuffer min_temp(std::max<std::size_t>(min_bytes, 1), s);
@@ -1540,9 +1713,9 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   }
   const bool warp_counts = fused && knobs.build_first == 0;  // after the fit: no pass, no warp form
   // The one-shot's MSD sort where asked and it applies (PlanKnobs::oneshot_sort).
-  if (fw && knobs.oneshot_sort > 0 && warp_counts && chunks == 0 && knobs.build_memory == 0 && end_bit > kFirstBits &&
-      end_bit - kFirstBits <= 16 && sort_narrow_msd<I>(plan, src, dst, N, s, flag, trace, fw, knobs.oneshot_sort == 1,
-                                                               knobs.test_msd_scratch_fail))
+  if (fw && knobs.oneshot_msd && warp_counts && chunks == 0 && knobs.build_memory == 0 && end_bit > kFirstBits &&
+      end_bit - kFirstBits <= 16 &&
+      sort_narrow_msd<I>(plan, src, dst, N, s, flag, trace, fw, knobs.msd_batch, knobs.msd_streams, knobs.test_msd_scratch_fail))
     return;
   const int first_bits = fused ? std::min(kFirstBits, end_bit) : 0;  // the bits the first pass sorts
   const std::int64_t tiles = fused ? (E + kFirstTile - 1) / kFirstTile : 0;
