@@ -1344,7 +1344,7 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
 // or better, with ~20 batches' launch gaps the risk. Not yet run on a GPU.
 constexpr int kLevelBits = 8, kLevelDigits = 1 << kLevelBits;
 // The level scatter's staged tile: pairs then 16-bit keys, 80 KB (two blocks an SM with the
-// static 18 KB of counts: ~99 KB a block against sm_90's 228 KB an SM).
+// static 20.6 KB of counts and scan (ptxas): ~101 KB a block against sm_90's 228 KB an SM).
 constexpr std::size_t kLevelSmem = std::size_t(kFirstTile) * (sizeof(EdgePair<std::int32_t>) + sizeof(std::uint16_t));
 
 // The MSD sort's buckets and their tiles: bucket d holds positions [start[d], start[d + 1]) and
@@ -1497,7 +1497,7 @@ cudaStream_t* msd_side_streams(int device) {
 
 // Returns false, having queued nothing that stays, where its buffers do not fit: the one sort
 // then runs (and its own short-memory paths). The caller has checked the conditions
-// (PlanKnobs::oneshot_sort). batch_div, max_streams: PIPELINK_AGG_MSD_BATCH and _STREAMS.
+// (PlanKnobs::oneshot_msd). batch_div, max_streams: PIPELINK_AGG_MSD_BATCH and _STREAMS.
 template <class I>
 bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
                      unsigned long long* flag, BuildTrace& trace, const float* fw, int batch_div, int max_streams,
@@ -1712,7 +1712,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     fused = 2 * (fa.sharedSizeBytes + kFirstSmem + std::size_t(reserved)) <= std::size_t(per_sm);
   }
   const bool warp_counts = fused && knobs.build_first == 0;  // after the fit: no pass, no warp form
-  // The one-shot's MSD sort where asked and it applies (PlanKnobs::oneshot_sort).
+  // The one-shot's MSD sort where asked and it applies (PlanKnobs::oneshot_msd).
   if (fw && knobs.oneshot_msd && warp_counts && chunks == 0 && knobs.build_memory == 0 && end_bit > kFirstBits &&
       end_bit - kFirstBits <= 16 &&
       sort_narrow_msd<I>(plan, src, dst, N, s, flag, trace, fw, knobs.msd_batch, knobs.msd_streams, knobs.test_msd_scratch_fail))
