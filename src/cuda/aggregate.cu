@@ -1384,18 +1384,28 @@ __device__ __forceinline__ std::int64_t level_cell(const BucketTiles& bt, const 
 }
 
 // A level pass's digit counts of tiles g0 + blockIdx.x, at counts[cell - cell0]; the keys of
-// position p at keys[p - in_sub].
-__global__ void __launch_bounds__(256) level_counts_kernel(const std::uint16_t* __restrict__ keys, std::int64_t in_sub,
+// position p at keys[p - in_sub]. Each thread loads its kLevelCountKeys keys before its first
+// atomic. Why: v33's first form (a load, then its atomic, in a loop) took 121.6 us for pass 1's
+// counts over products-like's 61.9M keys (124 MB: ~1 TB/s) and 15-27 us a batch for pass 2's
+// (H200 trace, a6a0e76): about one 2-byte load in flight a thread. Not yet run on a GPU.
+constexpr int kLevelCountThreads = 256, kLevelCountKeys = kFirstTile / kLevelCountThreads;
+__global__ void __launch_bounds__(kLevelCountThreads) level_counts_kernel(const std::uint16_t* __restrict__ keys, std::int64_t in_sub,
                                                            BucketTiles bt, std::uint32_t g0, int dshift, std::uint32_t dmask,
                                                            std::uint32_t* __restrict__ counts, std::int64_t cell0) {
   __shared__ std::uint32_t h[kLevelDigits];
-  for (int i = threadIdx.x; i < kLevelDigits; i += blockDim.x) h[i] = 0;
+  for (int i = threadIdx.x; i < kLevelDigits; i += kLevelCountThreads) h[i] = 0;
   const TileSpan sp = tile_span(bt, g0 + blockIdx.x);
+  const std::uint16_t* const k = keys + (sp.p0 - in_sub) + threadIdx.x;
+  const int lim = sp.n - int(threadIdx.x);  // key j of this thread is in the tile while kLevelCountThreads * j < lim
+  std::uint32_t kv[kLevelCountKeys];
+#pragma unroll
+  for (int j = 0; j < kLevelCountKeys; ++j) kv[j] = kLevelCountThreads * j < lim ? std::uint32_t(k[kLevelCountThreads * j]) : 0u;
+  __syncthreads();  // h zeroed
+#pragma unroll
+  for (int j = 0; j < kLevelCountKeys; ++j)
+    if (kLevelCountThreads * j < lim) atomicAdd(&h[(kv[j] >> dshift) & dmask], 1u);
   __syncthreads();
-  const std::uint16_t* const k = keys + (sp.p0 - in_sub);
-  for (int i = threadIdx.x; i < sp.n; i += blockDim.x) atomicAdd(&h[(std::uint32_t(k[i]) >> dshift) & dmask], 1u);
-  __syncthreads();
-  for (int d = threadIdx.x; d < kLevelDigits; d += blockDim.x) counts[level_cell(bt, sp, d) - cell0] = h[d];
+  for (int d = threadIdx.x; d < kLevelDigits; d += kLevelCountThreads) counts[level_cell(bt, sp, d) - cell0] = h[d];
 }
 
 // A level pass's stable scatter of tile g0 + blockIdx.x, first_digit_scatter_kernel's partition
@@ -1590,8 +1600,7 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   if (!arena.get()) return false;
   auto* counts1 = arena.as<std::uint32_t>();
   void* scan1 = arena.as<char>() + up(cells1 * sizeof(std::uint32_t));
-  const int level_threads = 256;
-  level_counts_kernel<<<int(bt.tile0[kFirstDigits]), level_threads, 0, s>>>(keys.as<K16>(), 0, bt, 0, 0, dmask1, counts1, 0);
+  level_counts_kernel<<<int(bt.tile0[kFirstDigits]), kLevelCountThreads, 0, s>>>(keys.as<K16>(), 0, bt, 0, 0, dmask1, counts1, 0);
   check_launch();
   PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan1, temp1, counts1, cells1, s));  // in place: absolute positions
   PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(level_scatter_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kLevelSmem)));
@@ -1631,7 +1640,7 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
       check_launch();
       if (levels == 2) {
         const std::int64_t cell0 = std::int64_t(g0) * kLevelDigits;
-        level_counts_kernel<<<int(nt), level_threads, 0, st>>>(sk, p0, bt, g0, kLevelBits, dmask2, counts2, cell0);
+        level_counts_kernel<<<int(nt), kLevelCountThreads, 0, st>>>(sk, p0, bt, g0, kLevelBits, dmask2, counts2, cell0);
         check_launch();
         std::size_t tb = temp2;
         PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan2, tb, counts2, std::int64_t(nt) * kLevelDigits, st));
