@@ -1341,7 +1341,12 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
 // of key for its counts, then 2 + 10 (the key twice: L2) and writes 10: ~24 an edge, ~48 for two
 // against CUB's ~24 a pass plus its histogram (12-byte items). Predicted: the second level
 // ~0.9-1.1 ms against CUB's 1.11-1.19 (two passes at 0.555), the one-shot 5.9-6.1 ms, time-neutral
-// or better, with ~20 batches' launch gaps the risk. Not yet run on a GPU.
+// or better, with ~20 batches' launch gaps the risk.
+// Measured (H200, products-like, `bench --ab` same rounds, v33): the one sort's bits, 704.5 MB
+// (11.39 B/edge; 11.42 from Python), but the one-shot 6.46 against 6.14 ms (1.052x; 6.54 before
+// the counts kernel's loads went in flight): the level phase ~1.6 ms against CUB's ~1.2 (trace).
+// A level scatter takes about the first pass's time a tile (~24 us, waiting on load latency at
+// two blocks an SM) and there are two of them. 1 stream 1.099x, 4 streams 1.056x. Opt-in.
 constexpr int kLevelBits = 8, kLevelDigits = 1 << kLevelBits;
 // The level scatter's staged tile: pairs then 16-bit keys, 80 KB (two blocks an SM with the
 // static 20.6 KB of counts and scan (ptxas): ~101 KB a block against sm_90's 228 KB an SM).
@@ -1387,7 +1392,8 @@ __device__ __forceinline__ std::int64_t level_cell(const BucketTiles& bt, const 
 // position p at keys[p - in_sub]. Each thread loads its kLevelCountKeys keys before its first
 // atomic. Why: v33's first form (a load, then its atomic, in a loop) took 121.6 us for pass 1's
 // counts over products-like's 61.9M keys (124 MB: ~1 TB/s) and 15-27 us a batch for pass 2's
-// (H200 trace, a6a0e76): about one 2-byte load in flight a thread. Not yet run on a GPU.
+// (H200 trace, a6a0e76): about one 2-byte load in flight a thread. With the loads first (46accc6)
+// the one-shot's MSD form went 6.54 -> 6.46 ms (`bench --ab`, one sort 6.15 / 6.14).
 constexpr int kLevelCountThreads = 256, kLevelCountKeys = kFirstTile / kLevelCountThreads;
 __global__ void __launch_bounds__(kLevelCountThreads) level_counts_kernel(const std::uint16_t* __restrict__ keys, std::int64_t in_sub,
                                                            BucketTiles bt, std::uint32_t g0, int dshift, std::uint32_t dmask,
