@@ -42,6 +42,7 @@
 #include "cuda/check.cuh"
 #include "cuda/tanh_f32.cuh"
 #include "cuda/memory.cuh"
+#include "cuda/msd_levels.hpp"
 #include "pipelink/debug.hpp"
 #include "pipelink/ops/reference.hpp"
 #include "pipelink/registry.hpp"
@@ -1347,46 +1348,18 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
 // the counts kernel's loads went in flight): the level phase ~1.6 ms against CUB's ~1.2 (trace).
 // A level scatter takes about the first pass's time a tile (~24 us, waiting on load latency at
 // two blocks an SM) and there are two of them. 1 stream 1.099x, 4 streams 1.056x. Opt-in.
-constexpr int kLevelBits = 8, kLevelDigits = 1 << kLevelBits;
+
+// The second level's tiles, cells and batches: src/cuda/msd_levels.hpp (host-tested).
+using msd::BucketTiles;
+using msd::kLevelBits;
+using msd::kLevelDigits;
+using msd::level_cell;
+using msd::tile_span;
+using msd::TileSpan;
+static_assert(msd::kTopDigits == kFirstDigits && msd::kTile == kFirstTile, "the level passes tile the first pass's buckets");
 // The level scatter's staged tile: pairs then 16-bit keys, 80 KB (two blocks an SM with the
 // static 20.6 KB of counts and scan (ptxas): ~101 KB a block against sm_90's 228 KB an SM).
 constexpr std::size_t kLevelSmem = std::size_t(kFirstTile) * (sizeof(EdgePair<std::int32_t>) + sizeof(std::uint16_t));
-
-// The MSD sort's buckets and their tiles: bucket d holds positions [start[d], start[d + 1]) and
-// tiles [tile0[d], tile0[d + 1]) of kFirstTile positions each (its last one short).
-struct BucketTiles {
-  std::uint32_t start[kFirstDigits + 1];  // start[kFirstDigits] = E
-  std::uint32_t tile0[kFirstDigits + 1];  // tile0[kFirstDigits]: every bucket's tiles
-};
-struct TileSpan {
-  int bucket;
-  std::uint32_t t, tiles;  // the tile in its bucket, the bucket's tiles
-  std::int64_t p0;         // its first position
-  int n;                   // its positions
-};
-// Tile g's bucket is the last d with tile0[d] <= g (an empty bucket's tiles end where they
-// start, so it is never found).
-__device__ __forceinline__ TileSpan tile_span(const BucketTiles& bt, std::uint32_t g) {
-  int lo = 0, hi = kFirstDigits;  // tile0[lo] <= g < tile0[hi]
-  while (hi - lo > 1) {
-    const int mid = (lo + hi) / 2;
-    if (bt.tile0[mid] <= g) lo = mid;
-    else hi = mid;
-  }
-  TileSpan sp;
-  sp.bucket = lo;
-  sp.t = g - bt.tile0[lo];
-  sp.tiles = bt.tile0[lo + 1] - bt.tile0[lo];
-  sp.p0 = std::int64_t(bt.start[lo]) + std::int64_t(sp.t) * kFirstTile;
-  const std::int64_t left = std::int64_t(bt.start[lo + 1]) - sp.p0;
-  sp.n = int(left < kFirstTile ? left : kFirstTile);
-  return sp;
-}
-// A (tile, digit)'s cell: bucket-major, then digit, then tile, so that an exclusive sum over whole
-// buckets' cells gives each its first place in those buckets' stable order by digit.
-__device__ __forceinline__ std::int64_t level_cell(const BucketTiles& bt, const TileSpan& sp, int d) {
-  return std::int64_t(bt.tile0[sp.bucket]) * kLevelDigits + std::int64_t(d) * sp.tiles + sp.t;
-}
 
 // A level pass's digit counts of tiles g0 + blockIdx.x, at counts[cell - cell0]; the keys of
 // position p at keys[p - in_sub]. Each thread loads its kLevelCountKeys keys before its first
@@ -1556,39 +1529,13 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   first.reset();
   trace.mark("msd_first_pass");
 
-  // The second level's tiles and batches. Batches: runs of whole non-empty buckets of at most
-  // `cap` edges (a bucket larger goes alone); the scratch, `streams` batches' of cap, stays within
-  // E / batch_div edges where the biggest bucket lets it (fewer streams where it is large).
-  BucketTiles bt{};
-  std::int64_t biggest = 0;
-  for (int d = 0; d < kFirstDigits; ++d) {
-    const std::int64_t n = std::int64_t(starts.v[d + 1]) - starts.v[d];
-    biggest = std::max(biggest, n);
-    bt.start[d] = starts.v[d];
-    bt.tile0[d + 1] = bt.tile0[d] + std::uint32_t((n + kFirstTile - 1) / kFirstTile);
-  }
-  bt.start[kFirstDigits] = std::uint32_t(E);
-  const std::int64_t room = std::max<std::int64_t>(E / batch_div, 1);
-  const int streams = int(std::clamp<std::int64_t>(room / std::max<std::int64_t>(biggest, 1), 1, max_streams));
-  const std::int64_t cap = std::max(biggest, room / streams);
-  struct Batch {
-    int d0, d1;  // buckets [d0, d1)
-  };
-  std::vector<Batch> batches;
-  std::uint32_t batch_tiles = 0;  // the most tiles a batch
-  for (int d = 0; d < kFirstDigits;) {
-    if (starts.v[d + 1] == starts.v[d]) {
-      ++d;
-      continue;
-    }
-    int e = d + 1;
-    while (e < kFirstDigits && std::int64_t(starts.v[e + 1]) - starts.v[d] <= cap) ++e;
-    batches.push_back({d, e});
-    batch_tiles = std::max(batch_tiles, bt.tile0[e] - bt.tile0[d]);
-    d = e;
-  }
-  const int levels = shift > kLevelBits ? 2 : 1;
-  const std::uint32_t dmask1 = (1u << std::min(shift, kLevelBits)) - 1, dmask2 = (1u << std::max(shift - kLevelBits, 0)) - 1;
+  // The second level's tiles, batches, streams and digits (msd::plan_levels).
+  const msd::Levels lv = msd::plan_levels(starts.v, E, shift, batch_div, max_streams);
+  const BucketTiles& bt = lv.bt;
+  const std::vector<msd::Batch>& batches = lv.batches;
+  const int streams = lv.streams, levels = lv.levels;
+  const std::int64_t cap = lv.cap;
+  const std::uint32_t batch_tiles = lv.batch_tiles, dmask1 = lv.dmask1, dmask2 = lv.dmask2;
   const std::int64_t cells1 = std::int64_t(bt.tile0[kFirstDigits]) * kLevelDigits,
                      cells2 = std::int64_t(batch_tiles) * kLevelDigits;
   std::size_t temp1 = 0, temp2 = 0;

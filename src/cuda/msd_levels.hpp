@@ -1,0 +1,107 @@
+#pragma once
+// The one-shot's MSD sort's second level (sort_narrow_msd in src/cuda/aggregate.cu): its buckets'
+// tiles, the cells its level passes count and scan, and its batches. Plain C++ that nvcc also
+// compiles for the device, so that the test suite checks this index arithmetic on the host
+// (tests/test_msd_levels.cpp: the level passes emulated on it give a stable sort), where CI has
+// no GPU. No CUDA header here.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#ifdef __CUDACC__
+#define PIPELINK_MSD_HD __host__ __device__ __forceinline__
+#else
+#define PIPELINK_MSD_HD inline
+#endif
+
+namespace pipelink::cuda::msd {
+
+constexpr int kTopBits = 6, kTopDigits = 1 << kTopBits;  // the first pass's digit: the key's top bits
+constexpr int kTile = 8192;                                // positions a tile (the first pass's tile)
+constexpr int kLevelBits = 8, kLevelDigits = 1 << kLevelBits;
+
+// Bucket d holds positions [start[d], start[d + 1]) and tiles [tile0[d], tile0[d + 1]) of kTile
+// positions each (its last one short): no tile crosses two buckets.
+struct BucketTiles {
+  std::uint32_t start[kTopDigits + 1];  // start[kTopDigits] = E
+  std::uint32_t tile0[kTopDigits + 1];  // tile0[kTopDigits]: every bucket's tiles
+};
+struct TileSpan {
+  int bucket;
+  std::uint32_t t, tiles;  // the tile in its bucket, the bucket's tiles
+  std::int64_t p0;         // its first position
+  int n;                   // its positions
+};
+// Tile g's bucket is the last d with tile0[d] <= g (an empty bucket's tiles end where they
+// start, so it is never found). g < tile0[kTopDigits].
+PIPELINK_MSD_HD TileSpan tile_span(const BucketTiles& bt, std::uint32_t g) {
+  int lo = 0, hi = kTopDigits;  // tile0[lo] <= g < tile0[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (bt.tile0[mid] <= g) lo = mid;
+    else hi = mid;
+  }
+  TileSpan sp;
+  sp.bucket = lo;
+  sp.t = g - bt.tile0[lo];
+  sp.tiles = bt.tile0[lo + 1] - bt.tile0[lo];
+  sp.p0 = std::int64_t(bt.start[lo]) + std::int64_t(sp.t) * kTile;
+  const std::int64_t left = std::int64_t(bt.start[lo + 1]) - sp.p0;
+  sp.n = int(left < kTile ? left : kTile);
+  return sp;
+}
+// A (tile, digit)'s cell: bucket-major, then digit, then tile, so that an exclusive sum over whole
+// buckets' cells gives each its first place in those buckets' stable order by digit.
+PIPELINK_MSD_HD std::int64_t level_cell(const BucketTiles& bt, const TileSpan& sp, int d) {
+  return std::int64_t(bt.tile0[sp.bucket]) * kLevelDigits + std::int64_t(d) * sp.tiles + sp.t;
+}
+
+struct Batch {
+  int d0, d1;  // buckets [d0, d1)
+};
+// How the level passes run: the tiles, the batches (runs of whole buckets, the first of each not
+// empty, of at most `cap` edges: a bucket larger goes alone), the side streams they go round
+// (each with a scratch of cap edges), and the passes' digits (levels: 1 where shift <= kLevelBits).
+struct Levels {
+  BucketTiles bt{};
+  std::vector<Batch> batches;
+  int streams = 1;
+  std::int64_t cap = 0;
+  std::uint32_t batch_tiles = 0;  // the most tiles a batch
+  int levels = 1;
+  std::uint32_t dmask1 = 0, dmask2 = 0;
+};
+// starts: the kTopDigits + 1 bucket starts (starts[kTopDigits] = E); shift: the bits each bucket
+// sorts, in [1, 16]. The scratch, streams batches of cap, stays within E / batch_div edges where
+// the biggest bucket lets it (fewer streams where one is large; one bucket's at least).
+inline Levels plan_levels(const std::uint32_t* starts, std::int64_t E, int shift, int batch_div, int max_streams) {
+  Levels lv;
+  std::int64_t biggest = 0;
+  for (int d = 0; d < kTopDigits; ++d) {
+    const std::int64_t n = std::int64_t(starts[d + 1]) - starts[d];
+    biggest = std::max(biggest, n);
+    lv.bt.start[d] = starts[d];
+    lv.bt.tile0[d + 1] = lv.bt.tile0[d] + std::uint32_t((n + kTile - 1) / kTile);
+  }
+  lv.bt.start[kTopDigits] = std::uint32_t(E);
+  const std::int64_t room = std::max<std::int64_t>(E / batch_div, 1);
+  lv.streams = int(std::clamp<std::int64_t>(room / std::max<std::int64_t>(biggest, 1), 1, max_streams));
+  lv.cap = std::max(biggest, room / lv.streams);
+  for (int d = 0; d < kTopDigits;) {
+    if (starts[d + 1] == starts[d]) {
+      ++d;
+      continue;
+    }
+    int e = d + 1;
+    while (e < kTopDigits && std::int64_t(starts[e + 1]) - starts[d] <= lv.cap) ++e;
+    lv.batches.push_back({d, e});
+    lv.batch_tiles = std::max(lv.batch_tiles, lv.bt.tile0[e] - lv.bt.tile0[d]);
+    d = e;
+  }
+  lv.levels = shift > kLevelBits ? 2 : 1;
+  lv.dmask1 = (1u << std::min(shift, kLevelBits)) - 1;
+  lv.dmask2 = (1u << std::max(shift - kLevelBits, 0)) - 1;
+  return lv;
+}
+
+}  // namespace pipelink::cuda::msd

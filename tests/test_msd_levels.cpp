@@ -1,0 +1,247 @@
+// The one-shot MSD sort's second level (src/cuda/msd_levels.hpp, run by sort_narrow_msd), checked
+// on the host where CI has no GPU: its level passes emulated on plan_levels' tiles, cells and
+// batches (each tile ranked as level_scatter_kernel ranks it: stable by digit) must sort every
+// bucket stably by its key's low `shift` bits, with every write inside the batch's scratch or its
+// own range, every cell written once, and the scratch within E / batch_div edges unless one bucket
+// is larger. The GPU test (CudaAggregate.OneShotMsdSortGivesTheOneSortsBits) checks the kernels
+// themselves against the one sort's bits.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../src/cuda/msd_levels.hpp"
+#include "test_util.hpp"  // fresh_seed: PIPELINK_TEST_SEED replays a run
+
+namespace pipelink::test {
+namespace {
+
+namespace msd = pipelink::cuda::msd;
+using i64 = std::int64_t;
+using u16 = std::uint16_t;
+using u32 = std::uint32_t;
+
+struct Item {
+  u16 key;
+  i64 id;
+};
+
+// A level pass's counts over tiles [g0, g0 + nt), at cells - cell0 (each written once), then their
+// exclusive sum: level_counts_kernel and the scan. in(p) reads position p.
+template <class In>
+std::vector<u32> level_offsets(const msd::BucketTiles& bt, u32 g0, u32 nt, int dshift, u32 dmask, i64 cell0, In in) {
+  std::vector<u32> cells(std::size_t(nt) * msd::kLevelDigits, ~0u);
+  for (u32 g = g0; g < g0 + nt; ++g) {
+    const msd::TileSpan sp = msd::tile_span(bt, g);
+    EXPECT_GT(sp.n, 0) << "tile " << g << " of an empty bucket";
+    EXPECT_LE(sp.n, msd::kTile);
+    std::vector<u32> h(msd::kLevelDigits, 0);
+    for (int i = 0; i < sp.n; ++i) ++h[(u32(in(sp.p0 + i).key) >> dshift) & dmask];
+    for (int d = 0; d < msd::kLevelDigits; ++d) {
+      const i64 c = msd::level_cell(bt, sp, d) - cell0;
+      if (c < 0 || c >= i64(cells.size()) || cells[std::size_t(c)] != ~0u) {
+        ADD_FAILURE() << "tile " << g << " digit " << d << ": cell " << c << " out of range or written twice";
+        return {};
+      }
+      cells[std::size_t(c)] = h[std::size_t(d)];
+    }
+  }
+  u32 sum = 0;
+  for (u32& c : cells) {
+    if (c == ~0u) {
+      ADD_FAILURE() << "a cell no tile wrote";
+      return {};
+    }
+    const u32 v = c;
+    c = sum;
+    sum += v;
+  }
+  return cells;
+}
+
+// A level pass's scatter of tiles [g0, g0 + nt): each tile's entries in position order (the
+// kernel's warp, round, lane order) placed stably by digit at offsets[cell - cell0] + their rank +
+// out_add, which must lie in [lo, hi): level_scatter_kernel.
+template <class In, class Out>
+void level_scatter(const msd::BucketTiles& bt, u32 g0, u32 nt, int dshift, u32 dmask, const std::vector<u32>& offsets,
+                   i64 cell0, i64 out_add, In in, Out out, i64 lo, i64 hi) {
+  ASSERT_FALSE(offsets.empty());
+  for (u32 g = g0; g < g0 + nt; ++g) {
+    const msd::TileSpan sp = msd::tile_span(bt, g);
+    std::vector<u32> rank(msd::kLevelDigits, 0);
+    for (int i = 0; i < sp.n; ++i) {
+      const Item it = in(sp.p0 + i);
+      const u32 d = (u32(it.key) >> dshift) & dmask;
+      const i64 c = msd::level_cell(bt, sp, int(d)) - cell0;
+      ASSERT_GE(c, 0);
+      ASSERT_LT(c, i64(offsets.size()));
+      const i64 place = i64(offsets[std::size_t(c)]) + rank[d]++ + out_add;
+      ASSERT_GE(place, lo) << "tile " << g;
+      ASSERT_LT(place, hi) << "tile " << g;
+      out(place, it);
+    }
+  }
+}
+
+// The second level as sort_narrow_msd queues it, run in order, on items grouped by bucket
+// (positions [starts[d], starts[d + 1])); returns them in their final order.
+std::vector<Item> run_levels(std::vector<Item> a, const std::vector<u32>& starts, int shift, int batch_div, int max_streams) {
+  const i64 E = i64(a.size());
+  const msd::Levels lv = msd::plan_levels(starts.data(), E, shift, batch_div, max_streams);
+  EXPECT_EQ(lv.levels, shift > msd::kLevelBits ? 2 : 1);
+  EXPECT_GE(lv.streams, 1);
+  EXPECT_LE(lv.streams, max_streams);
+  i64 biggest = 0;
+  for (int d = 0; d < msd::kTopDigits; ++d) biggest = std::max<i64>(biggest, i64(starts[d + 1]) - starts[d]);
+  EXPECT_GE(lv.cap, biggest) << "every bucket fits a scratch";
+  EXPECT_LE(lv.streams * lv.cap, std::max<i64>(std::max<i64>(E / batch_div, 1), biggest)) << "the scratch in all";
+  // Pass 1's cells and sum, once over every tile: absolute positions.
+  const std::vector<u32> offsets1 =
+      level_offsets(lv.bt, 0, lv.bt.tile0[msd::kTopDigits], 0, lv.dmask1, 0, [&](i64 p) { return a[std::size_t(p)]; });
+  std::vector<std::vector<Item>> scratch(std::size_t(lv.streams), std::vector<Item>(static_cast<std::size_t>(lv.cap)));
+  int next = 0;  // the batches cover the non-empty buckets in order, once each
+  for (std::size_t bi = 0; bi < lv.batches.size(); ++bi) {
+    const msd::Batch& b = lv.batches[bi];
+    for (; next < b.d0; ++next) EXPECT_EQ(starts[std::size_t(next)], starts[std::size_t(next) + 1]) << "bucket " << next << " in no batch";
+    EXPECT_NE(starts[std::size_t(b.d0)], starts[std::size_t(b.d0) + 1]) << "a batch starts at an empty bucket";
+    next = b.d1;
+    std::vector<Item>& sc = scratch[bi % std::size_t(lv.streams)];
+    const u32 g0 = lv.bt.tile0[b.d0], nt = lv.bt.tile0[b.d1] - g0;
+    const i64 p0 = starts[std::size_t(b.d0)], n = i64(starts[std::size_t(b.d1)]) - p0;
+    EXPECT_LE(n, lv.cap);
+    EXPECT_LE(nt, lv.batch_tiles);
+    // Pass 1: the batch's positions of the list into its scratch at position - p0.
+    level_scatter(lv.bt, g0, nt, 0, lv.dmask1, offsets1, 0, -p0, [&](i64 p) { return a[std::size_t(p)]; },
+                  [&](i64 q, Item it) { sc.at(std::size_t(q)) = it; }, 0, n);  // at(): a batch past its scratch throws
+    if (lv.levels == 2) {  // pass 2: its own cells and sum (batch-relative), back to the list at + p0
+      const i64 cell0 = i64(g0) * msd::kLevelDigits;
+      auto from = [&](i64 p) { return sc.at(std::size_t(p - p0)); };
+      const std::vector<u32> offsets2 = level_offsets(lv.bt, g0, nt, msd::kLevelBits, lv.dmask2, cell0, from);
+      level_scatter(lv.bt, g0, nt, msd::kLevelBits, lv.dmask2, offsets2, cell0, p0, from,
+                    [&](i64 q, Item it) { a[std::size_t(q)] = it; }, p0, p0 + n);
+    } else {
+      std::copy(sc.begin(), sc.begin() + n, a.begin() + p0);
+    }
+  }
+  for (; next < msd::kTopDigits; ++next) EXPECT_EQ(starts[std::size_t(next)], starts[std::size_t(next) + 1]) << "bucket " << next << " in no batch";
+  return a;
+}
+
+struct Graph {
+  std::vector<Item> items;  // grouped by bucket, in edge order inside each
+  std::vector<u32> starts;
+  int shift;
+};
+// Bucket sizes from `sizes` (kTopDigits of them), keys uniform in [0, 2^shift) unless few_keys.
+Graph make_graph(const std::vector<i64>& sizes, int shift, std::mt19937_64& rng, bool few_keys = false) {
+  Graph g;
+  g.shift = shift;
+  g.starts.assign(msd::kTopDigits + 1, 0);
+  std::uniform_int_distribution<u32> key(0, few_keys ? 3u : (1u << shift) - 1);
+  i64 id = 0;
+  for (int d = 0; d < msd::kTopDigits; ++d) {
+    g.starts[std::size_t(d) + 1] = g.starts[std::size_t(d)] + u32(sizes[std::size_t(d)]);
+    for (i64 i = 0; i < sizes[std::size_t(d)]; ++i) g.items.push_back({u16(key(rng)), id++});
+  }
+  return g;
+}
+
+void expect_sorted_like_stable_sort(const Graph& g, int batch_div, int max_streams) {
+  SCOPED_TRACE("shift " + std::to_string(g.shift) + ", batch_div " + std::to_string(batch_div) + ", streams " +
+               std::to_string(max_streams) + ", E " + std::to_string(g.items.size()));
+  std::vector<Item> want = g.items;
+  const u32 low = (1u << g.shift) - 1;
+  for (int d = 0; d < msd::kTopDigits; ++d)
+    std::stable_sort(want.begin() + g.starts[std::size_t(d)], want.begin() + g.starts[std::size_t(d) + 1],
+                     [&](const Item& x, const Item& y) { return (x.key & low) < (y.key & low); });
+  const std::vector<Item> got = run_levels(g.items, g.starts, g.shift, batch_div, max_streams);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_TRUE(got[i].id == want[i].id && got[i].key == want[i].key)
+        << "position " << i << ": id " << got[i].id << " where the stable sort has " << want[i].id;
+}
+
+TEST(MsdLevels, UniformBucketsSortAsStableSort) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<i64> size(0, 3 * msd::kTile);
+  for (int shift : {1, 5, 8, 9, 13, 16}) {
+    std::vector<i64> sizes(msd::kTopDigits);
+    for (i64& s : sizes) s = size(rng);
+    const Graph g = make_graph(sizes, shift, rng);
+    for (auto [div, streams] : {std::pair{8, 2}, std::pair{64, 1}, std::pair{2, 4}, std::pair{1, 1}})
+      expect_sorted_like_stable_sort(g, div, streams);
+  }
+}
+
+TEST(MsdLevels, TileEdgesEmptyBucketsAndFewKeys) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  // Sizes around multiples of a tile, empty runs (the first and last buckets too), one edge.
+  const i64 T = msd::kTile;
+  std::vector<i64> sizes(msd::kTopDigits, 0);
+  const i64 some[] = {T, T - 1, T + 1, 2 * T, 2 * T + 1, 1, 0, 3 * T - 1};
+  for (int d = 1; d < msd::kTopDigits - 1; d += 3) sizes[std::size_t(d)] = some[std::size_t(d) % 8];
+  for (int shift : {3, 12, 16}) {
+    expect_sorted_like_stable_sort(make_graph(sizes, shift, rng), 8, 2);
+    expect_sorted_like_stable_sort(make_graph(sizes, shift, rng, /*few_keys=*/true), 4, 4);  // long equal runs
+  }
+}
+
+TEST(MsdLevels, HubBucketGoesAloneWithFewerStreams) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::vector<i64> sizes(msd::kTopDigits, 2000);
+  sizes[17] = 200000;  // ~61% of E: larger than E / 8, so the scratch is this bucket's, one stream
+  const Graph g = make_graph(sizes, 16, rng);
+  const msd::Levels lv = msd::plan_levels(g.starts.data(), i64(g.items.size()), 16, 8, 4);
+  EXPECT_EQ(lv.streams, 1);
+  EXPECT_EQ(lv.cap, 200000);
+  bool alone = false;
+  for (const msd::Batch& b : lv.batches) alone |= b.d0 == 17 && b.d1 == 18;
+  EXPECT_TRUE(alone) << "the hub bucket shares a batch";
+  expect_sorted_like_stable_sort(g, 8, 4);
+}
+
+TEST(MsdLevels, BatchesStopAtTheirScratch) {
+  // E = 20000 over three buckets, E / 2 = 10000 edges of scratch on one stream: the first two
+  // buckets hold one edge more than that together, so each goes in a batch of its own.
+  std::mt19937_64 rng(fresh_seed());
+  std::vector<i64> sizes(msd::kTopDigits, 0);
+  sizes[0] = 6000;
+  sizes[1] = 4001;
+  sizes[2] = 9999;
+  const Graph g = make_graph(sizes, 14, rng);
+  const msd::Levels lv = msd::plan_levels(g.starts.data(), 20000, 14, 2, 1);
+  EXPECT_EQ(lv.cap, 10000);
+  ASSERT_EQ(lv.batches.size(), 3u);
+  expect_sorted_like_stable_sort(g, 2, 1);
+}
+
+TEST(MsdLevels, ProductsLikeShapeMakesBatchesOfTwoBuckets) {
+  // products-like's shape (E = 61.9M, N = 2.45M: 22-bit keys, top digits 0-37 of ~1.63M edges):
+  // the default (E / 8 over 2 streams) gives batches of two buckets, 19 of them, 11.4 B/edge in
+  // all with the 10 the first pass keeps; checked on the sizes alone (no items).
+  const i64 E = 61859140;
+  std::vector<u32> starts(msd::kTopDigits + 1, u32(E));
+  for (int d = 0; d <= 37; ++d) starts[std::size_t(d)] = u32(E / 38 * d);
+  const msd::Levels lv = msd::plan_levels(starts.data(), E, 16, 8, 2);
+  EXPECT_EQ(lv.streams, 2);
+  EXPECT_EQ(lv.batches.size(), 19u);
+  EXPECT_EQ(lv.levels, 2);
+  EXPECT_EQ(lv.dmask1, 255u);
+  EXPECT_EQ(lv.dmask2, 255u);
+  const double scratch_bytes_per_edge = double(lv.streams * lv.cap) * 10.0 / double(E);
+  EXPECT_LE(scratch_bytes_per_edge, 1.25 + 1e-9);
+  EXPECT_LE(10.0 + scratch_bytes_per_edge + double(lv.bt.tile0[msd::kTopDigits]) * msd::kLevelDigits * 4.0 / double(E), 12.0);
+}
+
+}  // namespace
+}  // namespace pipelink::test
