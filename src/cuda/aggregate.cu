@@ -375,6 +375,24 @@ __device__ __forceinline__ std::uint32_t warp_bases_in_place(std::uint32_t (*wh)
   return total;
 }
 
+// A tile's starts a digit, from each warp's counts in wh[warp][d] (turned into each warp's base):
+// lstart[d], the digit's first place in the tile sorted by digit, and gstart[d] = place(d), its
+// first place in the pass's output. Every thread of the block calls it; it ends at a barrier.
+// The first pass's count phase and the MSD sort's level scatter.
+template <int Digits, class Scan, class Place>
+__device__ __forceinline__ void tile_digit_starts(std::uint32_t (*wh)[Digits], std::uint32_t* lstart, std::uint32_t* gstart,
+                                                  typename Scan::TempStorage& temp, Place place) {
+  std::uint32_t total = 0;
+  if (threadIdx.x < Digits) {
+    total = warp_bases_in_place<Digits>(wh, threadIdx.x);
+    gstart[threadIdx.x] = place(threadIdx.x);
+  }
+  std::uint32_t first = 0;
+  Scan(temp).ExclusiveSum(total, first);
+  if (threadIdx.x < Digits) lstart[threadIdx.x] = first;
+  __syncthreads();
+}
+
 template <class I>
 __global__ void __launch_bounds__(256) first_digit_counts_kernel(const I* __restrict__ dst, std::int64_t E,
                                                                  std::uint32_t mask, std::uint32_t* __restrict__ counts) {
@@ -532,15 +550,8 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
       }
     }
     __syncthreads();
-    std::uint32_t total = 0;
-    if (threadIdx.x < kFirstDigits) {
-      total = warp_bases_in_place(wh, threadIdx.x);
-      gstart[threadIdx.x] = offsets[std::int64_t(threadIdx.x) * gridDim.x + blockIdx.x];
-    }
-    std::uint32_t first = 0;
-    Scan(scan_temp).ExclusiveSum(total, first);
-    if (threadIdx.x < kFirstDigits) lstart[threadIdx.x] = first;
-    __syncthreads();
+    tile_digit_starts<kFirstDigits, Scan>(wh, lstart, gstart, scan_temp,
+                                          [&](std::uint32_t d) { return offsets[std::int64_t(d) * gridDim.x + blockIdx.x]; });
   }
 #pragma unroll
   for (int h = 0; h < R; h += H) {
@@ -1425,15 +1436,8 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_scatter_kernel(
     for (int r = 0; r < R; ++r) atomicAdd(&my[(kv[r] >> dshift) & dmask], 32 * r < lim ? 1u : 0u);
   }
   __syncthreads();
-  std::uint32_t total = 0;
-  if (threadIdx.x < kLevelDigits) {
-    total = warp_bases_in_place<kLevelDigits>(wh, threadIdx.x);
-    gstart[threadIdx.x] = offsets[level_cell(bt, sp, threadIdx.x) - cell0];
-  }
-  std::uint32_t first = 0;
-  Scan(scan_temp).ExclusiveSum(total, first);
-  if (threadIdx.x < kLevelDigits) lstart[threadIdx.x] = first;
-  __syncthreads();
+  tile_digit_starts<kLevelDigits, Scan>(wh, lstart, gstart, scan_temp,
+                                        [&](std::uint32_t d) { return offsets[level_cell(bt, sp, d) - cell0]; });
 #pragma unroll
   for (int h = 0; h < R; h += H) {
     std::uint32_t key[H];
