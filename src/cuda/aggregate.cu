@@ -1379,9 +1379,9 @@ constexpr std::size_t kLevelSmem = std::size_t(kFirstTile) * (sizeof(EdgePair<st
 // (H200 trace, a6a0e76): about one 2-byte load in flight a thread. With the loads first (46accc6)
 // the one-shot's MSD form went 6.54 -> 6.46 ms (`bench --ab`, one sort 6.15 / 6.14).
 constexpr int kLevelCountThreads = 256, kLevelCountKeys = kFirstTile / kLevelCountThreads;
-__global__ void __launch_bounds__(kLevelCountThreads) level_counts_kernel(const std::uint16_t* __restrict__ keys, std::int64_t in_sub,
-                                                           BucketTiles bt, std::uint32_t g0, int dshift, std::uint32_t dmask,
-                                                           std::uint32_t* __restrict__ counts, std::int64_t cell0) {
+__global__ void __launch_bounds__(kLevelCountThreads)
+    level_counts_kernel(const std::uint16_t* __restrict__ keys, std::int64_t in_sub, BucketTiles bt, std::uint32_t g0, int dshift,
+                        std::uint32_t dmask, std::uint32_t* __restrict__ counts, std::int64_t cell0) {
   __shared__ std::uint32_t h[kLevelDigits];
   for (int i = threadIdx.x; i < kLevelDigits; i += kLevelCountThreads) h[i] = 0;
   const TileSpan sp = tile_span(bt, g0 + blockIdx.x);
