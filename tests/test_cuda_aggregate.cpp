@@ -1087,14 +1087,15 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
 // (buckets sorting 1 to 16: one level pass and its copy back, or two), int32 and int64 indices, a
 // bucket holding a third of the edges (a batch of its own, fewer streams), buckets of one tile,
 // F = 64 and 3, twice; under the default batches and streams, one stream with a batch a bucket
-// (PIPELINK_AGG_MSD_BATCH=64), and four streams of several buckets a batch (=2); and with its
+// (PIPELINK_AGG_MSD_BATCH=64), four streams of several buckets a batch (=2), and the last level
+// by rows (PIPELINK_AGG_MSD_LAST=rows: a hub sub-bucket past a tile in the third case); and with its
 // scratch failing after the first pass (PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL), the one sort's bits
 // from the hand-back. A bad index names the first bad edge and leaves the output; the call's peak
 // memory is ~11 bytes an edge, under 12, where the one sort's is ~24.
 TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ONESHOT_SORT", "PIPELINK_AGG_BUILD_MEMORY", "PIPELINK_AGG_ONESHOT_CHUNKS",
                        "PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_FORCE_WIDE",
-                       "PIPELINK_AGG_MSD_BATCH", "PIPELINK_AGG_MSD_STREAMS");
+                       "PIPELINK_AGG_MSD_BATCH", "PIPELINK_AGG_MSD_STREAMS", "PIPELINK_AGG_MSD_LAST");
   // The MSD sort runs on the fused first pass, which needs two ~105 KB blocks an SM: sm_90's and
   // sm_100's 228 KB (elsewhere the knob leaves the one sort, and this test would prove nothing).
   if (const int sm = describe(kGpu).sm; sm != 90 && sm != 100)
@@ -1126,9 +1127,15 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
         return host(out);
       };
       const Tensor lsd = call();
-      for (auto [batch, streams] : {std::pair{"", ""}, std::pair{"64", "1"}, std::pair{"2", "4"}}) {
-        SCOPED_TRACE(std::string("batch ") + batch + " streams " + streams);
-        ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", "msd"}, {"PIPELINK_AGG_MSD_BATCH", batch}, {"PIPELINK_AGG_MSD_STREAMS", streams}});
+      struct Form {
+        const char *batch, *streams, *last;
+      };
+      for (const Form f : {Form{"", "", ""}, Form{"64", "1", ""}, Form{"2", "4", ""}, Form{"", "", "rows"}, Form{"64", "1", "rows"}}) {
+        SCOPED_TRACE(std::string("batch ") + f.batch + " streams " + f.streams + " last " + f.last);
+        ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", "msd"},
+                       {"PIPELINK_AGG_MSD_BATCH", f.batch},
+                       {"PIPELINK_AGG_MSD_STREAMS", f.streams},
+                       {"PIPELINK_AGG_MSD_LAST", f.last}});
         EXPECT_TRUE(bitwise_equal(call(), lsd)) << "the MSD sort's bits against the one sort's";
         EXPECT_TRUE(bitwise_equal(call(), lsd)) << "again";
       }
@@ -1151,6 +1158,11 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
     const std::size_t two_level = peak_of();
     EXPECT_GE(one, std::size_t(20) * std::size_t(E)) << "the one sort's peak: the comparison would prove nothing";
     EXPECT_LE(two_level, std::size_t(12) * std::size_t(E)) << two_level << " bytes against the one sort's " << one;
+    // By rows the row offsets (0.5 B/edge here, 0.16 on products-like) are made before the
+    // batches: at most their bytes more.
+    ScopedEnv by_rows({{"PIPELINK_AGG_MSD_LAST", "rows"}});
+    const std::size_t rows_level = peak_of();
+    EXPECT_LE(rows_level, two_level + std::size_t(N + 1) * 4 + 4096) << rows_level << " bytes by rows against " << two_level;
   }
   // A bad dst, then a bad src (float32 weights: the MSD sort applies).
   expect_one_shot_names_first_bad_edge(seed + 6, "PIPELINK_AGG_ONESHOT_SORT", "msd", true);
@@ -1293,7 +1305,7 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
                              std::pair{"PIPELINK_AGG_ONESHOT_SORT", "radix"}, std::pair{"PIPELINK_AGG_ONESHOT_SORT", "msd1"},
                              std::pair{"PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", "2"}, std::pair{"PIPELINK_AGG_MSD_BATCH", "0"},
                              std::pair{"PIPELINK_AGG_MSD_BATCH", "65"}, std::pair{"PIPELINK_AGG_MSD_STREAMS", "0"},
-                             std::pair{"PIPELINK_AGG_MSD_STREAMS", "5"}}) {
+                             std::pair{"PIPELINK_AGG_MSD_STREAMS", "5"}, std::pair{"PIPELINK_AGG_MSD_LAST", "row"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);

@@ -131,6 +131,58 @@ std::vector<Item> run_levels(std::vector<Item> a, const std::vector<u32>& starts
   return a;
 }
 
+// PIPELINK_AGG_MSD_LAST=rows as sort_narrow_msd queues it (two levels only): the first level by
+// the high digit into each batch's scratch, then a block a sub-bucket (level_rows_kernel) sorting
+// msd::sub_bucket_range by the low digit back into the list and writing its rows' offsets;
+// unwritten offsets (0xFFFFFFFF) then take the next row's (the suffix minimum). Returns the
+// items in their final order and the row offsets (N + 1).
+std::vector<Item> run_rows(std::vector<Item> a, const std::vector<u32>& starts, int shift, i64 N, int batch_div,
+                           int max_streams, std::vector<u32>* row_ptr) {
+  const i64 E = i64(a.size());
+  const msd::Levels lv = msd::plan_levels(starts.data(), E, shift, batch_div, max_streams);
+  EXPECT_EQ(lv.levels, 2);
+  const int subs = int(lv.dmask2) + 1;
+  row_ptr->assign(std::size_t(N) + 1, ~0u);
+  (*row_ptr)[std::size_t(N)] = u32(E);
+  const std::vector<u32> offsets1 = level_offsets(lv.bt, 0, lv.bt.tile0[msd::kTopDigits], msd::kLevelBits, lv.dmask2, 0,
+                                                  [&](i64 p) { return a[std::size_t(p)]; });
+  if (offsets1.empty()) return a;
+  std::vector<Item> sc(static_cast<std::size_t>(lv.cap));
+  for (const msd::Batch& b : lv.batches) {
+    const u32 g0 = lv.bt.tile0[b.d0], nt = lv.bt.tile0[b.d1] - g0;
+    const i64 p0 = starts[std::size_t(b.d0)], n = i64(starts[std::size_t(b.d1)]) - p0;
+    level_scatter(lv.bt, g0, nt, msd::kLevelBits, lv.dmask2, offsets1, 0, -p0, [&](i64 p) { return a[std::size_t(p)]; },
+                  [&](i64 q, Item it) { sc.at(std::size_t(q)) = it; }, 0, n);
+    for (int j = b.d0; j < b.d1; ++j) {
+      if (starts[std::size_t(j)] == starts[std::size_t(j) + 1]) continue;  // the kernel's block returns
+      i64 next = starts[std::size_t(j)];
+      for (int h = 0; h < subs; ++h) {
+        const msd::Range r = msd::sub_bucket_range(lv.bt, offsets1.data(), j, h, subs);
+        EXPECT_EQ(r.first, next) << "bucket " << j << " sub-bucket " << h << " does not start where the last ended";
+        EXPECT_LE(r.first, r.end);
+        EXPECT_GE(r.first, p0);
+        EXPECT_LE(r.end, p0 + n);
+        next = r.end;
+        // The block: row counts, their sum (each row's start), then a stable placement by row.
+        std::vector<u32> start(msd::kLevelDigits + 1, 0);
+        for (i64 q = r.first; q < r.end; ++q) ++start[(sc.at(std::size_t(q - p0)).key & 0xFFu) + 1];
+        std::partial_sum(start.begin(), start.end(), start.begin());
+        for (int d = 0; d < msd::kLevelDigits; ++d) {
+          const i64 row = i64(j) << shift | i64(h) << msd::kLevelBits | d;
+          if (row < N) (*row_ptr)[std::size_t(row)] = u32(r.first + start[std::size_t(d)]);
+        }
+        for (i64 q = r.first; q < r.end; ++q) {
+          const Item it = sc.at(std::size_t(q - p0));
+          a[std::size_t(r.first + start[it.key & 0xFFu]++)] = it;
+        }
+      }
+      EXPECT_EQ(next, i64(starts[std::size_t(j) + 1])) << "bucket " << j << "'s sub-buckets end short";
+    }
+  }
+  for (i64 i = N - 1; i >= 0; --i) (*row_ptr)[std::size_t(i)] = std::min((*row_ptr)[std::size_t(i)], (*row_ptr)[std::size_t(i) + 1]);
+  return a;
+}
+
 struct Graph {
   std::vector<Item> items;  // grouped by bucket, in edge order inside each
   std::vector<u32> starts;
@@ -223,6 +275,46 @@ TEST(MsdLevels, BatchesStopAtTheirScratch) {
   EXPECT_EQ(lv.cap, 10000);
   ASSERT_EQ(lv.batches.size(), 3u);
   expect_sorted_like_stable_sort(g, 2, 1);
+}
+
+TEST(MsdLevels, RowsLastLevelSortsAndWritesTheRowOffsets) {
+  // PIPELINK_AGG_MSD_LAST=rows: the items in a stable sort's order by row (bucket << shift | low
+  // key bits), and row_ptr[r] the first position of a row >= r, for shift 9-16, N cutting the
+  // last bucket's rows short, empty buckets, and a hub sub-bucket larger than a tile.
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<i64> size(0, 2 * msd::kTile);
+  for (int shift : {9, 12, 16}) {
+    SCOPED_TRACE("shift " + std::to_string(shift));
+    std::vector<i64> sizes(msd::kTopDigits, 0);
+    for (int d = 0; d < 40; ++d) sizes[std::size_t(d)] = d % 7 == 3 ? 0 : size(rng);
+    sizes[5] = 3 * msd::kTile;
+    Graph g = make_graph(sizes, shift, rng);
+    // A hub: most of bucket 5's edges in one row (one sub-bucket past a tile).
+    for (u32 i = g.starts[5]; i < g.starts[6]; i += 4) g.items[i].key = u16(7);
+    const i64 N = (i64(39) << shift) + 5;  // bucket 39's rows past its fifth are not rows
+    const u32 low = (1u << shift) - 1;
+    std::vector<Item> want = g.items;
+    for (int d = 0; d < msd::kTopDigits; ++d)
+      std::stable_sort(want.begin() + g.starts[std::size_t(d)], want.begin() + g.starts[std::size_t(d) + 1],
+                       [&](const Item& x, const Item& y) { return (x.key & low) < (y.key & low); });
+    for (auto [div, streams] : {std::pair{8, 2}, std::pair{64, 1}}) {
+      std::vector<u32> rp;
+      const std::vector<Item> got = run_rows(g.items, g.starts, shift, N, div, streams, &rp);
+      ASSERT_EQ(got.size(), want.size());
+      for (std::size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i].id, want[i].id) << "position " << i;
+      // Row r starts at the first position whose row is >= r (positions' rows ascend).
+      std::vector<i64> row_of(got.size());
+      for (int d = 0; d < msd::kTopDigits; ++d)
+        for (u32 i = g.starts[std::size_t(d)]; i < g.starts[std::size_t(d) + 1]; ++i) row_of[i] = i64(d) << shift | (got[i].key & low);
+      for (i64 r = 0, q = 0; r <= N; ++r) {
+        while (q < i64(got.size()) && row_of[std::size_t(q)] < r) ++q;
+        ASSERT_EQ(rp[std::size_t(r)], u32(r == N ? i64(got.size()) : q)) << "row " << r;
+      }
+    }
+  }
 }
 
 TEST(MsdLevels, ProductsLikeShapeMakesBatchesOfTwoBuckets) {

@@ -845,6 +845,10 @@ struct PlanKnobs {
   // PIPELINK_AGG_MSD_STREAMS [1, kMsdStreams]: side streams its batches go round (fewer where a
   // bucket is large).
   int msd_batch = 8, msd_streams = 2;
+  // PIPELINK_AGG_MSD_LAST: 'level' (the default: the second level's two level passes) or 'rows'
+  // (where it sorts two levels: the high digit's level pass, then a block a 256-row sub-bucket,
+  // level_rows_kernel; opt-in, not yet run on a GPU).
+  bool msd_last_rows = false;
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -874,6 +878,7 @@ PlanKnobs plan_knobs() {
   k.oneshot_msd = knob_is_second("PIPELINK_AGG_ONESHOT_SORT", "lsd", "msd");
   k.msd_batch = int(read("PIPELINK_AGG_MSD_BATCH", 1, 64, 8));
   k.msd_streams = int(read("PIPELINK_AGG_MSD_STREAMS", 1, kMsdStreams, 2));
+  k.msd_last_rows = knob_is_second("PIPELINK_AGG_MSD_LAST", "level", "rows");
   return k;
 }
 
@@ -1398,36 +1403,29 @@ __global__ void __launch_bounds__(kLevelCountThreads)
   for (int d = threadIdx.x; d < kLevelDigits; d += kLevelCountThreads) counts[level_cell(bt, sp, d) - cell0] = h[d];
 }
 
-// A level pass's stable scatter of tile g0 + blockIdx.x, first_digit_scatter_kernel's partition
-// and staging with kLevelBits-bit digits (dshift, dmask) of 16-bit keys: each warp counts its 512
-// positions' digits (shared atomics), the block turns the counts into each warp's first place a
-// digit, each warp ranks its positions in order (match_digit) into shared memory sorted by digit,
-// and the block writes the digits' runs (~32 entries a tile at 8 bits) to offsets[cell - cell0]
-// + out_add on. Reads position p at keys_in / pairs_in[p - in_sub].
-__global__ void __launch_bounds__(kFirstThreads, 2) level_scatter_kernel(
-    const std::uint16_t* __restrict__ keys_in, const EdgePair<std::int32_t>* __restrict__ pairs_in, std::int64_t in_sub,
-    std::uint16_t* __restrict__ keys_out, EdgePair<std::int32_t>* __restrict__ pairs_out, std::int64_t out_add,
-    BucketTiles bt, std::uint32_t g0, int dshift, std::uint32_t dmask, const std::uint32_t* __restrict__ offsets,
-    std::int64_t cell0) {
+// A level pass's tile of up to kFirstTile positions, ranked as first_digit_scatter_kernel ranks
+// its tile, with kLevelBits-bit digits (dshift, dmask) of 16-bit keys. The block's shared state:
+struct LevelStage {
+  std::uint32_t wh[kFirstWarps][kLevelDigits];  // a warp's count, then its base, per digit
+  std::uint32_t lstart[kLevelDigits], gstart[kLevelDigits];
+  typename cub::BlockScan<std::uint32_t, kFirstThreads>::TempStorage scan_temp;
+};
+// Position r of warp w in the tile: w * 32 * kFirstRounds + 32 r + lane, in the tile while
+// 32 r < lim (lim = the tile's positions - w0). Each warp counts its positions' digits (wh zeroed
+// before), the block turns them into each warp's first place a digit and the tile's digit starts
+// (lstart; gstart[d] = place(d)), and each warp ranks its positions in order (match_digit) into
+// the stage (skeys, spairs) sorted by digit. Every thread of the block calls it; it ends at a
+// barrier.
+template <class Place>
+__device__ __forceinline__ void level_rank_tile(const std::uint16_t* __restrict__ kw, const EdgePair<std::int32_t>* __restrict__ pw,
+                                                int lim, int dshift, std::uint32_t dmask, LevelStage& st, std::uint16_t* skeys,
+                                                EdgePair<std::int32_t>* spairs, Place place) {
   using Pair = EdgePair<std::int32_t>;
-  extern __shared__ __align__(16) unsigned char level_smem[];
-  auto* spairs = reinterpret_cast<Pair*>(level_smem);
-  auto* skeys = reinterpret_cast<std::uint16_t*>(level_smem + kFirstTile * sizeof(Pair));
-  __shared__ std::uint32_t wh[kFirstWarps][kLevelDigits];  // a warp's count, then its base, per digit
-  __shared__ std::uint32_t lstart[kLevelDigits], gstart[kLevelDigits];
   using Scan = cub::BlockScan<std::uint32_t, kFirstThreads>;
-  __shared__ typename Scan::TempStorage scan_temp;
   constexpr int R = kFirstRounds, H = R / 2;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const unsigned lt = (1u << lane) - 1;
-  for (int i = threadIdx.x; i < kFirstWarps * kLevelDigits; i += kFirstThreads) (&wh[0][0])[i] = 0;
-  const TileSpan sp = tile_span(bt, g0 + blockIdx.x);
-  const int w0 = warp * 32 * R + lane;  // round r's position in the tile: w0 + 32 r, in it while 32 r < lim
-  const int lim = sp.n - w0;
-  const std::uint16_t* const kw = keys_in + (sp.p0 - in_sub) + w0;
-  const Pair* const pw = pairs_in + (sp.p0 - in_sub) + w0;
-  std::uint32_t* const my = wh[warp];
-  __syncthreads();  // wh zeroed
+  std::uint32_t* const my = st.wh[warp];
   {
     std::uint32_t kv[R];  // all 16 loads in flight
 #pragma unroll
@@ -1436,8 +1434,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_scatter_kernel(
     for (int r = 0; r < R; ++r) atomicAdd(&my[(kv[r] >> dshift) & dmask], 32 * r < lim ? 1u : 0u);
   }
   __syncthreads();
-  tile_digit_starts<kLevelDigits, Scan>(wh, lstart, gstart, scan_temp,
-                                        [&](std::uint32_t d) { return offsets[level_cell(bt, sp, d) - cell0]; });
+  tile_digit_starts<kLevelDigits, Scan>(st.wh, st.lstart, st.gstart, st.scan_temp, place);
 #pragma unroll
   for (int h = 0; h < R; h += H) {
     std::uint32_t key[H];
@@ -1458,7 +1455,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_scatter_kernel(
       __syncwarp();  // every lane has read the base before its leader moves it
       if (in && lane == __ffs(peers) - 1) my[d] = base + __popc(peers);
       __syncwarp();
-      const std::uint32_t lp = lstart[d] + base + __popc(peers & lt);
+      const std::uint32_t lp = st.lstart[d] + base + __popc(peers & lt);
       if (in) {
         skeys[lp] = std::uint16_t(key[r]);
         spairs[lp] = pv[r];
@@ -1466,11 +1463,101 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_scatter_kernel(
     }
   }
   __syncthreads();
+}
+
+// A level pass's stable scatter of tile g0 + blockIdx.x (level_rank_tile), writing the digits'
+// runs (~32 entries a tile at 8 bits) to offsets[cell - cell0] + out_add on. Reads position p at
+// keys_in / pairs_in[p - in_sub].
+__global__ void __launch_bounds__(kFirstThreads, 2) level_scatter_kernel(
+    const std::uint16_t* __restrict__ keys_in, const EdgePair<std::int32_t>* __restrict__ pairs_in, std::int64_t in_sub,
+    std::uint16_t* __restrict__ keys_out, EdgePair<std::int32_t>* __restrict__ pairs_out, std::int64_t out_add,
+    BucketTiles bt, std::uint32_t g0, int dshift, std::uint32_t dmask, const std::uint32_t* __restrict__ offsets,
+    std::int64_t cell0) {
+  using Pair = EdgePair<std::int32_t>;
+  extern __shared__ __align__(16) unsigned char level_smem[];
+  auto* spairs = reinterpret_cast<Pair*>(level_smem);
+  auto* skeys = reinterpret_cast<std::uint16_t*>(level_smem + kFirstTile * sizeof(Pair));
+  __shared__ LevelStage st;
+  for (int i = threadIdx.x; i < kFirstWarps * kLevelDigits; i += kFirstThreads) (&st.wh[0][0])[i] = 0;
+  const TileSpan sp = tile_span(bt, g0 + blockIdx.x);
+  const int w0 = (threadIdx.x / 32) * 32 * kFirstRounds + threadIdx.x % 32;
+  __syncthreads();  // wh zeroed
+  level_rank_tile(keys_in + (sp.p0 - in_sub) + w0, pairs_in + (sp.p0 - in_sub) + w0, sp.n - w0, dshift, dmask, st, skeys, spairs,
+                  [&](std::uint32_t d) { return offsets[level_cell(bt, sp, d) - cell0]; });
   for (int i = threadIdx.x; i < sp.n; i += kFirstThreads) {
     const std::uint32_t key_i = skeys[i], d = (key_i >> dshift) & dmask;
-    const std::int64_t g = std::int64_t(gstart[d]) + (i - std::int64_t(lstart[d])) + out_add;
+    const std::int64_t g = std::int64_t(st.gstart[d]) + (i - std::int64_t(st.lstart[d])) + out_add;
     keys_out[g] = std::uint16_t(key_i);
     pairs_out[g] = spairs[i];
+  }
+}
+
+// PIPELINK_AGG_MSD_LAST=rows (opt-in, two-level sorts only: shift > kLevelBits): the batch's first
+// level has sorted each bucket by the key's high digit (sub-buckets of 2^kLevelBits rows) into the
+// scratch; block b sorts sub-bucket b % subs of bucket d0 + b / subs (msd::sub_bucket_range from
+// the first level's summed cells, absolute) by the key's low kLevelBits bits, back over the same
+// range of the list's pairs (the keys are not needed after it), in chunks of a tile: its row counts first, their sum
+// gives each row's start, written to row_ptr (rows < N; an empty row gets the next row's start),
+// then each chunk ranked as a level tile and written at its rows' running places, so that a
+// sub-bucket larger than a tile (hub rows) is sorted too, stably. Empty buckets' blocks return at
+// once (their rows keep the 0xFF fill for the suffix minimum). Block 0 writes row_ptr[N] = E.
+// Why (perf-notes v33): the second level's pass 2 then needs no counts, no sum, no row-starts
+// kernel, and writes whole ranges instead of ~32-entry runs. Not yet run on a GPU.
+__global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
+    const std::uint16_t* __restrict__ keys_in, const EdgePair<std::int32_t>* __restrict__ pairs_in, std::int64_t in_sub,
+    EdgePair<std::int32_t>* __restrict__ pairs_out, BucketTiles bt, int d0, int subs,
+    int shift, const std::uint32_t* __restrict__ offsets, std::int64_t N, std::int64_t E, std::uint32_t* __restrict__ row_ptr) {
+  using Pair = EdgePair<std::int32_t>;
+  using Scan = cub::BlockScan<std::uint32_t, kFirstThreads>;
+  extern __shared__ __align__(16) unsigned char level_smem[];
+  auto* spairs = reinterpret_cast<Pair*>(level_smem);
+  auto* skeys = reinterpret_cast<std::uint16_t*>(level_smem + kFirstTile * sizeof(Pair));
+  __shared__ LevelStage st;
+  __shared__ std::uint32_t rows[kLevelDigits];  // the sub-bucket's counts a row, then each row's next place (from first)
+  constexpr std::uint32_t dmask = kLevelDigits - 1;
+  if (blockIdx.x == 0 && threadIdx.x == 0) row_ptr[N] = std::uint32_t(E);
+  const int j = d0 + int(blockIdx.x) / subs, h = int(blockIdx.x) % subs;
+  if (bt.start[j] == bt.start[j + 1]) return;  // the whole block: an empty bucket has no cells
+  const msd::Range range = msd::sub_bucket_range(bt, offsets, j, h, subs);
+  const std::int64_t first = range.first, n = range.end - range.first;
+  if (threadIdx.x < kLevelDigits) rows[threadIdx.x] = 0;
+  __syncthreads();
+  for (std::int64_t c = 0; c < n; c += kFirstTile) {  // the counts a row, a tile of keys at a time
+    const std::uint16_t* const k = keys_in + (first + c - in_sub) + threadIdx.x;
+    const std::int64_t lim = std::min<std::int64_t>(n - c, kFirstTile) - threadIdx.x;
+    std::uint32_t kv[kFirstRounds];
+#pragma unroll
+    for (int r = 0; r < kFirstRounds; ++r) kv[r] = kFirstThreads * r < lim ? std::uint32_t(k[kFirstThreads * r]) : 0u;
+#pragma unroll
+    for (int r = 0; r < kFirstRounds; ++r)
+      if (kFirstThreads * r < lim) atomicAdd(&rows[kv[r] & dmask], 1u);
+  }
+  __syncthreads();
+  {
+    const std::uint32_t count = threadIdx.x < kLevelDigits ? rows[threadIdx.x] : 0u;
+    std::uint32_t start = 0;
+    Scan(st.scan_temp).ExclusiveSum(count, start);
+    __syncthreads();  // every count read, and the scan's storage free again
+    if (threadIdx.x < kLevelDigits) {
+      rows[threadIdx.x] = start;
+      const std::int64_t row = std::int64_t(j) << shift | std::int64_t(h) << kLevelBits | threadIdx.x;
+      if (row < N) row_ptr[row] = std::uint32_t(first + start);
+    }
+  }
+  const int w0 = (threadIdx.x / 32) * 32 * kFirstRounds + threadIdx.x % 32;
+  for (std::int64_t c = 0; c < n; c += kFirstTile) {
+    const int tn = int(std::min<std::int64_t>(n - c, kFirstTile));
+    for (int i = threadIdx.x; i < kFirstWarps * kLevelDigits; i += kFirstThreads) (&st.wh[0][0])[i] = 0;
+    __syncthreads();  // wh zeroed; the last chunk's rows moved on
+    const std::int64_t p = first + c - in_sub + w0;
+    level_rank_tile(keys_in + p, pairs_in + p, tn - w0, 0, dmask, st, skeys, spairs, [&](std::uint32_t d) { return rows[d]; });
+    for (int i = threadIdx.x; i < tn; i += kFirstThreads) {
+      const std::uint32_t key_i = skeys[i], d = key_i & dmask;
+      pairs_out[first + std::int64_t(st.gstart[d]) + (i - std::int64_t(st.lstart[d]))] = spairs[i];
+    }
+    // The chunk's count of row d, from its digit starts, moves the row's place on.
+    if (threadIdx.x < kLevelDigits)
+      rows[threadIdx.x] += (threadIdx.x + 1 < kLevelDigits ? st.lstart[threadIdx.x + 1] : std::uint32_t(tn)) - st.lstart[threadIdx.x];
   }
 }
 
@@ -1494,7 +1581,7 @@ cudaStream_t* msd_side_streams(int device) {
 template <class I>
 bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
                      unsigned long long* flag, BuildTrace& trace, const float* fw, int batch_div, int max_streams,
-                     bool test_scratch_fail) {
+                     bool last_by_rows, bool test_scratch_fail) {
   using Pair = EdgePair<std::int32_t>;
   using K16 = std::uint16_t;
   const std::int64_t E = plan.num_edges;
@@ -1540,27 +1627,48 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   const int streams = lv.streams, levels = lv.levels;
   const std::int64_t cap = lv.cap;
   const std::uint32_t batch_tiles = lv.batch_tiles, dmask1 = lv.dmask1, dmask2 = lv.dmask2;
+  // PIPELINK_AGG_MSD_LAST=rows (two levels only): the first level by the high digit, then a block
+  // a sub-bucket (level_rows_kernel), which writes the row offsets itself.
+  const bool by_rows = last_by_rows && levels == 2;
+  const int subs = int(dmask2) + 1;
   const std::int64_t cells1 = std::int64_t(bt.tile0[kFirstDigits]) * kLevelDigits,
                      cells2 = std::int64_t(batch_tiles) * kLevelDigits;
   std::size_t temp1 = 0, temp2 = 0;
   PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp1, static_cast<std::uint32_t*>(nullptr), cells1, s));
-  if (levels == 2)
+  if (levels == 2 && !by_rows)
     PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, temp2, static_cast<std::uint32_t*>(nullptr), cells2, s));
   // One arena: pass 1's cells and scan temp, then a side stream's part each (the batch's keys and
   // pairs, pass 2's cells and scan temp).
   const std::size_t shared_bytes = up(cells1 * sizeof(std::uint32_t)) + up(temp1),
                     kb = up(std::size_t(cap) * sizeof(K16)), pb = up(std::size_t(cap) * sizeof(Pair)),
-                    c2b = levels == 2 ? up(cells2 * sizeof(std::uint32_t)) : 0,
+                    c2b = levels == 2 && !by_rows ? up(cells2 * sizeof(std::uint32_t)) : 0,
                     per_stream = kb + pb + c2b + up(temp2);
   // Short of memory here: back to the one sort (which reads the indices again), as before pass 1.
+  // By rows the blocks write the row offsets: made here, before the arena (the peak holds them).
+  DeviceBuffer rows_rp;
+  if (by_rows && !test_scratch_fail) {
+    rows_rp = DeviceBuffer::try_make((N + 1) * sizeof(std::uint32_t), s);
+    if (!rows_rp.get()) return false;
+  }
   DeviceBuffer arena = test_scratch_fail ? DeviceBuffer{} : DeviceBuffer::try_make(shared_bytes + per_stream * streams, s);
   if (!arena.get()) return false;
   auto* counts1 = arena.as<std::uint32_t>();
   void* scan1 = arena.as<char>() + up(cells1 * sizeof(std::uint32_t));
-  level_counts_kernel<<<int(bt.tile0[kFirstDigits]), kLevelCountThreads, 0, s>>>(keys.as<K16>(), 0, bt, 0, 0, dmask1, counts1, 0);
+  // The first level's digit: the key's low kLevelBits bits, or by rows its high digit.
+  const int shift1 = by_rows ? kLevelBits : 0;
+  const std::uint32_t mask1 = by_rows ? dmask2 : dmask1;
+  level_counts_kernel<<<int(bt.tile0[kFirstDigits]), kLevelCountThreads, 0, s>>>(keys.as<K16>(), 0, bt, 0, shift1, mask1, counts1, 0);
   check_launch();
   PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan1, temp1, counts1, cells1, s));  // in place: absolute positions
   PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(level_scatter_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kLevelSmem)));
+  // By rows the row offsets are written by the blocks: filled for the suffix minimum (empty
+  // buckets' rows) before the batches.
+  std::uint32_t* rp = nullptr;
+  if (by_rows) {
+    PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(level_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kLevelSmem)));
+    rp = rows_rp.as<std::uint32_t>();
+    PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0xFF, (N + 1) * sizeof(std::uint32_t), s));
+  }
   int device = 0;
   PIPELINK_CUDA_CHECK(cudaGetDevice(&device));
   cudaStream_t* side = msd_side_streams(device);
@@ -1592,10 +1700,15 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
       void* scan2 = part + kb + pb + c2b;
       const std::uint32_t g0 = bt.tile0[batches[b].d0], nt = bt.tile0[batches[b].d1] - g0;
       const std::int64_t p0 = bt.start[batches[b].d0], n = std::int64_t(bt.start[batches[b].d1]) - p0;
-      level_scatter_kernel<<<int(nt), kFirstThreads, kLevelSmem, st>>>(keys.as<K16>(), kept.as<Pair>(), 0, sk, sp, -p0, bt, g0, 0,
-                                                                      dmask1, counts1, 0);
+      level_scatter_kernel<<<int(nt), kFirstThreads, kLevelSmem, st>>>(keys.as<K16>(), kept.as<Pair>(), 0, sk, sp, -p0, bt, g0,
+                                                                      shift1, mask1, counts1, 0);
       check_launch();
-      if (levels == 2) {
+      if (by_rows) {
+        const int blocks = (batches[b].d1 - batches[b].d0) * subs;
+        level_rows_kernel<<<blocks, kFirstThreads, kLevelSmem, st>>>(sk, sp, p0, kept.as<Pair>(), bt, batches[b].d0, subs, shift,
+                                                                     counts1, N, E, rp);
+        check_launch();
+      } else if (levels == 2) {
         const std::int64_t cell0 = std::int64_t(g0) * kLevelDigits;
         level_counts_kernel<<<int(nt), kLevelCountThreads, 0, st>>>(sk, p0, bt, g0, kLevelBits, dmask2, counts2, cell0);
         check_launch();
@@ -1620,14 +1733,20 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   arena.reset();  // stream-ordered on s, after the joins
   if (error) std::rethrow_exception(error);
   trace.mark("msd_levels");
-  plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
-  auto* rp = reinterpret_cast<std::uint32_t*>(plan.row_ptr.as<std::int32_t>());
+  if (by_rows) {
+    plan.row_ptr = std::move(rows_rp);
+  } else {
+    plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
+    rp = reinterpret_cast<std::uint32_t*>(plan.row_ptr.as<std::int32_t>());
+  }
   const std::size_t min_bytes = row_ptr_suffix_min(rp, N, nullptr, 0, s);
   DeviceBuffer min_temp(std::max<std::size_t>(min_bytes, 1), s);
-  PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0xFF, (N + 1) * sizeof(std::uint32_t), s));
-  msd_row_starts_kernel<<<grid_for((E + kRowStartKeys - 1) / kRowStartKeys, 256), 256, 0, s>>>(keys.as<K16>(), starts, shift,
-                                                                                               E, N, rp);
-  check_launch();
+  if (!by_rows) {
+    PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0xFF, (N + 1) * sizeof(std::uint32_t), s));
+    msd_row_starts_kernel<<<grid_for((E + kRowStartKeys - 1) / kRowStartKeys, 256), 256, 0, s>>>(keys.as<K16>(), starts, shift,
+                                                                                                 E, N, rp);
+    check_launch();
+  }
   (void)row_ptr_suffix_min(rp, N, min_temp.get(), min_bytes, s);
   trace.mark("row_ptr_scan");
   plan.pairs = std::move(kept);
@@ -1681,7 +1800,8 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // The one-shot's MSD sort where asked and it applies (PlanKnobs::oneshot_msd).
   if (fw && knobs.oneshot_msd && warp_counts && chunks == 0 && knobs.build_memory == 0 && end_bit > kFirstBits &&
       end_bit - kFirstBits <= 16 &&
-      sort_narrow_msd<I>(plan, src, dst, N, s, flag, trace, fw, knobs.msd_batch, knobs.msd_streams, knobs.test_msd_scratch_fail))
+      sort_narrow_msd<I>(plan, src, dst, N, s, flag, trace, fw, knobs.msd_batch, knobs.msd_streams, knobs.msd_last_rows,
+                         knobs.test_msd_scratch_fail))
     return;
   const int first_bits = fused ? std::min(kFirstBits, end_bit) : 0;  // the bits the first pass sorts
   const std::int64_t tiles = fused ? (E + kFirstTile - 1) / kFirstTile : 0;

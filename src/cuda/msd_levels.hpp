@@ -56,6 +56,21 @@ PIPELINK_MSD_HD std::int64_t level_cell(const BucketTiles& bt, const TileSpan& s
   return std::int64_t(bt.tile0[sp.bucket]) * kLevelDigits + std::int64_t(d) * sp.tiles + sp.t;
 }
 
+// PIPELINK_AGG_MSD_LAST=rows: the first level sorts each bucket by the key's high digit (its
+// sub-bucket: 2^kLevelBits rows) and a block a sub-bucket sorts it by the low digit. Sub-bucket h
+// of bucket j (not empty) spans [first, end) of the list, read from the first level's summed
+// cells `offsets` (absolute places): digit h's first place is tile 0's cell, and the next
+// digit's (or the bucket's end) closes it.
+struct Range {
+  std::int64_t first, end;
+};
+PIPELINK_MSD_HD Range sub_bucket_range(const BucketTiles& bt, const std::uint32_t* offsets, int j, int h, int subs) {
+  const std::uint32_t tiles = bt.tile0[j + 1] - bt.tile0[j];
+  const std::int64_t c0 = std::int64_t(bt.tile0[j]) * kLevelDigits;
+  return {std::int64_t(offsets[c0 + std::int64_t(h) * tiles]),
+          h + 1 < subs ? std::int64_t(offsets[c0 + std::int64_t(h + 1) * tiles]) : std::int64_t(bt.start[j + 1])};
+}
+
 struct Batch {
   int d0, d1;  // buckets [d0, d1)
 };
