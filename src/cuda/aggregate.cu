@@ -33,7 +33,6 @@
 #include <string>
 #include <initializer_list>
 #include <string_view>
-#include <system_error>
 #include <type_traits>
 #include <vector>
 
@@ -1733,20 +1732,18 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   arena.reset();  // stream-ordered on s, after the joins
   if (error) std::rethrow_exception(error);
   trace.mark("msd_levels");
-  if (by_rows) {
+  if (by_rows) {  // the blocks wrote the row starts
     plan.row_ptr = std::move(rows_rp);
   } else {
     plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
     rp = reinterpret_cast<std::uint32_t*>(plan.row_ptr.as<std::int32_t>());
-  }
-  const std::size_t min_bytes = row_ptr_suffix_min(rp, N, nullptr, 0, s);
-  DeviceBuffer min_temp(std::max<std::size_t>(min_bytes, 1), s);
-  if (!by_rows) {
     PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0xFF, (N + 1) * sizeof(std::uint32_t), s));
     msd_row_starts_kernel<<<grid_for((E + kRowStartKeys - 1) / kRowStartKeys, 256), 256, 0, s>>>(keys.as<K16>(), starts, shift,
                                                                                                  E, N, rp);
     check_launch();
   }
+  const std::size_t min_bytes = row_ptr_suffix_min(rp, N, nullptr, 0, s);
+  DeviceBuffer min_temp(std::max<std::size_t>(min_bytes, 1), s);
   (void)row_ptr_suffix_min(rp, N, min_temp.get(), min_bytes, s);
   trace.mark("row_ptr_scan");
   plan.pairs = std::move(kept);
