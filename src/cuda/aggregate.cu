@@ -1605,18 +1605,38 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
                                                                          shift, counts, bases, flag);
   check_launch();
   PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan_temp, scan_bytes, counts, offsets, cells, s));
+  int device = 0;
+  PIPELINK_CUDA_CHECK(cudaGetDevice(&device));
+  cudaStream_t* side = msd_side_streams(device);
+  struct Events {  // destroyed on every way out (an event pending on a stream is released when it completes)
+    cudaEvent_t scanned = nullptr, fork = nullptr;
+    std::array<cudaEvent_t, kMsdStreams> joins{};
+    ~Events() {
+      for (cudaEvent_t e : {scanned, fork})
+        if (e) (void)cudaEventDestroy(e);
+      for (cudaEvent_t e : joins)
+        if (e) (void)cudaEventDestroy(e);
+    }
+  } ev;
+  PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev.scanned, cudaEventDisableTiming));
+  PIPELINK_CUDA_CHECK(cudaEventRecord(ev.scanned, s));
   auto* scatter = first_digit_scatter_kernel<I, 1, true, K16>;
   PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(scatter, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFirstSmem)));
   scatter<<<int(tiles), kFirstThreads, kFirstSmem, s>>>(src.data_as<const I>(), dst.data_as<const I>(), E, std::uint64_t(N),
                                                        mask, shift, offsets, keys.as<K16>(), kept.as<Pair>(), flag, fw, bases);
   check_launch();
-  // The buckets' starts: digit d's first place is tile 0's, offsets[d * tiles].
+  // The buckets' starts (digit d's first place is tile 0's, offsets[d * tiles]) are final after
+  // the scan, which the scatter only reads: copied on a side stream while the scatter runs, so
+  // that the batches below are planned and queued before it ends. Copied after the scatter on s,
+  // the GPU waited ~45 us between the scatter and the level counts for the host's sync, plan
+  // and launches (v33 trace, products-like, H200: scatter end 875 us, level counts 925 us).
   BucketStarts starts{};
+  PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(side[0], ev.scanned, 0));
   PIPELINK_CUDA_CHECK(cudaMemcpy2DAsync(starts.v, sizeof(std::uint32_t), offsets, std::size_t(tiles) * sizeof(std::uint32_t),
-                                        sizeof(std::uint32_t), kFirstDigits, cudaMemcpyDeviceToHost, s));
-  PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
+                                        sizeof(std::uint32_t), kFirstDigits, cudaMemcpyDeviceToHost, side[0]));
+  PIPELINK_CUDA_CHECK(cudaStreamSynchronize(side[0]));
   starts.v[kFirstDigits] = std::uint32_t(E);
-  first.reset();
+  first.reset();  // stream-ordered on s, after the scatter; the copy is done
   trace.mark("msd_first_pass");
 
   // The second level's tiles, batches, streams and digits (msd::plan_levels).
@@ -1668,18 +1688,6 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
     rp = rows_rp.as<std::uint32_t>();
     PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0xFF, (N + 1) * sizeof(std::uint32_t), s));
   }
-  int device = 0;
-  PIPELINK_CUDA_CHECK(cudaGetDevice(&device));
-  cudaStream_t* side = msd_side_streams(device);
-  struct Events {  // destroyed on every way out (an event pending on a stream is released when it completes)
-    cudaEvent_t fork = nullptr;
-    std::array<cudaEvent_t, kMsdStreams> joins{};
-    ~Events() {
-      if (fork) (void)cudaEventDestroy(fork);
-      for (cudaEvent_t e : joins)
-        if (e) (void)cudaEventDestroy(e);
-    }
-  } ev;
   PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev.fork, cudaEventDisableTiming));
   for (int k = 0; k < streams; ++k) PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev.joins[k], cudaEventDisableTiming));
   PIPELINK_CUDA_CHECK(cudaEventRecord(ev.fork, s));
@@ -1750,6 +1758,24 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   return true;
 }
 
+// Whether two blocks of the fused first pass fit an SM of this device (see sort_narrow). Asked
+// once a device: the three queries took 5-11 us of host time before each build's first kernel,
+// while the GPU waited (v33 traces, products-like one-shot, H200).
+template <class I>
+bool first_pass_fits(int device) {
+  static std::mutex mu;
+  static std::map<int, bool> fits;
+  const std::lock_guard<std::mutex> lock(mu);
+  if (auto it = fits.find(device); it != fits.end()) return it->second;
+  int per_sm = 0, reserved = 0;
+  PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, device));
+  PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, device));
+  cudaFuncAttributes fa{};
+  // The fused forms' static size, the larger (the warp forms hold no block scan).
+  PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&fa, first_digit_scatter_kernel<I, 0, false>));
+  return fits[device] = 2 * (fa.sharedSizeBytes + kFirstSmem + std::size_t(reserved)) <= std::size_t(per_sm);
+}
+
 // Narrow plans: keys = dst (uint32), values = (src, id) pairs, one stable radix sort.
 // Memory: the pairs the plan keeps are one allocation, made first; everything transient (both key
 // buffers, the other pairs buffer, CUB's temp) is one more, freed at the end. Why: with the four
@@ -1783,16 +1809,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // measured on the H200 (228 KB an SM against ~105 KB a block); elsewhere (sm_80: 164 KB an
   // SM, one block; sm_86: 100) the init and CUB's passes over every bit, as before: one block an
   // SM was never timed and would leave the SM idle at each of the pass's barriers.
-  bool fused = knobs.build_first != 2 && E > 0;
-  if (fused) {
-    int per_sm = 0, reserved = 0;
-    PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, plan.device.index));
-    PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, plan.device.index));
-    cudaFuncAttributes fa{};
-    // The fused forms' static size, the larger (the warp forms hold no block scan).
-    PIPELINK_CUDA_CHECK(cudaFuncGetAttributes(&fa, first_digit_scatter_kernel<I, 0, false>));
-    fused = 2 * (fa.sharedSizeBytes + kFirstSmem + std::size_t(reserved)) <= std::size_t(per_sm);
-  }
+  const bool fused = knobs.build_first != 2 && E > 0 && first_pass_fits<I>(plan.device.index);
   const bool warp_counts = fused && knobs.build_first == 0;  // after the fit: no pass, no warp form
   // The one-shot's MSD sort where asked and it applies (PlanKnobs::oneshot_msd).
   if (fw && knobs.oneshot_msd && warp_counts && chunks == 0 && knobs.build_memory == 0 && end_bit > kFirstBits &&
