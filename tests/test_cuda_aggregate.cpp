@@ -907,7 +907,7 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
   // whole sort), 1, 2 and 3 CUB passes (odd and even, so both places the first pass writes to),
   // int32 and int64 indices, and graphs whose destinations crowd one digit (a tile of one digit).
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
-                       "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_ONESHOT_W");
+                       "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_ONESHOT_W", "PIPELINK_AGG_ONESHOT_SORT");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   struct G {
@@ -956,13 +956,17 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
     EXPECT_TRUE(bitwise_equal(p1, p0)) << "default first pass, planned: other bits";
     EXPECT_TRUE(bitwise_equal(s1, s0)) << "default first pass, one-shot: other bits";
     // Each form by name: the same plan again. "late": the warp form with a one-shot build's w
-    // read at the write-out (PIPELINK_AGG_ONESHOT_W=late; plain builds are the warp form's).
+    // read at the write-out (PIPELINK_AGG_ONESHOT_W=late; plain builds are the warp form's). The
+    // one-shot calls by the one sort (PIPELINK_AGG_ONESHOT_SORT=lsd): unnamed, they take the MSD
+    // sort where it applies (N in (64, 2^22]).
     for (const char* form : {"fused", "warp", "late"}) {
       SCOPED_TRACE(form);
       Tensor o, p, s1f;
       {
         const bool late = std::string_view(form) == "late";
-        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", late ? "warp" : form}, {"PIPELINK_AGG_ONESHOT_W", late ? "late" : nullptr}});
+        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", late ? "warp" : form},
+                       {"PIPELINK_AGG_ONESHOT_W", late ? "late" : nullptr},
+                       {"PIPELINK_AGG_ONESHOT_SORT", "lsd"}});
         run(o, p, s1f);
       }
       EXPECT_TRUE(bitwise_equal(o, o0)) << "the first pass orders the edges differently";
@@ -1067,8 +1071,11 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
     auto peak_of = [&] {
       return peak_extra_bytes([&] { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::one_shot}); });
     };
+    // The one sort's (PIPELINK_AGG_ONESHOT_SORT=lsd) in both: the default MSD sort's ~12 bytes an
+    // edge is not a third more than 8 (the kept pairs), and its range builds would be the one sort's.
     ScopedEnv plain({{"PIPELINK_AGG_ONESHOT_CHUNKS", nullptr}, {"PIPELINK_AGG_BUILD_CHUNKS", nullptr},
-                     {"PIPELINK_AGG_FORCE_WIDE", nullptr}, {"PIPELINK_AGG_BUILD_MEMORY", nullptr}});
+                     {"PIPELINK_AGG_FORCE_WIDE", nullptr}, {"PIPELINK_AGG_BUILD_MEMORY", nullptr},
+                     {"PIPELINK_AGG_ONESHOT_SORT", "lsd"}});
     const std::size_t one = peak_of();
     ScopedEnv env({{"PIPELINK_AGG_ONESHOT_CHUNKS", "3"}});
     const std::size_t three = peak_of();
@@ -1081,14 +1088,15 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
   expect_one_shot_names_first_bad_edge(seed + 9, "PIPELINK_AGG_ONESHOT_CHUNKS", "3", false);
 }
 
-// PIPELINK_AGG_ONESHOT_SORT=msd: the one-shot's MSD sort (sort_narrow_msd: the first pass on the
+// PIPELINK_AGG_ONESHOT_SORT=msd (the default): the one-shot's MSD sort (sort_narrow_msd: the first pass on the
 // key's top 6 bits, then 8-bit level passes over batches of buckets on side streams) keeps the
 // one sort's stable order, so a one-shot call gives the one sort's bits: keys of 7 to 22 bits
 // (buckets sorting 1 to 16: one level pass and its copy back, or two), int32 and int64 indices, a
 // bucket holding a third of the edges (a batch of its own, fewer streams), buckets of one tile,
 // F = 64 and 3, twice; under the default batches and streams, one stream with a batch a bucket
-// (PIPELINK_AGG_MSD_BATCH=64), four streams of several buckets a batch (=2), and the last level
-// by rows (PIPELINK_AGG_MSD_LAST=rows: a hub sub-bucket past a tile in the third case); and with its
+// (PIPELINK_AGG_MSD_BATCH=64), four streams of several buckets a batch (=2), the last level by
+// rows (PIPELINK_AGG_MSD_LAST=rows, the default: a hub sub-bucket past a tile in the third case)
+// and by two level passes (=level); against PIPELINK_AGG_ONESHOT_SORT=lsd; and with its
 // scratch failing after the first pass (PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL), the one sort's bits
 // from the hand-back. A bad index names the first bad edge and leaves the output; the call's peak
 // memory is ~11 bytes an edge, under 12, where the one sort's is ~24.
@@ -1126,13 +1134,17 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
         aggregate(xg, sg, dg, wg.view(), out, {Transform::tanh, false, AggregatePath::one_shot});
         return host(out);
       };
-      const Tensor lsd = call();
+      const Tensor lsd = [&] {
+        ScopedEnv one_sort({{"PIPELINK_AGG_ONESHOT_SORT", "lsd"}});
+        return call();
+      }();
       struct Form {
         const char *batch, *streams, *last;
       };
-      for (const Form f : {Form{"", "", ""}, Form{"64", "1", ""}, Form{"2", "4", ""}, Form{"", "", "rows"}, Form{"64", "1", "rows"}}) {
+      for (const Form f : {Form{"", "", ""}, Form{"64", "1", "level"}, Form{"2", "4", "level"}, Form{"", "", "level"},
+                           Form{"64", "1", ""}}) {
         SCOPED_TRACE(std::string("batch ") + f.batch + " streams " + f.streams + " last " + f.last);
-        ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", "msd"},
+        ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", ""},
                        {"PIPELINK_AGG_MSD_BATCH", f.batch},
                        {"PIPELINK_AGG_MSD_STREAMS", f.streams},
                        {"PIPELINK_AGG_MSD_LAST", f.last}});
@@ -1153,19 +1165,25 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
     auto peak_of = [&] {
       return peak_extra_bytes([&] { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::one_shot}); });
     };
-    const std::size_t one = peak_of();
-    ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", "msd"}});
-    const std::size_t two_level = peak_of();
+    const std::size_t rows_level = peak_of();  // the defaults: the MSD sort, by rows
+    std::size_t one = 0, two_level = 0;
+    {
+      ScopedEnv one_sort({{"PIPELINK_AGG_ONESHOT_SORT", "lsd"}});
+      one = peak_of();
+    }
+    {
+      ScopedEnv by_levels({{"PIPELINK_AGG_MSD_LAST", "level"}});
+      two_level = peak_of();
+    }
     EXPECT_GE(one, std::size_t(20) * std::size_t(E)) << "the one sort's peak: the comparison would prove nothing";
     EXPECT_LE(two_level, std::size_t(12) * std::size_t(E)) << two_level << " bytes against the one sort's " << one;
     // By rows the row offsets (0.5 B/edge here, 0.16 on products-like) are made before the
     // batches: at most their bytes more.
-    ScopedEnv by_rows({{"PIPELINK_AGG_MSD_LAST", "rows"}});
-    const std::size_t rows_level = peak_of();
     EXPECT_LE(rows_level, two_level + std::size_t(N + 1) * 4 + 4096) << rows_level << " bytes by rows against " << two_level;
   }
   // A bad dst, then a bad src (float32 weights: the MSD sort applies).
   expect_one_shot_names_first_bad_edge(seed + 6, "PIPELINK_AGG_ONESHOT_SORT", "msd", true);
+  expect_one_shot_names_first_bad_edge(seed + 7, "PIPELINK_AGG_ONESHOT_SORT", "lsd", true);
 }
 
 TEST_F(CudaAggregate, BuildMemoryCapSortsRangesAndOneShotRunsEdgeRanges) {
@@ -1254,10 +1272,14 @@ TEST_F(CudaAggregate, OneShotOnAFullDeviceRunsEdgeRanges) {
   // which the pool's retained blocks make differ from call to call (H200, 828e4e5 and c6240b9:
   // 5 ranges, then 3), so bitwise repeatability is checked with the count forced.
   // (Below ~32 MB free the pool cannot map even an 8-byte allocation: H200, be92df6.)
+  // The one sort's fallback (PIPELINK_AGG_ONESHOT_SORT=lsd): the default MSD sort needs ~96 MB
+  // here, so at 160 MB left it runs whole; short of memory it hands back to the one sort, whose
+  // path this is (its own hand-back: OneShotMsdSortGivesTheOneSortsBits).
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ONESHOT_CHUNKS", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
-                       "PIPELINK_AGG_FORCE_WIDE");
+                       "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_ONESHOT_SORT");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
+  ScopedEnv one_sort({{"PIPELINK_AGG_ONESHOT_SORT", "lsd"}});
   const UniformOneShot c(100000, 8000000, seed);
   const std::int64_t N = c.N, F = c.F;
   Tensor one_plan = poisoned_gpu(N, F, DType::f32);
@@ -1416,7 +1438,9 @@ TEST_F(CudaAggregate, OneShotAllocatesFromTheScratchPoolOnly) {
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const UniformOneShot c(50000, 1000000, seed);
-  const std::size_t sort_bytes = std::size_t(c.E) * 16;  // the one sort's keys, pairs and their double buffers
+  // The sort's buffers: at least the MSD sort's (the default) kept pairs and keys, 10 bytes an
+  // edge (the one sort's keys, pairs and their double buffers: 24).
+  const std::size_t sort_bytes = std::size_t(c.E) * 10;
   cuda::release_cached_memory();
   const cuda::PoolStats before = cuda::scratch_pool_stats();
   EXPECT_EQ(before.used, 0u);

@@ -835,19 +835,19 @@ struct PlanKnobs {
   // GiB and the planned call's judged extra memory 12.32 -> 12.66 B/edge; the C++ bench's A/B
   // (planned, one-shot, lean) showed no difference, and it did not A/B the build.
   bool build_own_pool = false;
-  // PIPELINK_AGG_ONESHOT_SORT: 'lsd' (the default: the one sort below) or 'msd' (a one-shot call
-  // with float32 weights, N in (2^6, 2^22], no PIPELINK_AGG_BUILD_MEMORY: sort_narrow_msd, ~11
-  // bytes an edge at its peak against the one sort's 24; same bits).
-  bool oneshot_msd = false;
+  // PIPELINK_AGG_ONESHOT_SORT: 'msd' (the default since v34: a one-shot call with float32
+  // weights, N in (2^6, 2^22], no PIPELINK_AGG_BUILD_MEMORY sorts by sort_narrow_msd, ~12 bytes an
+  // edge at its peak against the one sort's 24; same bits) or 'lsd' (the one sort below, always).
+  bool oneshot_msd = true;
   // PIPELINK_AGG_MSD_BATCH [1, 64]: the MSD sort's second-level scratch, over all its streams,
   // holds E / this many edges (or the biggest bucket, if more): 8, 1.25 bytes an edge.
   // PIPELINK_AGG_MSD_STREAMS [1, kMsdStreams]: side streams its batches go round (fewer where a
   // bucket is large).
   int msd_batch = 8, msd_streams = 2;
-  // PIPELINK_AGG_MSD_LAST: 'level' (the default: the second level's two level passes) or 'rows'
-  // (where it sorts two levels: the high digit's level pass, then a block a 256-row sub-bucket,
-  // level_rows_kernel; opt-in, not yet run on a GPU).
-  bool msd_last_rows = false;
+  // PIPELINK_AGG_MSD_LAST: 'rows' (the default since v34: where it sorts two levels, the high
+  // digit's level pass, then a block a 256-row sub-bucket, level_rows_kernel) or 'level' (the
+  // second level's two level passes, then the row starts kernel).
+  bool msd_last_rows = true;
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -874,10 +874,10 @@ PlanKnobs plan_knobs() {
   k.oneshot_w_late = knob_is_second("PIPELINK_AGG_ONESHOT_W", "ranked", "late");
   k.oneshot_own_pool = !knob_is_second("PIPELINK_AGG_ONESHOT_POOL", "own", "default");
   k.build_own_pool = knob_is_second("PIPELINK_AGG_BUILD_POOL", "default", "own");
-  k.oneshot_msd = knob_is_second("PIPELINK_AGG_ONESHOT_SORT", "lsd", "msd");
+  k.oneshot_msd = !knob_is_second("PIPELINK_AGG_ONESHOT_SORT", "msd", "lsd");
   k.msd_batch = int(read("PIPELINK_AGG_MSD_BATCH", 1, 64, 8));
   k.msd_streams = int(read("PIPELINK_AGG_MSD_STREAMS", 1, kMsdStreams, 2));
-  k.msd_last_rows = knob_is_second("PIPELINK_AGG_MSD_LAST", "level", "rows");
+  k.msd_last_rows = !knob_is_second("PIPELINK_AGG_MSD_LAST", "rows", "level");
   return k;
 }
 
@@ -1325,7 +1325,7 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
   plan.pairs = std::move(kept);
 }
 
-// ---- the one-shot's MSD sort (PIPELINK_AGG_ONESHOT_SORT=msd, opt-in) ----------------------------
+// ---- the one-shot's MSD sort (PIPELINK_AGG_ONESHOT_SORT=msd, the default) -----------------------
 //
 // Why: the one sort below holds the kept pairs (8 bytes an edge), both key buffers (8) and the
 // other pairs (8): a one-shot call peaked at 24.41 B/edge on products-like (v31), where issue 4
@@ -1491,7 +1491,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_scatter_kernel(
   }
 }
 
-// PIPELINK_AGG_MSD_LAST=rows (opt-in, two-level sorts only: shift > kLevelBits): the batch's first
+// PIPELINK_AGG_MSD_LAST=rows (the default, two-level sorts only: shift > kLevelBits): the batch's first
 // level has sorted each bucket by the key's high digit (sub-buckets of 2^kLevelBits rows) into the
 // scratch; block b sorts sub-bucket b % subs of bucket d0 + b / subs (msd::sub_bucket_range from
 // the first level's summed cells, absolute) by the key's low kLevelBits bits, back over the same
@@ -1811,8 +1811,9 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // SM was never timed and would leave the SM idle at each of the pass's barriers.
   const bool fused = knobs.build_first != 2 && E > 0 && first_pass_fits<I>(plan.device.index);
   const bool warp_counts = fused && knobs.build_first == 0;  // after the fit: no pass, no warp form
-  // The one-shot's MSD sort where asked and it applies (PlanKnobs::oneshot_msd).
-  if (fw && knobs.oneshot_msd && warp_counts && chunks == 0 && knobs.build_memory == 0 && end_bit > kFirstBits &&
+  // The one-shot's MSD sort where it applies (PlanKnobs::oneshot_msd; PIPELINK_AGG_ONESHOT_W=late
+  // asks for the one sort's first pass with w read at its write-out).
+  if (fw && knobs.oneshot_msd && !knobs.oneshot_w_late && warp_counts && chunks == 0 && knobs.build_memory == 0 && end_bit > kFirstBits &&
       end_bit - kFirstBits <= 16 &&
       sort_narrow_msd<I>(plan, src, dst, N, s, flag, trace, fw, knobs.msd_batch, knobs.msd_streams, knobs.msd_last_rows,
                          knobs.test_msd_scratch_fail))
