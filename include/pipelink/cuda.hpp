@@ -30,8 +30,9 @@ void release_cached_memory(int device = 0);
 /// in (PIPELINK_AGG_ONESHOT_POOL=default puts them in the device's default pool instead).
 /// `reserved`: bytes it holds from the driver, its freed blocks included (given back by
 /// release_cached_memory); `used`: bytes allocated from it now. Both 0 before its first use.
-/// Between calls the pool keeps its last one-shot call's peak (~24 bytes an edge), which other
-/// allocators (torch's) cannot take back: call release_cached_memory where they need it.
+/// Between calls the pool keeps its last one-shot call's peak (~12 bytes an edge; ~24 where the
+/// call ran the one sort, PIPELINK_AGG_ONESHOT_SORT=lsd), which other allocators (torch's)
+/// cannot take back: call release_cached_memory where they need it.
 /// Throws BackendUnavailableError where no device is present, std::invalid_argument for one that
 /// does not exist.
 struct PoolStats {

@@ -399,8 +399,8 @@ def reset_peak_memory() -> None:
 def release_cached_memory(device: int = 0) -> None:
     """Waits for ``device``, then gives the driver back the freed memory PipeLink's stream-ordered
     pools keep for reuse: the device's default pool (plans, the planned call's scratch) and
-    PipeLink's scratch pool (one-shot calls, which keep about 24 bytes an edge of their last call
-    there). ``torch.cuda.empty_cache()`` does not reach either; call this where torch runs short
+    PipeLink's scratch pool (one-shot calls, which keep their last call's peak there: about 12
+    bytes an edge, 24 where they run the one sort). ``torch.cuda.empty_cache()`` does not reach either; call this where torch runs short
     of memory after PipeLink calls. The current CUDA device is left as it was. Raises
     :class:`BackendUnavailableError` in a build without CUDA or on a machine without a GPU, and
     ``ValueError`` for a device that does not exist.
