@@ -73,6 +73,7 @@ mutations=(
   "msd level cells drop the tile@src/cuda/msd_levels.hpp@std::int64_t(d) * sp.tiles + sp.t;@std::int64_t(d) * sp.tiles;@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"
   "msd level ranks equal digits in reverse@src/cuda/aggregate.cu@const std::uint32_t lp = st.lstart[d] + base + __popc(peers & lt);@const std::uint32_t lp = st.lstart[d] + base + __popc(peers) - 1 - __popc(peers & lt);@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"
   "msd rows chunks keep their first places@src/cuda/aggregate.cu@rows[threadIdx.x] += (threadIdx.x + 1 < kLevelDigits ? st.lstart[threadIdx.x + 1] : std::uint32_t(tn)) - st.lstart[threadIdx.x];@(void)tn;@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"
+  "msd ignores ONESHOT_W=late@src/cuda/aggregate.cu@knobs.oneshot_msd && !knobs.oneshot_w_late &&@knobs.oneshot_msd &&@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"
   "packed column's walk compiled for the plain column@src/cuda/aggregate.cu@launch(staged_rows_kernel<TR, warps, 2, kWCompactLidx>);@launch(staged_rows_kernel<TR, warps, 2, kWCompact>);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
   "row starts skip the suffix minimum@src/cuda/aggregate.cu@(void)row_ptr_suffix_min(rp, N, keys.Alternate(), min_bytes, s);@if (false) (void)row_ptr_suffix_min(rp, N, keys.Alternate(), min_bytes, s);@1@CudaAggregate.RowStartsScanIsTheSearch"
   "row starts at every edge of a row@src/cuda/aggregate.cu@ && k[j] != prev)@)@1@CudaAggregate.RowStartsScanIsTheSearch"

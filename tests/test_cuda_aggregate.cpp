@@ -1071,8 +1071,9 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
     auto peak_of = [&] {
       return peak_extra_bytes([&] { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::one_shot}); });
     };
-    // The one sort's (PIPELINK_AGG_ONESHOT_SORT=lsd) in both: the default MSD sort's ~12 bytes an
-    // edge is not a third more than 8 (the kept pairs), and its range builds would be the one sort's.
+    // The one sort's (PIPELINK_AGG_ONESHOT_SORT=lsd) in both, the call whole and its range builds:
+    // under the default MSD sort (~12 bytes an edge, 8 of them the kept pairs) the ratio is not a
+    // third.
     ScopedEnv plain({{"PIPELINK_AGG_ONESHOT_CHUNKS", nullptr}, {"PIPELINK_AGG_BUILD_CHUNKS", nullptr},
                      {"PIPELINK_AGG_FORCE_WIDE", nullptr}, {"PIPELINK_AGG_BUILD_MEMORY", nullptr},
                      {"PIPELINK_AGG_ONESHOT_SORT", "lsd"}});
@@ -1099,11 +1100,13 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
 // and by two level passes (=level); against PIPELINK_AGG_ONESHOT_SORT=lsd; and with its
 // scratch failing after the first pass (PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL), the one sort's bits
 // from the hand-back. A bad index names the first bad edge and leaves the output; the call's peak
-// memory is ~11 bytes an edge, under 12, where the one sort's is ~24.
+// memory is ~11 bytes an edge, under 12 by level passes and at most the row offsets more by rows,
+// where the one sort's is ~24 (which PIPELINK_AGG_ONESHOT_W=late still runs).
 TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ONESHOT_SORT", "PIPELINK_AGG_BUILD_MEMORY", "PIPELINK_AGG_ONESHOT_CHUNKS",
                        "PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_FORCE_WIDE",
-                       "PIPELINK_AGG_MSD_BATCH", "PIPELINK_AGG_MSD_STREAMS", "PIPELINK_AGG_MSD_LAST");
+                       "PIPELINK_AGG_MSD_BATCH", "PIPELINK_AGG_MSD_STREAMS", "PIPELINK_AGG_MSD_LAST",
+                       "PIPELINK_AGG_ONESHOT_W");
   // The MSD sort runs on the fused first pass, which needs two ~105 KB blocks an SM: sm_90's and
   // sm_100's 228 KB (elsewhere the knob leaves the one sort, and this test would prove nothing).
   if (const int sm = describe(kGpu).sm; sm != 90 && sm != 100)
@@ -1180,6 +1183,9 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
     // By rows the row offsets (0.5 B/edge here, 0.16 on products-like) are made before the
     // batches: at most their bytes more.
     EXPECT_LE(rows_level, two_level + std::size_t(N + 1) * 4 + 4096) << rows_level << " bytes by rows against " << two_level;
+    ScopedEnv late({{"PIPELINK_AGG_ONESHOT_W", "late"}});  // a form of the one sort's first pass
+    const std::size_t late_peak = peak_of();
+    EXPECT_GE(late_peak, std::size_t(20) * std::size_t(E)) << "PIPELINK_AGG_ONESHOT_W=late did not run the one sort";
   }
   // A bad dst, then a bad src (float32 weights: the MSD sort applies).
   expect_one_shot_names_first_bad_edge(seed + 6, "PIPELINK_AGG_ONESHOT_SORT", "msd", true);

@@ -105,7 +105,8 @@ def test_cuda_one_shot_scratch_pool_is_released_on_request(rng):
     torch.cuda.synchronize()
     check(y, x, src, dst, w)
     st = pipelink.scratch_pool_stats(dev)
-    assert st["used"] == 0 and st["reserved"] >= 16 * src.numel()  # the build's sort, at least
+    # the build's sort, at least: the default MSD sort's kept pairs and keys (10 bytes an edge)
+    assert st["used"] == 0 and st["reserved"] >= 10 * src.numel()
     assert pipelink.memory_stats()["current"] == held
     torch.cuda.empty_cache()
     assert pipelink.scratch_pool_stats(dev)["reserved"] == st["reserved"]

@@ -1560,14 +1560,16 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
   }
 }
 
-// kMsdStreams non-blocking streams per device, made at first use and kept for the process.
+// kMsdStreams + 1 non-blocking streams per device, made at first use and kept for the process:
+// the batches' side streams, then the buckets' starts' copy stream (its own, so that its host
+// sync never waits for batches another call queued on a side stream).
 cudaStream_t* msd_side_streams(int device) {
   static std::mutex mu;
-  static std::map<int, std::array<cudaStream_t, kMsdStreams>> streams;
+  static std::map<int, std::array<cudaStream_t, kMsdStreams + 1>> streams;
   const std::lock_guard<std::mutex> lock(mu);
   auto it = streams.find(device);
   if (it == streams.end()) {
-    std::array<cudaStream_t, kMsdStreams> made{};
+    std::array<cudaStream_t, kMsdStreams + 1> made{};
     for (cudaStream_t& st : made) PIPELINK_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     it = streams.emplace(device, made).first;
   }
@@ -1631,10 +1633,11 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   // the GPU waited ~45 us between the scatter and the level counts for the host's sync, plan
   // and launches (v33 trace, products-like, H200: scatter end 875 us, level counts 925 us).
   BucketStarts starts{};
-  PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(side[0], ev.scanned, 0));
+  const cudaStream_t copy = side[kMsdStreams];
+  PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(copy, ev.scanned, 0));
   PIPELINK_CUDA_CHECK(cudaMemcpy2DAsync(starts.v, sizeof(std::uint32_t), offsets, std::size_t(tiles) * sizeof(std::uint32_t),
-                                        sizeof(std::uint32_t), kFirstDigits, cudaMemcpyDeviceToHost, side[0]));
-  PIPELINK_CUDA_CHECK(cudaStreamSynchronize(side[0]));
+                                        sizeof(std::uint32_t), kFirstDigits, cudaMemcpyDeviceToHost, copy));
+  PIPELINK_CUDA_CHECK(cudaStreamSynchronize(copy));
   starts.v[kFirstDigits] = std::uint32_t(E);
   first.reset();  // stream-ordered on s, after the scatter; the copy is done
   trace.mark("msd_first_pass");
@@ -1758,11 +1761,13 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   return true;
 }
 
-// Whether two blocks of the fused first pass fit an SM of this device (see sort_narrow). Asked
-// once a device: the three queries took 5-11 us of host time before each build's first kernel,
-// while the GPU waited (v33 traces, products-like one-shot, H200).
+// Whether two blocks of the fused first pass fit an SM of the current device (see sort_narrow).
+// Asked once a device: the three queries took 5-11 us of host time before each build's first
+// kernel, while the GPU waited (v33 traces, products-like one-shot, H200).
 template <class I>
-bool first_pass_fits(int device) {
+bool first_pass_fits() {
+  int device = 0;
+  PIPELINK_CUDA_CHECK(cudaGetDevice(&device));  // cudaFuncGetAttributes answers for it
   static std::mutex mu;
   static std::map<int, bool> fits;
   const std::lock_guard<std::mutex> lock(mu);
@@ -1809,7 +1814,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // measured on the H200 (228 KB an SM against ~105 KB a block); elsewhere (sm_80: 164 KB an
   // SM, one block; sm_86: 100) the init and CUB's passes over every bit, as before: one block an
   // SM was never timed and would leave the SM idle at each of the pass's barriers.
-  const bool fused = knobs.build_first != 2 && E > 0 && first_pass_fits<I>(plan.device.index);
+  const bool fused = knobs.build_first != 2 && E > 0 && first_pass_fits<I>();
   const bool warp_counts = fused && knobs.build_first == 0;  // after the fit: no pass, no warp form
   // The one-shot's MSD sort where it applies (PlanKnobs::oneshot_msd; PIPELINK_AGG_ONESHOT_W=late
   // asks for the one sort's first pass with w read at its write-out).
