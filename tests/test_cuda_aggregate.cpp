@@ -1097,7 +1097,9 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
 // F = 64 and 3, twice; under the default batches and streams, one stream with a batch a bucket
 // (PIPELINK_AGG_MSD_BATCH=64), four streams of several buckets a batch (=2), the last level by
 // rows (PIPELINK_AGG_MSD_LAST=rows, the default: a hub sub-bucket past a tile in the third case)
-// and by two level passes (=level); against PIPELINK_AGG_ONESHOT_SORT=lsd; and with its
+// and by two level passes (=level), by rows with one-tile sub-buckets ranked directly
+// (PIPELINK_AGG_MSD_ONE_TILE=direct; the hub's sub-bucket still in chunks); against
+// PIPELINK_AGG_ONESHOT_SORT=lsd; and with its
 // scratch failing after the first pass (PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL), the one sort's bits
 // from the hand-back. A bad index names the first bad edge and leaves the output; the call's peak
 // memory is ~11 bytes an edge, under 12 by level passes and at most the row offsets more by rows,
@@ -1106,7 +1108,7 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ONESHOT_SORT", "PIPELINK_AGG_BUILD_MEMORY", "PIPELINK_AGG_ONESHOT_CHUNKS",
                        "PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_FORCE_WIDE",
                        "PIPELINK_AGG_MSD_BATCH", "PIPELINK_AGG_MSD_STREAMS", "PIPELINK_AGG_MSD_LAST",
-                       "PIPELINK_AGG_ONESHOT_W");
+                       "PIPELINK_AGG_ONESHOT_W", "PIPELINK_AGG_MSD_ONE_TILE");
   // The MSD sort runs on the fused first pass, which needs two ~105 KB blocks an SM: sm_90's and
   // sm_100's 228 KB (elsewhere the knob leaves the one sort, and this test would prove nothing).
   if (const int sm = describe(kGpu).sm; sm != 90 && sm != 100)
@@ -1142,15 +1144,17 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
         return call();
       }();
       struct Form {
-        const char *batch, *streams, *last;
+        const char *batch, *streams, *last, *one_tile;
       };
-      for (const Form f : {Form{"", "", ""}, Form{"64", "1", "level"}, Form{"2", "4", "level"}, Form{"", "", "level"},
-                           Form{"64", "1", ""}}) {
-        SCOPED_TRACE(std::string("batch ") + f.batch + " streams " + f.streams + " last " + f.last);
+      for (const Form f : {Form{"", "", "", ""}, Form{"64", "1", "level", ""}, Form{"2", "4", "level", ""},
+                           Form{"", "", "level", ""}, Form{"64", "1", "", ""}, Form{"", "", "", "direct"},
+                           Form{"64", "1", "", "direct"}}) {
+        SCOPED_TRACE(std::string("batch ") + f.batch + " streams " + f.streams + " last " + f.last + " one tile " + f.one_tile);
         ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", ""},
                        {"PIPELINK_AGG_MSD_BATCH", f.batch},
                        {"PIPELINK_AGG_MSD_STREAMS", f.streams},
-                       {"PIPELINK_AGG_MSD_LAST", f.last}});
+                       {"PIPELINK_AGG_MSD_LAST", f.last},
+                       {"PIPELINK_AGG_MSD_ONE_TILE", f.one_tile}});
         EXPECT_TRUE(bitwise_equal(call(), lsd)) << "the MSD sort's bits against the one sort's";
         EXPECT_TRUE(bitwise_equal(call(), lsd)) << "again";
       }
@@ -1333,7 +1337,8 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
                              std::pair{"PIPELINK_AGG_ONESHOT_SORT", "radix"}, std::pair{"PIPELINK_AGG_ONESHOT_SORT", "msd1"},
                              std::pair{"PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", "2"}, std::pair{"PIPELINK_AGG_MSD_BATCH", "0"},
                              std::pair{"PIPELINK_AGG_MSD_BATCH", "65"}, std::pair{"PIPELINK_AGG_MSD_STREAMS", "0"},
-                             std::pair{"PIPELINK_AGG_MSD_STREAMS", "5"}, std::pair{"PIPELINK_AGG_MSD_LAST", "row"}}) {
+                             std::pair{"PIPELINK_AGG_MSD_STREAMS", "5"}, std::pair{"PIPELINK_AGG_MSD_LAST", "row"},
+                             std::pair{"PIPELINK_AGG_MSD_ONE_TILE", "fast"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);

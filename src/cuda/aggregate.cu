@@ -848,6 +848,11 @@ struct PlanKnobs {
   // digit's level pass, then a block a 256-row sub-bucket, level_rows_kernel) or 'level' (the
   // second level's two level passes, then the row starts kernel).
   bool msd_last_rows = true;
+  // PIPELINK_AGG_MSD_ONE_TILE: 'count' (the default: level_rows_kernel counts a sub-bucket's rows
+  // in a pass of its own, then ranks it a tile at a time) or 'direct' (opt-in, v34, not yet run on
+  // a GPU: a sub-bucket of at most a tile, every one on products-like, is ranked at once and its
+  // row offsets read from the ranking's digit starts, with no counting pass).
+  bool msd_one_tile_direct = false;
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -878,6 +883,7 @@ PlanKnobs plan_knobs() {
   k.msd_batch = int(read("PIPELINK_AGG_MSD_BATCH", 1, 64, 8));
   k.msd_streams = int(read("PIPELINK_AGG_MSD_STREAMS", 1, kMsdStreams, 2));
   k.msd_last_rows = !knob_is_second("PIPELINK_AGG_MSD_LAST", "rows", "level");
+  k.msd_one_tile_direct = knob_is_second("PIPELINK_AGG_MSD_ONE_TILE", "count", "direct");
   return k;
 }
 
@@ -1501,11 +1507,17 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_scatter_kernel(
 // sub-bucket larger than a tile (hub rows) is sorted too, stably. Empty buckets' blocks return at
 // once (their rows keep the 0xFF fill for the suffix minimum). Block 0 writes row_ptr[N] = E.
 // Why (perf-notes v33): the second level's pass 2 then needs no counts, no sum, no row-starts
-// kernel, and writes whole ranges instead of ~32-entry runs. Not yet run on a GPU.
+// kernel, and writes whole ranges instead of ~32-entry runs (v34: 6.23 against the level passes'
+// 6.45 ms, H200, products-like).
+// direct (PIPELINK_AGG_MSD_ONE_TILE=direct, opt-in): a sub-bucket of at most a tile skips the
+// counting pass: its one ranking's digit starts are its rows' starts, and its stage is written
+// out whole. Why: that pass reads the sub-bucket's keys and counts them once more before the
+// ranking does the same (predicted, perf-notes v34: ~-0.05 to -0.1 ms on the one-shot).
 __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
     const std::uint16_t* __restrict__ keys_in, const EdgePair<std::int32_t>* __restrict__ pairs_in, std::int64_t in_sub,
     EdgePair<std::int32_t>* __restrict__ pairs_out, BucketTiles bt, int d0, int subs,
-    int shift, const std::uint32_t* __restrict__ offsets, std::int64_t N, std::int64_t E, std::uint32_t* __restrict__ row_ptr) {
+    int shift, const std::uint32_t* __restrict__ offsets, std::int64_t N, std::int64_t E, std::uint32_t* __restrict__ row_ptr,
+    bool direct) {
   using Pair = EdgePair<std::int32_t>;
   using Scan = cub::BlockScan<std::uint32_t, kFirstThreads>;
   extern __shared__ __align__(16) unsigned char level_smem[];
@@ -1519,6 +1531,17 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
   if (bt.start[j] == bt.start[j + 1]) return;  // the whole block: an empty bucket has no cells
   const msd::Range range = msd::sub_bucket_range(bt, offsets, j, h, subs);
   const std::int64_t first = range.first, n = range.end - range.first;
+  const int w0 = (threadIdx.x / 32) * 32 * kFirstRounds + threadIdx.x % 32;
+  auto row_of = [&](std::uint32_t d) { return std::int64_t(j) << shift | std::int64_t(h) << kLevelBits | d; };
+  if (direct && n <= kFirstTile) {
+    for (int i = threadIdx.x; i < kFirstWarps * kLevelDigits; i += kFirstThreads) (&st.wh[0][0])[i] = 0;
+    __syncthreads();  // wh zeroed
+    const std::int64_t p = first - in_sub + w0;
+    level_rank_tile(keys_in + p, pairs_in + p, int(n) - w0, 0, dmask, st, skeys, spairs, [](std::uint32_t) { return 0u; });
+    if (threadIdx.x < kLevelDigits && row_of(threadIdx.x) < N) row_ptr[row_of(threadIdx.x)] = std::uint32_t(first + st.lstart[threadIdx.x]);
+    for (int i = threadIdx.x; i < n; i += kFirstThreads) pairs_out[first + i] = spairs[i];  // in row order already
+    return;
+  }
   if (threadIdx.x < kLevelDigits) rows[threadIdx.x] = 0;
   __syncthreads();
   for (std::int64_t c = 0; c < n; c += kFirstTile) {  // the counts a row, a tile of keys at a time
@@ -1539,11 +1562,9 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
     __syncthreads();  // every count read, and the scan's storage free again
     if (threadIdx.x < kLevelDigits) {
       rows[threadIdx.x] = start;
-      const std::int64_t row = std::int64_t(j) << shift | std::int64_t(h) << kLevelBits | threadIdx.x;
-      if (row < N) row_ptr[row] = std::uint32_t(first + start);
+      if (row_of(threadIdx.x) < N) row_ptr[row_of(threadIdx.x)] = std::uint32_t(first + start);
     }
   }
-  const int w0 = (threadIdx.x / 32) * 32 * kFirstRounds + threadIdx.x % 32;
   for (std::int64_t c = 0; c < n; c += kFirstTile) {
     const int tn = int(std::min<std::int64_t>(n - c, kFirstTile));
     for (int i = threadIdx.x; i < kFirstWarps * kLevelDigits; i += kFirstThreads) (&st.wh[0][0])[i] = 0;
@@ -1578,11 +1599,11 @@ cudaStream_t* msd_side_streams(int device) {
 
 // Returns false, having queued nothing that stays, where its buffers do not fit: the one sort
 // then runs (and its own short-memory paths). The caller has checked the conditions
-// (PlanKnobs::oneshot_msd). batch_div, max_streams: PIPELINK_AGG_MSD_BATCH and _STREAMS.
+// (PlanKnobs::oneshot_msd); it reads the PlanKnobs::msd_* knobs and test_msd_scratch_fail.
 template <class I>
 bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
-                     unsigned long long* flag, BuildTrace& trace, const float* fw, int batch_div, int max_streams,
-                     bool last_by_rows, bool test_scratch_fail) {
+                     unsigned long long* flag, BuildTrace& trace, const float* fw, const PlanKnobs& knobs) {
+  const bool test_scratch_fail = knobs.test_msd_scratch_fail;
   using Pair = EdgePair<std::int32_t>;
   using K16 = std::uint16_t;
   const std::int64_t E = plan.num_edges;
@@ -1643,7 +1664,7 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   trace.mark("msd_first_pass");
 
   // The second level's tiles, batches, streams and digits (msd::plan_levels).
-  const msd::Levels lv = msd::plan_levels(starts.v, E, shift, batch_div, max_streams);
+  const msd::Levels lv = msd::plan_levels(starts.v, E, shift, knobs.msd_batch, knobs.msd_streams);
   const BucketTiles& bt = lv.bt;
   const std::vector<msd::Batch>& batches = lv.batches;
   const int streams = lv.streams, levels = lv.levels;
@@ -1651,7 +1672,7 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   const std::uint32_t batch_tiles = lv.batch_tiles, dmask1 = lv.dmask1, dmask2 = lv.dmask2;
   // PIPELINK_AGG_MSD_LAST=rows (two levels only): the first level by the high digit, then a block
   // a sub-bucket (level_rows_kernel), which writes the row offsets itself.
-  const bool by_rows = last_by_rows && levels == 2;
+  const bool by_rows = knobs.msd_last_rows && levels == 2;
   const int subs = int(dmask2) + 1;
   const std::int64_t cells1 = std::int64_t(bt.tile0[kFirstDigits]) * kLevelDigits,
                      cells2 = std::int64_t(batch_tiles) * kLevelDigits;
@@ -1716,7 +1737,7 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
       if (by_rows) {
         const int blocks = (batches[b].d1 - batches[b].d0) * subs;
         level_rows_kernel<<<blocks, kFirstThreads, kLevelSmem, st>>>(sk, sp, p0, kept.as<Pair>(), bt, batches[b].d0, subs, shift,
-                                                                     counts1, N, E, rp);
+                                                                     counts1, N, E, rp, knobs.msd_one_tile_direct);
         check_launch();
       } else if (levels == 2) {
         const std::int64_t cell0 = std::int64_t(g0) * kLevelDigits;
@@ -1820,8 +1841,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // asks for the one sort's first pass with w read at its write-out).
   if (fw && knobs.oneshot_msd && !knobs.oneshot_w_late && warp_counts && chunks == 0 && knobs.build_memory == 0 && end_bit > kFirstBits &&
       end_bit - kFirstBits <= 16 &&
-      sort_narrow_msd<I>(plan, src, dst, N, s, flag, trace, fw, knobs.msd_batch, knobs.msd_streams, knobs.msd_last_rows,
-                         knobs.test_msd_scratch_fail))
+      sort_narrow_msd<I>(plan, src, dst, N, s, flag, trace, fw, knobs))
     return;
   const int first_bits = fused ? std::min(kFirstBits, end_bit) : 0;  // the bits the first pass sorts
   const std::int64_t tiles = fused ? (E + kFirstTile - 1) / kFirstTile : 0;
