@@ -1538,7 +1538,8 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
     __syncthreads();  // wh zeroed
     const std::int64_t p = first - in_sub + w0;
     level_rank_tile(keys_in + p, pairs_in + p, int(n) - w0, 0, dmask, st, skeys, spairs, [](std::uint32_t) { return 0u; });
-    if (threadIdx.x < kLevelDigits && row_of(threadIdx.x) < N) row_ptr[row_of(threadIdx.x)] = std::uint32_t(first + st.lstart[threadIdx.x]);
+    if (threadIdx.x < kLevelDigits && row_of(threadIdx.x) < N)
+      row_ptr[row_of(threadIdx.x)] = std::uint32_t(first + st.lstart[threadIdx.x]);
     for (int i = threadIdx.x; i < n; i += kFirstThreads) pairs_out[first + i] = spairs[i];  // in row order already
     return;
   }
@@ -1839,8 +1840,8 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   const bool warp_counts = fused && knobs.build_first == 0;  // after the fit: no pass, no warp form
   // The one-shot's MSD sort where it applies (PlanKnobs::oneshot_msd; PIPELINK_AGG_ONESHOT_W=late
   // asks for the one sort's first pass with w read at its write-out).
-  if (fw && knobs.oneshot_msd && !knobs.oneshot_w_late && warp_counts && chunks == 0 && knobs.build_memory == 0 && end_bit > kFirstBits &&
-      end_bit - kFirstBits <= 16 &&
+  if (fw && knobs.oneshot_msd && !knobs.oneshot_w_late && warp_counts && chunks == 0 && knobs.build_memory == 0 &&
+      end_bit > kFirstBits && end_bit - kFirstBits <= 16 &&
       sort_narrow_msd<I>(plan, src, dst, N, s, flag, trace, fw, knobs))
     return;
   const int first_bits = fused ? std::min(kFirstBits, end_bit) : 0;  // the bits the first pass sorts
