@@ -1368,7 +1368,10 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
 // (11.39 B/edge; 11.42 from Python), but the one-shot 6.46 against 6.14 ms (1.052x; 6.54 before
 // the counts kernel's loads went in flight): the level phase ~1.6 ms against CUB's ~1.2 (trace).
 // A level scatter takes about the first pass's time a tile (~24 us, waiting on load latency at
-// two blocks an SM) and there are two of them. 1 stream 1.099x, 4 streams 1.056x. Opt-in.
+// two blocks an SM) and there are two of them. 1 stream 1.099x, 4 streams 1.056x.
+// v34: the last level by rows (level_rows_kernel) 6.23 against the one sort's 6.15, then with the
+// buckets' starts read during the scatter 6.22 against 6.17 (1.008x) at 713.5 against 1505.4 MB:
+// the default since then (PIPELINK_AGG_ONESHOT_SORT=lsd for the one sort).
 
 // The second level's tiles, cells and batches: src/cuda/msd_levels.hpp (host-tested).
 using msd::BucketTiles;
