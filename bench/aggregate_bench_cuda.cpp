@@ -283,7 +283,10 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
     // planned run (on the variant's plan), the one-shot call (whose build reads the knobs too,
     // e.g. PIPELINK_AGG_BUILD_CHUNKS) and the lean call, the last two with their allocator peak
     // from the cold call.
-    auto ab_rows = [&](const std::string& what, const std::function<void(std::size_t)>& run, bool peak) {
+    // fill (may be empty): run untimed after the cold call, before the check, where run(i) does
+    // not write the output itself (the plan-build rows: the planned run on the plan just built).
+    auto ab_rows = [&](const std::string& what, const std::function<void(std::size_t)>& run, bool peak,
+                       const std::function<void(std::size_t)>& fill = {}) {
       const auto env_of = [&](std::size_t i) {
         return i == 0 ? std::vector<std::pair<std::string, std::string>>{} : abs[i - 1].vars;
       };
@@ -302,6 +305,10 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
         });
         res[i].memory_exact = peak;  // measured for the one-shot rows only
         if (peak) res[i].extra_peak_bytes = std::int64_t(cuda::memory_stats().peak - before.current);
+        if (fill) {
+          fill(i);
+          cuda::synchronize(dev.index);
+        }
         VerifyReport rep = verify_aggregate(to_device(out, Device::cpu()), oracle);
         res[i].max_abs_err = rep.max_abs_err;
         res[i].rel_l2_err = rep.rel_l2_err;
@@ -333,7 +340,7 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
         if (res[i].within_tolerance) {
           res[i].time = stats_of(samples[i]);
           res[i].timed = true;
-          res[i].effective_gbs = double(r.must_move_bytes) / (res[i].time.median * 1e-3) / 1e9;
+          if (!fill) res[i].effective_gbs = double(r.must_move_bytes) / (res[i].time.median * 1e-3) / 1e9;
           if (i > 0 && res[0].timed)
             res[i].note = fmt::format("{} vs default in the same rounds: {:.3f}x the time (speed-up {})", abs[i - 1].tag,
                                       res[i].time.median / res[0].time.median,
@@ -345,6 +352,11 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
       }
     };
     ab_rows("planned", [&](std::size_t i) { aggregate(plans[i], xg, wg.view(), out); }, false);
+    // The plan build under each variant (its knobs read at build: PIPELINK_AGG_BUILD_SORT,
+    // _BUILD_FIRST, ...), checked by a planned run on the plan it built; the plan it replaces is
+    // freed after, as when a user rebuilds with the old plan alive.
+    ab_rows("plan-build", [&](std::size_t i) { plans[i] = AggregatePlan::build(sg, dg, N); }, true,
+            [&](std::size_t i) { aggregate(plans[i], xg, wg.view(), out); });
     ab_rows("one-shot", [&](std::size_t) { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::one_shot}); }, true);
     // And lean, which reads no knob (a control: it must not move under a variant); its peak must stay 0.
     ab_rows("lean", [&](std::size_t) { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::lean}); }, true);

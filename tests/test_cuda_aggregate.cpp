@@ -1095,20 +1095,23 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
 // (buckets sorting 1 to 16: one level pass and its copy back, or two), int32 and int64 indices, a
 // bucket holding a third of the edges (a batch of its own, fewer streams), buckets of one tile,
 // F = 64 and 3, twice; under the default batches and streams, one stream with a batch a bucket
-// (PIPELINK_AGG_MSD_BATCH=64), four streams of several buckets a batch (=2), the last level by
-// rows (PIPELINK_AGG_MSD_LAST=rows, the default: a hub sub-bucket past a tile in the third case)
-// and by two level passes (=level), by rows with one-tile sub-buckets ranked directly
-// (PIPELINK_AGG_MSD_ONE_TILE=direct; the hub's sub-bucket still in chunks); against
-// PIPELINK_AGG_ONESHOT_SORT=lsd; and with its
-// scratch failing after the first pass (PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL), the one sort's bits
-// from the hand-back. A bad index names the first bad edge and leaves the output; the call's peak
-// memory is ~11 bytes an edge, under 12 by level passes and at most the row offsets more by rows,
-// where the one sort's is ~24 (which PIPELINK_AGG_ONESHOT_W=late still runs).
+// (PIPELINK_AGG_MSD_BATCH=64), v34's batches (=8), four streams of several buckets a batch (=2),
+// the last level by rows (PIPELINK_AGG_MSD_LAST=rows, the default: a hub sub-bucket past a tile
+// in the third case) with one-tile sub-buckets ranked directly (PIPELINK_AGG_MSD_ONE_TILE=direct,
+// the default; the hub's sub-bucket still in chunks) and counted first (=count), and by two
+// level passes (=level); against PIPELINK_AGG_ONESHOT_SORT=lsd; and with its scratch failing
+// after the first pass (PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL), the one sort's bits from the
+// hand-back. A plan built by it (PIPELINK_AGG_BUILD_SORT=msd, opt-in) is the one sort's plan:
+// the planned run's bits, and a one-shot call without weights the same bits. A bad index names
+// the first bad edge and leaves the output; the call's peak memory is ~11 bytes an edge, under
+// 12 by level passes and at most the row offsets more by rows, where the one sort's is ~24
+// (which PIPELINK_AGG_ONESHOT_W=late still runs); a plan build's under 12 by it, ~24 by the one
+// sort.
 TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ONESHOT_SORT", "PIPELINK_AGG_BUILD_MEMORY", "PIPELINK_AGG_ONESHOT_CHUNKS",
                        "PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_FORCE_WIDE",
                        "PIPELINK_AGG_MSD_BATCH", "PIPELINK_AGG_MSD_STREAMS", "PIPELINK_AGG_MSD_LAST",
-                       "PIPELINK_AGG_ONESHOT_W", "PIPELINK_AGG_MSD_ONE_TILE");
+                       "PIPELINK_AGG_ONESHOT_W", "PIPELINK_AGG_MSD_ONE_TILE", "PIPELINK_AGG_BUILD_SORT");
   // The MSD sort runs on the fused first pass, which needs two ~105 KB blocks an SM: sm_90's and
   // sm_100's 228 KB (elsewhere the knob leaves the one sort, and this test would prove nothing).
   if (const int sm = describe(kGpu).sm; sm != 90 && sm != 100)
@@ -1147,8 +1150,8 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
         const char *batch, *streams, *last, *one_tile;
       };
       for (const Form f : {Form{"", "", "", ""}, Form{"64", "1", "level", ""}, Form{"2", "4", "level", ""},
-                           Form{"", "", "level", ""}, Form{"64", "1", "", ""}, Form{"", "", "", "direct"},
-                           Form{"64", "1", "", "direct"}}) {
+                           Form{"", "", "level", ""}, Form{"64", "1", "", ""}, Form{"8", "", "", ""},
+                           Form{"", "", "", "count"}, Form{"64", "1", "", "count"}}) {
         SCOPED_TRACE(std::string("batch ") + f.batch + " streams " + f.streams + " last " + f.last + " one tile " + f.one_tile);
         ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", ""},
                        {"PIPELINK_AGG_MSD_BATCH", f.batch},
@@ -1162,6 +1165,31 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
         ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", "msd"}, {"PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", "1"}});
         EXPECT_TRUE(bitwise_equal(call(), lsd)) << "the one sort after the MSD sort's first pass";
       }
+      // A plan build by the MSD sort (PIPELINK_AGG_BUILD_SORT=msd, its pairs holding the edge id):
+      // the one sort's plan, so the planned run's bits, by rows with one-tile sub-buckets ranked
+      // directly and counted, and by level passes; a one-shot call without weights builds so too.
+      auto planned = [&](std::initializer_list<std::pair<const char*, const char*>> knobs) {
+        ScopedEnv env(knobs);
+        const AggregatePlan plan = AggregatePlan::build(sg, dg, c.N);
+        Tensor out = poisoned_gpu(c.N, F, DType::f32);
+        aggregate(plan, xg, wg.view(), out);
+        return host(out);
+      };
+      const Tensor planned_lsd = planned({{"PIPELINK_AGG_BUILD_SORT", "lsd"}});
+      EXPECT_TRUE(bitwise_equal(planned({{"PIPELINK_AGG_BUILD_SORT", "msd"}}), planned_lsd)) << "a plan by the MSD sort";
+      EXPECT_TRUE(bitwise_equal(planned({{"PIPELINK_AGG_BUILD_SORT", "msd"}, {"PIPELINK_AGG_MSD_ONE_TILE", "count"}}),
+                                planned_lsd))
+          << "a plan by the MSD sort, one-tile sub-buckets counted";
+      EXPECT_TRUE(bitwise_equal(planned({{"PIPELINK_AGG_BUILD_SORT", "msd"}, {"PIPELINK_AGG_MSD_LAST", "level"}}),
+                                planned_lsd))
+          << "a plan by the MSD sort's level passes";
+      const auto unweighted = [&](const char* sort) {
+        ScopedEnv env({{"PIPELINK_AGG_BUILD_SORT", sort}});
+        Tensor out = poisoned_gpu(c.N, F, DType::f32);
+        aggregate(xg, sg, dg, std::nullopt, out, {Transform::tanh, false, AggregatePath::one_shot});
+        return host(out);
+      };
+      EXPECT_TRUE(bitwise_equal(unweighted("msd"), unweighted("lsd"))) << "a one-shot call without weights";
     }
   }
   {  // Peak device memory of the call: E = 2^22, N = 2^19 (row offsets 0.5 B/edge).
@@ -1187,6 +1215,15 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
     // By rows the row offsets (0.5 B/edge here, 0.16 on products-like) are made before the
     // batches: at most their bytes more.
     EXPECT_LE(rows_level, two_level + std::size_t(N + 1) * 4 + 4096) << rows_level << " bytes by rows against " << two_level;
+    {  // A plan build's peak, by the one sort (~24 bytes an edge) and by the MSD sort (~11).
+      const auto build_peak = [&](const char* sort) {
+        ScopedEnv env({{"PIPELINK_AGG_BUILD_SORT", sort}});
+        return peak_extra_bytes([&] { (void)AggregatePlan::build(sg, dg, N); });
+      };
+      const std::size_t build_lsd = build_peak("lsd"), build_msd = build_peak("msd");
+      EXPECT_GE(build_lsd, std::size_t(20) * std::size_t(E)) << "the one sort's build peak";
+      EXPECT_LE(build_msd, std::size_t(12) * std::size_t(E)) << build_msd << " bytes against the one sort's " << build_lsd;
+    }
     ScopedEnv late({{"PIPELINK_AGG_ONESHOT_W", "late"}});  // a form of the one sort's first pass
     const std::size_t late_peak = peak_of();
     EXPECT_GE(late_peak, std::size_t(20) * std::size_t(E)) << "PIPELINK_AGG_ONESHOT_W=late did not run the one sort";
@@ -1194,6 +1231,7 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
   // A bad dst, then a bad src (float32 weights: the MSD sort applies).
   expect_one_shot_names_first_bad_edge(seed + 6, "PIPELINK_AGG_ONESHOT_SORT", "msd", true);
   expect_one_shot_names_first_bad_edge(seed + 7, "PIPELINK_AGG_ONESHOT_SORT", "lsd", true);
+  expect_one_shot_names_first_bad_edge(seed + 8, "PIPELINK_AGG_BUILD_SORT", "msd", false);  // the plan build's MSD sort
 }
 
 TEST_F(CudaAggregate, BuildMemoryCapSortsRangesAndOneShotRunsEdgeRanges) {
@@ -1338,7 +1376,7 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
                              std::pair{"PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", "2"}, std::pair{"PIPELINK_AGG_MSD_BATCH", "0"},
                              std::pair{"PIPELINK_AGG_MSD_BATCH", "65"}, std::pair{"PIPELINK_AGG_MSD_STREAMS", "0"},
                              std::pair{"PIPELINK_AGG_MSD_STREAMS", "5"}, std::pair{"PIPELINK_AGG_MSD_LAST", "row"},
-                             std::pair{"PIPELINK_AGG_MSD_ONE_TILE", "fast"}}) {
+                             std::pair{"PIPELINK_AGG_MSD_ONE_TILE", "fast"}, std::pair{"PIPELINK_AGG_BUILD_SORT", "radix"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);

@@ -839,20 +839,30 @@ struct PlanKnobs {
   // weights, N in (2^6, 2^22], no PIPELINK_AGG_BUILD_MEMORY sorts by sort_narrow_msd, ~12 bytes an
   // edge at its peak against the one sort's 24; same bits) or 'lsd' (the one sort below, always).
   bool oneshot_msd = true;
+  // PIPELINK_AGG_BUILD_SORT: 'lsd' (the default: a plan build, or a one-shot call without float32
+  // weights, sorts by the one sort) or 'msd' (opt-in, v35: by sort_narrow_msd where it applies,
+  // as the one-shot's default does, its pairs holding the edge id instead of w's bits; same
+  // plan). Why try it: the one-shot's MSD sort by rows with one-tile sub-buckets ranked directly
+  // ran about as fast as the one sort (v35), at about half the build's transient memory.
+  bool build_msd = false;
   // PIPELINK_AGG_MSD_BATCH [1, 64]: the MSD sort's second-level scratch, over all its streams,
-  // holds E / this many edges (or the biggest bucket, if more): 8, 1.25 bytes an edge.
+  // holds E / this many edges (or the biggest bucket, if more): 16 (the default since v35), 0.63
+  // bytes an edge. Why 16, not v34's 8: the one-shot's peak 674.8 MB against 713.5 (11.3 B/edge
+  // judged from Python instead of 11.97, under issue 4's 12), 6.17 against 6.15 ms in the same
+  // rounds (1.004x; H200, products-like, v35).
   // PIPELINK_AGG_MSD_STREAMS [1, kMsdStreams]: side streams its batches go round (fewer where a
   // bucket is large).
-  int msd_batch = 8, msd_streams = 2;
+  int msd_batch = 16, msd_streams = 2;
   // PIPELINK_AGG_MSD_LAST: 'rows' (the default since v34: where it sorts two levels, the high
   // digit's level pass, then a block a 256-row sub-bucket, level_rows_kernel) or 'level' (the
   // second level's two level passes, then the row starts kernel).
   bool msd_last_rows = true;
-  // PIPELINK_AGG_MSD_ONE_TILE: 'count' (the default: level_rows_kernel counts a sub-bucket's rows
-  // in a pass of its own, then ranks it a tile at a time) or 'direct' (opt-in, v34, not yet run on
-  // a GPU: a sub-bucket of at most a tile, every one on products-like, is ranked at once and its
-  // row offsets read from the ranking's digit starts, with no counting pass).
-  bool msd_one_tile_direct = false;
+  // PIPELINK_AGG_MSD_ONE_TILE: 'direct' (the default since v35: a sub-bucket of at most a tile,
+  // every one on products-like, is ranked at once and its row offsets read from the ranking's
+  // digit starts, with no counting pass; 6.07 against 6.15 ms in the same rounds, 0.987x, H200,
+  // products-like, v35) or 'count' (v34: level_rows_kernel counts every sub-bucket's rows in a
+  // pass of its own, then ranks it a tile at a time, as it still does past a tile).
+  bool msd_one_tile_direct = true;
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -880,10 +890,11 @@ PlanKnobs plan_knobs() {
   k.oneshot_own_pool = !knob_is_second("PIPELINK_AGG_ONESHOT_POOL", "own", "default");
   k.build_own_pool = knob_is_second("PIPELINK_AGG_BUILD_POOL", "default", "own");
   k.oneshot_msd = !knob_is_second("PIPELINK_AGG_ONESHOT_SORT", "msd", "lsd");
-  k.msd_batch = int(read("PIPELINK_AGG_MSD_BATCH", 1, 64, 8));
+  k.build_msd = knob_is_second("PIPELINK_AGG_BUILD_SORT", "lsd", "msd");
+  k.msd_batch = int(read("PIPELINK_AGG_MSD_BATCH", 1, 64, 16));
   k.msd_streams = int(read("PIPELINK_AGG_MSD_STREAMS", 1, kMsdStreams, 2));
   k.msd_last_rows = !knob_is_second("PIPELINK_AGG_MSD_LAST", "rows", "level");
-  k.msd_one_tile_direct = knob_is_second("PIPELINK_AGG_MSD_ONE_TILE", "count", "direct");
+  k.msd_one_tile_direct = !knob_is_second("PIPELINK_AGG_MSD_ONE_TILE", "direct", "count");
   return k;
 }
 
@@ -1512,10 +1523,11 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_scatter_kernel(
 // Why (perf-notes v33): the second level's pass 2 then needs no counts, no sum, no row-starts
 // kernel, and writes whole ranges instead of ~32-entry runs (v34: 6.23 against the level passes'
 // 6.45 ms, H200, products-like).
-// direct (PIPELINK_AGG_MSD_ONE_TILE=direct, opt-in): a sub-bucket of at most a tile skips the
-// counting pass: its one ranking's digit starts are its rows' starts, and its stage is written
-// out whole. Why: that pass reads the sub-bucket's keys and counts them once more before the
-// ranking does the same (predicted, perf-notes v34: ~-0.05 to -0.1 ms on the one-shot).
+// direct (PIPELINK_AGG_MSD_ONE_TILE=direct, the default since v35): a sub-bucket of at most a
+// tile skips the counting pass: its one ranking's digit starts are its rows' starts, and its
+// stage is written out whole. Why: that pass reads the sub-bucket's keys and counts them once
+// more before the ranking does the same (predicted -0.05 to -0.1 ms on the one-shot; measured
+// 6.07 against 6.15 ms in the same rounds, H200, products-like, v35).
 __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
     const std::uint16_t* __restrict__ keys_in, const EdgePair<std::int32_t>* __restrict__ pairs_in, std::int64_t in_sub,
     EdgePair<std::int32_t>* __restrict__ pairs_out, BucketTiles bt, int d0, int subs,
@@ -1603,7 +1615,9 @@ cudaStream_t* msd_side_streams(int device) {
 
 // Returns false, having queued nothing that stays, where its buffers do not fit: the one sort
 // then runs (and its own short-memory paths). The caller has checked the conditions
-// (PlanKnobs::oneshot_msd); it reads the PlanKnobs::msd_* knobs and test_msd_scratch_fail.
+// (PlanKnobs::oneshot_msd, build_msd); it reads the PlanKnobs::msd_* knobs and
+// test_msd_scratch_fail. fw: a one-shot call's float32 weights, whose bits the pairs carry in
+// place of the edge id; null: the pairs carry the edge id, as a plan build's.
 template <class I>
 bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
                      unsigned long long* flag, BuildTrace& trace, const float* fw, const PlanKnobs& knobs) {
@@ -1647,7 +1661,7 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   } ev;
   PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev.scanned, cudaEventDisableTiming));
   PIPELINK_CUDA_CHECK(cudaEventRecord(ev.scanned, s));
-  auto* scatter = first_digit_scatter_kernel<I, 1, true, K16>;
+  auto* scatter = fw ? first_digit_scatter_kernel<I, 1, true, K16> : first_digit_scatter_kernel<I, 0, true, K16>;
   PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(scatter, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFirstSmem)));
   scatter<<<int(tiles), kFirstThreads, kFirstSmem, s>>>(src.data_as<const I>(), dst.data_as<const I>(), E, std::uint64_t(N),
                                                        mask, shift, offsets, keys.as<K16>(), kept.as<Pair>(), flag, fw, bases);
@@ -1841,10 +1855,11 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // SM was never timed and would leave the SM idle at each of the pass's barriers.
   const bool fused = knobs.build_first != 2 && E > 0 && first_pass_fits<I>();
   const bool warp_counts = fused && knobs.build_first == 0;  // after the fit: no pass, no warp form
-  // The one-shot's MSD sort where it applies (PlanKnobs::oneshot_msd; PIPELINK_AGG_ONESHOT_W=late
-  // asks for the one sort's first pass with w read at its write-out).
-  if (fw && knobs.oneshot_msd && !knobs.oneshot_w_late && warp_counts && chunks == 0 && knobs.build_memory == 0 &&
-      end_bit > kFirstBits && end_bit - kFirstBits <= 16 &&
+  // The MSD sort where it applies: a one-shot call's with float32 weights (PlanKnobs::oneshot_msd;
+  // PIPELINK_AGG_ONESHOT_W=late asks for the one sort's first pass with w read at its write-out),
+  // a plan build's where asked (PlanKnobs::build_msd).
+  const bool msd = fw ? knobs.oneshot_msd && !knobs.oneshot_w_late : knobs.build_msd;
+  if (msd && warp_counts && chunks == 0 && knobs.build_memory == 0 && end_bit > kFirstBits && end_bit - kFirstBits <= 16 &&
       sort_narrow_msd<I>(plan, src, dst, N, s, flag, trace, fw, knobs))
     return;
   const int first_bits = fused ? std::min(kFirstBits, end_bit) : 0;  // the bits the first pass sorts
