@@ -1176,7 +1176,8 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
         return host(out);
       };
       const Tensor planned_lsd = planned({{"PIPELINK_AGG_BUILD_SORT", "lsd"}});
-      EXPECT_TRUE(bitwise_equal(planned({{"PIPELINK_AGG_BUILD_SORT", "msd"}}), planned_lsd)) << "a plan by the MSD sort";
+      EXPECT_TRUE(bitwise_equal(planned({{"PIPELINK_AGG_BUILD_SORT", "msd"}}), planned_lsd))
+          << "a plan by the MSD sort";
       EXPECT_TRUE(bitwise_equal(planned({{"PIPELINK_AGG_BUILD_SORT", "msd"}, {"PIPELINK_AGG_MSD_ONE_TILE", "count"}}),
                                 planned_lsd))
           << "a plan by the MSD sort, one-tile sub-buckets counted";
@@ -1222,7 +1223,8 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
       };
       const std::size_t build_lsd = build_peak("lsd"), build_msd = build_peak("msd");
       EXPECT_GE(build_lsd, std::size_t(20) * std::size_t(E)) << "the one sort's build peak";
-      EXPECT_LE(build_msd, std::size_t(12) * std::size_t(E)) << build_msd << " bytes against the one sort's " << build_lsd;
+      EXPECT_LE(build_msd, std::size_t(12) * std::size_t(E))
+          << build_msd << " bytes against the one sort's " << build_lsd;
     }
     ScopedEnv late({{"PIPELINK_AGG_ONESHOT_W", "late"}});  // a form of the one sort's first pass
     const std::size_t late_peak = peak_of();
@@ -1376,7 +1378,8 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
                              std::pair{"PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", "2"}, std::pair{"PIPELINK_AGG_MSD_BATCH", "0"},
                              std::pair{"PIPELINK_AGG_MSD_BATCH", "65"}, std::pair{"PIPELINK_AGG_MSD_STREAMS", "0"},
                              std::pair{"PIPELINK_AGG_MSD_STREAMS", "5"}, std::pair{"PIPELINK_AGG_MSD_LAST", "row"},
-                             std::pair{"PIPELINK_AGG_MSD_ONE_TILE", "fast"}, std::pair{"PIPELINK_AGG_BUILD_SORT", "radix"}}) {
+                             std::pair{"PIPELINK_AGG_MSD_ONE_TILE", "fast"},
+                             std::pair{"PIPELINK_AGG_BUILD_SORT", "radix"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);

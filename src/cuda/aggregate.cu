@@ -1859,7 +1859,8 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // PIPELINK_AGG_ONESHOT_W=late asks for the one sort's first pass with w read at its write-out),
   // a plan build's where asked (PlanKnobs::build_msd).
   const bool msd = fw ? knobs.oneshot_msd && !knobs.oneshot_w_late : knobs.build_msd;
-  if (msd && warp_counts && chunks == 0 && knobs.build_memory == 0 && end_bit > kFirstBits && end_bit - kFirstBits <= 16 &&
+  if (msd && warp_counts && chunks == 0 && knobs.build_memory == 0 && end_bit > kFirstBits &&
+      end_bit - kFirstBits <= 16 &&
       sort_narrow_msd<I>(plan, src, dst, N, s, flag, trace, fw, knobs))
     return;
   const int first_bits = fused ? std::min(kFirstBits, end_bit) : 0;  // the bits the first pass sorts
