@@ -285,8 +285,10 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
     // from the cold call.
     // fill (may be empty): run untimed after the cold call, before the check, where run(i) does
     // not write the output itself (the plan-build rows: the planned run on the plan just built).
+    // warmup: untimed rounds first.
     auto ab_rows = [&](const std::string& what, const std::function<void(std::size_t)>& run, bool peak,
-                       const std::function<void(std::size_t)>& fill = {}) {
+                       const std::function<void(std::size_t)>& fill = {}, int warmup = -1) {
+      if (warmup < 0) warmup = o.warmup;
       const auto env_of = [&](std::size_t i) {
         return i == 0 ? std::vector<std::pair<std::string, std::string>>{} : abs[i - 1].vars;
       };
@@ -324,7 +326,7 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
       std::vector<std::size_t> order(abs.size() + 1);
       std::iota(order.begin(), order.end(), std::size_t(0));
       std::mt19937_64 rng(o.seed + 31);
-      for (int round = 0; round < o.warmup + o.repeats; ++round) {
+      for (int round = 0; round < warmup + o.repeats; ++round) {
         std::shuffle(order.begin(), order.end(), rng);
         for (std::size_t i : order) {
           if (!res[i].within_tolerance) continue;
@@ -333,7 +335,7 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
           run(i);
           stop.record();
           stop.synchronize();
-          if (round >= o.warmup) samples[i].push_back(stop.elapsed_ms(start));
+          if (round >= warmup) samples[i].push_back(stop.elapsed_ms(start));
         }
       }
       for (std::size_t i = 0; i <= abs.size(); ++i) {
@@ -354,9 +356,13 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
     ab_rows("planned", [&](std::size_t i) { aggregate(plans[i], xg, wg.view(), out); }, false);
     // The plan build under each variant (its knobs read at build: PIPELINK_AGG_BUILD_SORT,
     // _BUILD_FIRST, ...), checked by a planned run on the plan it built; the plan it replaces is
-    // freed after, as when a user rebuilds with the old plan alive.
-    ab_rows("plan-build", [&](std::size_t i) { plans[i] = AggregatePlan::build(sg, dg, N); }, true,
-            [&](std::size_t i) { aggregate(plans[i], xg, wg.view(), out); });
+    // freed after, as when a user rebuilds with the old plan alive. Five more untimed rounds:
+    // in v35's first such A/B (H200, products-like, three variants) the first five timed rounds
+    // ran 2.1-4.9 ms under every variant while the default pool took the three footprints'
+    // plans, the last five 2.02-2.07.
+    ab_rows(
+        "plan-build", [&](std::size_t i) { plans[i] = AggregatePlan::build(sg, dg, N); }, true,
+        [&](std::size_t i) { aggregate(plans[i], xg, wg.view(), out); }, o.warmup + 5);
     ab_rows("one-shot", [&](std::size_t) { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::one_shot}); }, true);
     // And lean, which reads no knob (a control: it must not move under a variant); its peak must stay 0.
     ab_rows("lean", [&](std::size_t) { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::lean}); }, true);

@@ -16,7 +16,7 @@
 #          RACECHECK_FILTER (a gtest filter for the slow racecheck pass), SKIP_RACECHECK,
 #          CTEST_VARIANTS="tag:VAR=val[,VAR2=val] ..." (the whole CTest again under opt-in knobs),
 #          AB="tag:VAR=1[,VAR2=1] ..." (the main benchmarks also build a plan under each variant
-#          and time its planned run, a one-shot call and a lean call interleaved with the default,
+#          and time its planned run, the plan build, a one-shot call and a lean call interleaved with the default,
 #          in the same process: `pipelink bench --ab`; for the knobs read at plan build,
 #          PIPELINK_AGG_SEGMENT, PIPELINK_AGG_BUILD_CHUNKS etc.),
 #          TRACE_BUILD=1 (the main benchmarks log each plan build's steps: PIPELINK_LOG_LEVEL=debug),

@@ -62,8 +62,9 @@ int main(int argc, char** argv) {
   bagg->add_option("--ab", bopt.ab,
                    "CUDA: A/B of plan-build knobs, 'tag:VAR=1[,VAR2=1]' each (repeatable): a plan built under "
                    "each (PIPELINK_AGG_SEGMENT, _CHUNK, _ROWS_PER_EDGE, _BUILD_CHUNKS are read at build), "
-                   "its planned run, a one-shot call and a lean call (both with their allocator peak) "
-                   "verified, then timed interleaved with the default. Knobs read at each call do change "
+                   "its planned run, the plan build itself (checked by a planned run on the plan), a one-shot "
+                   "call and a lean call (the last three with their allocator peak) verified, then timed "
+                   "interleaved with the default. Knobs read at each call do change "
                    "between the arms (PIPELINK_AGG_LEAN_ORDER, _TANH, _STAGED_ISSUE); settings read once per "
                    "process (PIPELINK_AGG_STAGED, _LONG_ROW) do not");
   bagg->add_option("--json", json_path, "Write the versioned JSON result here");
