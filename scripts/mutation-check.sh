@@ -82,7 +82,8 @@ mutations=(
   "one-shot scratch in the default pool@src/cuda/aggregate.cu@const ScratchPoolScope scratch(knobs.oneshot_own_pool);@const ScratchPoolScope scratch(false);@1@CudaAggregate.OneShotAllocatesFromTheScratchPoolOnly"
   "scratch pool scope never opens@src/cuda/runtime.cu@if (on_) ++g_scratch_scope;@(void)on_;@1@CudaAggregate.OneShotAllocatesFromTheScratchPoolOnly"
   "build pool knob ignored by the w tables' arena@src/cuda/aggregate.cu@const ScratchPoolScope scratch(plan.build_own_pool);@const ScratchPoolScope scratch(false);@1@CudaAggregate.BuildPoolKnobPutsTheBuildArenasInTheScratchPool"
-  "build pool knob ignored by the sort's arena@src/cuda/aggregate.cu@const ScratchPoolScope scratch(knobs.build_own_pool);@const ScratchPoolScope scratch(false);@1@CudaAggregate.BuildPoolKnobPutsTheBuildArenasInTheScratchPool"
+  "build pool knob ignored by the sort's arena@src/cuda/aggregate.cu@const ScratchPoolScope scratch(knobs.build_own_pool);@const ScratchPoolScope scratch(false);@3@CudaAggregate.BuildPoolKnobPutsTheBuildArenasInTheScratchPool"
+  "build pool knob ignored by the msd build's keys@src/cuda/aggregate.cu@const ScratchPoolScope scratch(knobs.build_own_pool);@const ScratchPoolScope scratch(false);@1@CudaAggregate.BuildPoolKnobPutsTheBuildArenasInTheScratchPool"
 )
 
 # MUTANT_TEXTS=1: only check that every mutant's text is found in the tree as it stands (no GPU,

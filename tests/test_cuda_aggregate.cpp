@@ -1541,9 +1541,9 @@ TEST_F(CudaAggregate, BuildPoolKnobPutsTheBuildArenasInTheScratchPool) {
   // PIPELINK_AGG_BUILD_POOL=own (opt-in, perf-notes v30): a plan build's sort arena, and the w
   // tables' arena when prepare_weights builds them (forced here below their 2^22-edge minimum),
   // come from the scratch pool and are freed before each returns; the plan itself stays in the
-  // default pool, and it is the same plan (the same bits).
+  // default pool, and it is the same plan (the same bits); so too under PIPELINK_AGG_BUILD_SORT=msd.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_BUILD_POOL", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
-                       "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_W_PERMUTE");
+                       "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_W_PERMUTE", "PIPELINK_AGG_BUILD_SORT");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const UniformOneShot c(50000, 1000000, seed);
@@ -1572,6 +1572,20 @@ TEST_F(CudaAggregate, BuildPoolKnobPutsTheBuildArenasInTheScratchPool) {
   Tensor out = poisoned_gpu(c.N, c.F, DType::f32);
   aggregate(plan, c.xg, c.wg.view(), out);
   EXPECT_TRUE(bitwise_equal(host(ref), host(out)));
+  // The MSD sort's build (PIPELINK_AGG_BUILD_SORT=msd, where the fused first pass runs): its 16-bit
+  // keys and level scratch from the scratch pool, its pairs and row offsets (the plan's) not.
+  if (const int sm = describe(kGpu).sm; sm == 90 || sm == 100) {
+    ScopedEnv msd({{"PIPELINK_AGG_BUILD_SORT", "msd"}});
+    cuda::release_cached_memory();
+    AggregatePlan by_msd = AggregatePlan::build(c.sg, c.dg, c.N);
+    cuda::synchronize();
+    st = cuda::scratch_pool_stats();
+    EXPECT_GE(st.reserved, std::size_t(c.E) * 2) << "the MSD sort's keys did not come from the scratch pool";
+    EXPECT_EQ(st.used, 0u) << "the MSD build keeps memory in the scratch pool";
+    Tensor out_msd = poisoned_gpu(c.N, c.F, DType::f32);
+    aggregate(by_msd, c.xg, c.wg.view(), out_msd);
+    EXPECT_TRUE(bitwise_equal(host(ref), host(out_msd))) << "the MSD build's plan";
+  }
 }
 
 TEST_F(CudaAggregate, BadIndicesLeaveOutputUntouched) {

@@ -1633,9 +1633,15 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
                                                     static_cast<std::uint32_t*>(nullptr), cells, s));
   const std::size_t counts_bytes = up(2 * std::size_t(cells) * sizeof(std::uint32_t)),
                     bases_bytes = up(std::size_t(tiles) * kFirstWarps * kFirstDigits * sizeof(std::uint16_t));
-  DeviceBuffer kept = DeviceBuffer::try_make(E * sizeof(Pair), s);
-  DeviceBuffer keys = kept.get() ? DeviceBuffer::try_make(up(E * sizeof(K16)), s) : DeviceBuffer{};
-  DeviceBuffer first = keys.get() ? DeviceBuffer::try_make(counts_bytes + bases_bytes + up(scan_bytes), s) : DeviceBuffer{};
+  // The kept pairs (the plan's) in the current pool; the transient buffers where the one sort's
+  // arena would be (PIPELINK_AGG_BUILD_POOL=own: the scratch pool; a one-shot call's are there
+  // anyway).
+  DeviceBuffer kept = DeviceBuffer::try_make(E * sizeof(Pair), s), keys, first;
+  if (kept.get()) {
+    const ScratchPoolScope scratch(knobs.build_own_pool);
+    keys = DeviceBuffer::try_make(up(E * sizeof(K16)), s);
+    if (keys.get()) first = DeviceBuffer::try_make(counts_bytes + bases_bytes + up(scan_bytes), s);
+  }
   if (!first.get()) return false;
   auto* counts = first.as<std::uint32_t>();
   std::uint32_t* offsets = counts + cells;
@@ -1711,7 +1717,11 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
     rows_rp = DeviceBuffer::try_make((N + 1) * sizeof(std::uint32_t), s);
     if (!rows_rp.get()) return false;
   }
-  DeviceBuffer arena = test_scratch_fail ? DeviceBuffer{} : DeviceBuffer::try_make(shared_bytes + per_stream * streams, s);
+  DeviceBuffer arena;
+  if (!test_scratch_fail) {
+    const ScratchPoolScope scratch(knobs.build_own_pool);
+    arena = DeviceBuffer::try_make(shared_bytes + per_stream * streams, s);
+  }
   if (!arena.get()) return false;
   auto* counts1 = arena.as<std::uint32_t>();
   void* scan1 = arena.as<char>() + up(cells1 * sizeof(std::uint32_t));
