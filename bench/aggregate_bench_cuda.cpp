@@ -279,10 +279,11 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
       EnvScope env(abs[i].vars);
       plans[i + 1] = AggregatePlan::build(sg, dg, N);
     }
-    // Three rows per variant, each verified first, then timed interleaved with the default: the
-    // planned run (on the variant's plan), the one-shot call (whose build reads the knobs too,
-    // e.g. PIPELINK_AGG_BUILD_CHUNKS) and the lean call, the last two with their allocator peak
-    // from the cold call.
+    // Four rows per variant, each verified first, then timed interleaved with the default: the
+    // planned run (on the variant's plan), the plan build, the one-shot call (whose build reads
+    // the knobs too, e.g. PIPELINK_AGG_BUILD_CHUNKS) and the lean call, the last three with their
+    // allocator peak from the cold call (the plan build's: the new plan and its transient
+    // scratch, where the main plan-build row reports what the plan keeps).
     // fill (may be empty): run untimed after the cold call, before the check, where run(i) does
     // not write the output itself (the plan-build rows: the planned run on the plan just built).
     // warmup: untimed rounds first.
@@ -305,7 +306,7 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
           run(i);
           cuda::synchronize(dev.index);
         });
-        res[i].memory_exact = peak;  // measured for the one-shot rows only
+        res[i].memory_exact = peak;  // measured for the plan-build, one-shot and lean rows only
         if (peak) res[i].extra_peak_bytes = std::int64_t(cuda::memory_stats().peak - before.current);
         if (fill) {
           fill(i);

@@ -684,6 +684,9 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
   // to more ranges than histogram bins; a hub row heavier than E / K is a range of its own.
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
+  // The one sort's build under test, whatever the build's default (the MSD build's plan is checked
+  // against it in OneShotMsdSortGivesTheOneSortsBits).
+  ScopedEnv one_sort_build({{"PIPELINK_AGG_BUILD_SORT", "lsd"}});
   std::vector<std::int64_t> deg(6000, 0);
   for (std::int64_t r = 0; r < 6000; ++r) deg[r] = r < 3000 ? (r * 13) % 40 : (r > 4000 ? r % 3 : 0);
   deg[10] += 30000;  // heavier than E / K for every K here; split into segments too
@@ -762,6 +765,9 @@ TEST_F(CudaAggregate, RowStartsScanIsTheSearch) {
                        "PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
+  // The one sort's build under test, whatever the build's default (the MSD build's plan is checked
+  // against it in OneShotMsdSortGivesTheOneSortsBits).
+  ScopedEnv one_sort_build({{"PIPELINK_AGG_BUILD_SORT", "lsd"}});
   struct G {
     std::int64_t N, E;
     DType index;
@@ -910,6 +916,9 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
                        "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_ONESHOT_W", "PIPELINK_AGG_ONESHOT_SORT");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
+  // The one sort's build under test, whatever the build's default (the MSD build's plan is checked
+  // against it in OneShotMsdSortGivesTheOneSortsBits).
+  ScopedEnv one_sort_build({{"PIPELINK_AGG_BUILD_SORT", "lsd"}});
   struct G {
     std::int64_t N, E;
     DType index;
@@ -1246,6 +1255,9 @@ TEST_F(CudaAggregate, BuildMemoryCapSortsRangesAndOneShotRunsEdgeRanges) {
                        "PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
+  // The one sort's build under test, whatever the build's default (the MSD build's plan is checked
+  // against it in OneShotMsdSortGivesTheOneSortsBits).
+  ScopedEnv one_sort_build({{"PIPELINK_AGG_BUILD_SORT", "lsd"}});
   const UniformOneShot c(20000, 1000000, seed);
   const std::int64_t N = c.N, F = c.F;
   Tensor ref = poisoned_gpu(N, F, DType::f32);
@@ -1574,17 +1586,33 @@ TEST_F(CudaAggregate, BuildPoolKnobPutsTheBuildArenasInTheScratchPool) {
   EXPECT_TRUE(bitwise_equal(host(ref), host(out)));
   // The MSD sort's build (PIPELINK_AGG_BUILD_SORT=msd, where the fused first pass runs): its 16-bit
   // keys and level scratch from the scratch pool, its pairs and row offsets (the plan's) not.
+  // E = 2^23 here, so that the keys (2 bytes an edge, 16 MiB) outweigh the rest of its scratch
+  // (~1 B/edge) and the pool's 2 MiB granules, and the one sort's arena (16 B/edge and more) is
+  // told from it.
   if (const int sm = describe(kGpu).sm; sm == 90 || sm == 100) {
+    const std::int64_t N = 50000, E = std::int64_t(1) << 23, F = 8;
+    const EdgeList g = uniform_graph(N, E, seed + 9, DType::i32);
+    const Tensor sg = gpu(g.src), dg = gpu(g.dst), xg = gpu(random_tensor({N, F}, DType::f32, seed + 10)),
+                 wg = gpu(random_tensor({E}, DType::f32, seed + 11));
+    Tensor big_ref = poisoned_gpu(N, F, DType::f32);
+    {
+      ScopedEnv in_default({{"PIPELINK_AGG_BUILD_POOL", "default"}});
+      const AggregatePlan one = AggregatePlan::build(sg, dg, N);
+      aggregate(one, xg, wg.view(), big_ref);
+    }
     ScopedEnv msd({{"PIPELINK_AGG_BUILD_SORT", "msd"}});
     cuda::release_cached_memory();
-    AggregatePlan by_msd = AggregatePlan::build(c.sg, c.dg, c.N);
+    AggregatePlan by_msd = AggregatePlan::build(sg, dg, N);
     cuda::synchronize();
     st = cuda::scratch_pool_stats();
-    EXPECT_GE(st.reserved, std::size_t(c.E) * 2) << "the MSD sort's keys did not come from the scratch pool";
+    EXPECT_GE(st.reserved, std::size_t(E) * 2 + (std::size_t(1) << 20))
+        << "the MSD sort's keys did not come from the scratch pool";
+    EXPECT_LT(st.reserved, std::size_t(E) * 8)
+        << "the MSD build's scratch is the one sort's size: did the MSD sort run?";
     EXPECT_EQ(st.used, 0u) << "the MSD build keeps memory in the scratch pool";
-    Tensor out_msd = poisoned_gpu(c.N, c.F, DType::f32);
-    aggregate(by_msd, c.xg, c.wg.view(), out_msd);
-    EXPECT_TRUE(bitwise_equal(host(ref), host(out_msd))) << "the MSD build's plan";
+    Tensor out_msd = poisoned_gpu(N, F, DType::f32);
+    aggregate(by_msd, xg, wg.view(), out_msd);
+    EXPECT_TRUE(bitwise_equal(host(big_ref), host(out_msd))) << "the MSD build's plan";
   }
 }
 

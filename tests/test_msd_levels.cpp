@@ -317,22 +317,32 @@ TEST(MsdLevels, RowsLastLevelSortsAndWritesTheRowOffsets) {
   }
 }
 
-TEST(MsdLevels, ProductsLikeShapeMakesBatchesOfTwoBuckets) {
-  // products-like's shape (E = 61.9M, N = 2.45M: 22-bit keys, top digits 0-37 of ~1.63M edges):
-  // the default (E / 8 over 2 streams) gives batches of two buckets, 19 of them, 11.4 B/edge in
-  // all with the 10 the first pass keeps; checked on the sizes alone (no items).
+TEST(MsdLevels, ProductsLikeShapeMakesBatchesOfOneAndTwoBuckets) {
+  // products-like's shape (E = 61.9M, N = 2.45M: 22-bit keys, top digits 0-37 of ~1.63M edges),
+  // checked on the sizes alone (no items): the default since v35 (E / 16 over 2 streams) gives a
+  // batch a bucket, 38 of them, 0.63 B/edge of scratch (10.8 in all with the 10 the first pass
+  // keeps); v34's E / 8 gives batches of two buckets, 19 of them, 1.25 B/edge (11.4 in all).
   const i64 E = 61859140;
   std::vector<u32> starts(msd::kTopDigits + 1, u32(E));
   for (int d = 0; d <= 37; ++d) starts[std::size_t(d)] = u32(E / 38 * d);
-  const msd::Levels lv = msd::plan_levels(starts.data(), E, 16, 8, 2);
-  EXPECT_EQ(lv.streams, 2);
-  EXPECT_EQ(lv.batches.size(), 19u);
-  EXPECT_EQ(lv.levels, 2);
-  EXPECT_EQ(lv.dmask1, 255u);
-  EXPECT_EQ(lv.dmask2, 255u);
-  const double scratch_bytes_per_edge = double(lv.streams * lv.cap) * 10.0 / double(E);
-  EXPECT_LE(scratch_bytes_per_edge, 1.25 + 1e-9);
-  EXPECT_LE(10.0 + scratch_bytes_per_edge + double(lv.bt.tile0[msd::kTopDigits]) * msd::kLevelDigits * 4.0 / double(E), 12.0);
+  struct Want {
+    int batch;
+    std::size_t batches;
+    double scratch;
+  };
+  for (const Want w : {Want{16, 38, 0.63}, Want{8, 19, 1.25}}) {
+    SCOPED_TRACE("batch " + std::to_string(w.batch));
+    const msd::Levels lv = msd::plan_levels(starts.data(), E, 16, w.batch, 2);
+    EXPECT_EQ(lv.streams, 2);
+    EXPECT_EQ(lv.batches.size(), w.batches);
+    EXPECT_EQ(lv.levels, 2);
+    EXPECT_EQ(lv.dmask1, 255u);
+    EXPECT_EQ(lv.dmask2, 255u);
+    const double scratch_bytes_per_edge = double(lv.streams * lv.cap) * 10.0 / double(E);
+    EXPECT_LE(scratch_bytes_per_edge, w.scratch + 1e-9);
+    const double cells_bytes_per_edge = double(lv.bt.tile0[msd::kTopDigits]) * msd::kLevelDigits * 4.0 / double(E);
+    EXPECT_LE(10.0 + scratch_bytes_per_edge + cells_bytes_per_edge, 12.0);
+  }
 }
 
 }  // namespace

@@ -669,7 +669,8 @@ std::size_t row_ptr_suffix_min(std::uint32_t* rp, std::int64_t N, void* temp, st
   return bytes;
 }
 
-// The one-shot's MSD sort (sort_narrow_msd): its keys are dst's low 16 bits, sorted on bits
+// The MSD sort (sort_narrow_msd; a one-shot call's, or a build's by PIPELINK_AGG_BUILD_SORT=msd):
+// its keys are dst's low 16 bits, sorted on bits
 // [0, shift) inside each top-digit bucket d (positions [starts[d], starts[d + 1])), so an entry's
 // row is d << shift | (key & low). As row_starts_kernel otherwise (the same suffix minimum after
 // it); rows ascend with the position whatever the keys, so a bad index writes in bounds only.
@@ -810,7 +811,7 @@ std::int64_t long_row_threshold() {
 //   PIPELINK_AGG_ONESHOT_W: 'ranked' (the default: a one-shot build's first pass loads w with the
 //     indices and ranks it with them) or 'late' (it ranks the edge id and reads w at its
 //     write-out; see first_digit_scatter_kernel, FW = 2; 1.028x the time, v26). Warp form only.
-// Side streams the one-shot's MSD sort's batches may go round (PIPELINK_AGG_MSD_STREAMS).
+// Side streams the MSD sort's batches may go round (PIPELINK_AGG_MSD_STREAMS).
 constexpr int kMsdStreams = 4;
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
@@ -828,8 +829,9 @@ struct PlanKnobs {
   // scratch pool, see ScratchPoolScope) or 'default' (the device's default pool, as before v30).
   bool oneshot_own_pool = true;
   // PIPELINK_AGG_BUILD_POOL: 'default' (the default) or 'own': two of a plan build's transient
-  // arenas, the one narrow sort's and the w permutation tables', from the scratch pool too (not
-  // destination-range or wide builds' scratch, nor finish_plan's). Opt-in: measured (H200,
+  // arenas, the one narrow sort's and the w permutation tables', from the scratch pool too, and
+  // the MSD build's transient buffers (not destination-range or wide builds' scratch, nor
+  // finish_plan's). Opt-in: measured (H200,
   // products-like, compare_torch --prepare-weights, one process each, v31) the plan-build row
   // 7.42 -> 6.89 ms with the default pool holding other plans, but the process peak 1.41 -> 1.91
   // GiB and the planned call's judged extra memory 12.32 -> 12.66 B/edge; the C++ bench's A/B
@@ -847,7 +849,7 @@ struct PlanKnobs {
   bool build_msd = false;
   // PIPELINK_AGG_MSD_BATCH [1, 64]: the MSD sort's second-level scratch, over all its streams,
   // holds E / this many edges (or the biggest bucket, if more): 16 (the default since v35), 0.63
-  // bytes an edge. Why 16, not v34's 8: the one-shot's peak 674.8 MB against 713.5 (11.3 B/edge
+  // bytes an edge. Why 16, not v34's 8: the one-shot's peak 674.8 MB against 713.5 (11.42 B/edge
   // judged from Python instead of 11.97, under issue 4's 12), 6.17 against 6.15 ms in the same
   // rounds (1.004x; H200, products-like, v35).
   // PIPELINK_AGG_MSD_STREAMS [1, kMsdStreams]: side streams its batches go round (fewer where a
@@ -1342,7 +1344,7 @@ void sort_narrow_chunked(CudaPlan& plan, const TensorView& src, const TensorView
   plan.pairs = std::move(kept);
 }
 
-// ---- the one-shot's MSD sort (PIPELINK_AGG_ONESHOT_SORT=msd, the default) -----------------------
+// ---- the MSD sort (one-shot calls by default; plan builds by PIPELINK_AGG_BUILD_SORT=msd) -------
 //
 // Why: the one sort below holds the kept pairs (8 bytes an edge), both key buffers (8) and the
 // other pairs (8): a one-shot call peaked at 24.41 B/edge on products-like (v31), where issue 4
@@ -1803,7 +1805,11 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
     check_launch();
   }
   const std::size_t min_bytes = row_ptr_suffix_min(rp, N, nullptr, 0, s);
-  DeviceBuffer min_temp(std::max<std::size_t>(min_bytes, 1), s);
+  DeviceBuffer min_temp;
+  {
+    const ScratchPoolScope scratch(knobs.build_own_pool);  // transient, as the keys
+    min_temp = DeviceBuffer(std::max<std::size_t>(min_bytes, 1), s);
+  }
   (void)row_ptr_suffix_min(rp, N, min_temp.get(), min_bytes, s);
   trace.mark("row_ptr_scan");
   plan.pairs = std::move(kept);
@@ -1867,7 +1873,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   const bool warp_counts = fused && knobs.build_first == 0;  // after the fit: no pass, no warp form
   // The MSD sort where it applies: a one-shot call's with float32 weights (PlanKnobs::oneshot_msd;
   // PIPELINK_AGG_ONESHOT_W=late asks for the one sort's first pass with w read at its write-out),
-  // a plan build's where asked (PlanKnobs::build_msd).
+  // a plan build's (or a one-shot call's without float32 weights) where asked (PlanKnobs::build_msd).
   const bool msd = fw ? knobs.oneshot_msd && !knobs.oneshot_w_late : knobs.build_msd;
   if (msd && warp_counts && chunks == 0 && knobs.build_memory == 0 && end_bit > kFirstBits &&
       end_bit - kFirstBits <= 16 &&

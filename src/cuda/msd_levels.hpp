@@ -1,5 +1,5 @@
 #pragma once
-// The one-shot's MSD sort's second level (sort_narrow_msd in src/cuda/aggregate.cu): its buckets'
+// The MSD sort's second level (sort_narrow_msd in src/cuda/aggregate.cu): its buckets'
 // tiles, the cells its level passes count and scan, and its batches. Plain C++ that nvcc also
 // compiles for the device, so that the test suite checks this index arithmetic on the host
 // (tests/test_msd_levels.cpp: the level passes emulated on it give a stable sort), where CI has
