@@ -343,6 +343,7 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
         if (res[i].within_tolerance) {
           res[i].time = stats_of(samples[i]);
           res[i].timed = true;
+          // No bandwidth where run(i) writes no output (fill given: the plan-build rows).
           if (!fill) res[i].effective_gbs = double(r.must_move_bytes) / (res[i].time.median * 1e-3) / 1e9;
           if (i > 0 && res[0].timed)
             res[i].note = fmt::format("{} vs default in the same rounds: {:.3f}x the time (speed-up {})", abs[i - 1].tag,
