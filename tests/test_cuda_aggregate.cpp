@@ -1105,10 +1105,12 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
 // bucket holding a third of the edges (a batch of its own, fewer streams), buckets of one tile,
 // F = 64 and 3, twice; under the default batches and streams, one stream with a batch a bucket
 // (PIPELINK_AGG_MSD_BATCH=64), v34's batches (=8), four streams of several buckets a batch (=2),
-// the last level by rows (PIPELINK_AGG_MSD_LAST=rows, the default: a hub sub-bucket past a tile
-// in the third case) with one-tile sub-buckets ranked directly (PIPELINK_AGG_MSD_ONE_TILE=direct,
-// the default; the hub's sub-bucket still in chunks) and counted first (=count), and by two
-// level passes (=level); against PIPELINK_AGG_ONESHOT_SORT=lsd; and with its scratch failing
+// the last level as the default chooses it (PIPELINK_AGG_MSD_LAST=auto: by rows, but by level
+// passes in the last case, whose bucket 0 is skewed), by rows (=rows: a hub sub-bucket past a
+// tile in the third case, sub-buckets of ~14 tiles in the last) with one-tile sub-buckets
+// ranked directly (PIPELINK_AGG_MSD_ONE_TILE=direct, the default; the hubs' sub-buckets still in
+// chunks) and counted first (=count), and by two level passes (=level); against
+// PIPELINK_AGG_ONESHOT_SORT=lsd; and with its scratch failing
 // after the first pass (PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL), the one sort's bits from the
 // hand-back. A plan built by it (PIPELINK_AGG_BUILD_SORT=msd, opt-in) is the one sort's plan:
 // the planned run's bits, and a one-shot call without weights the same bits. A bad index names
@@ -1127,21 +1129,29 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
     GTEST_SKIP() << "sm_" << sm << ": the fused first pass (and so the MSD sort) does not run here";
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
+  enum Skew { none, hub, low_rows };
   struct MsdCase {
     std::int64_t N, E;
     DType index;
-    bool hub;
+    Skew skew;
   };
-  const MsdCase cases[] = {{70, 20000, DType::i32, false},                         // 7-bit keys: buckets sort 1 bit
-                        {3000, 200000, DType::i64, false},                      // 12 bits
-                        {100003, 300000, DType::i32, true},                     // 17 bits, a third in one bucket
-                        {(std::int64_t(1) << 22) - 5, 400000, DType::i64, false},  // 22 bits: all 16 key bits
-                        {5000, 60000, DType::i32, false}};                      // 40 buckets of ~1.5K: one tile
+  const MsdCase cases[] = {{70, 20000, DType::i32, none},                          // 7-bit keys: buckets sort 1 bit
+                        {3000, 200000, DType::i64, none},                       // 12 bits
+                        {100003, 300000, DType::i32, hub},                      // 17 bits, a third in one bucket
+                        {(std::int64_t(1) << 22) - 5, 400000, DType::i64, none},  // 22 bits: all 16 key bits
+                        {5000, 60000, DType::i32, none},                        // 40 buckets of ~1.5K: one tile
+                        // 16 bits, two thirds in rows 0-599 (bucket 0: a mean sub-bucket of ~67K
+                        // edges, past msd::kRowsMeanTiles, so the default runs level passes there)
+                        {40000, 400000, DType::i32, low_rows}};
   for (const MsdCase& c : cases) {
-    SCOPED_TRACE("N=" + std::to_string(c.N) + " E=" + std::to_string(c.E) + (c.hub ? " hub" : ""));
+    SCOPED_TRACE("N=" + std::to_string(c.N) + " E=" + std::to_string(c.E) + (c.skew == hub ? " hub" : "") +
+                 (c.skew == low_rows ? " low rows" : ""));
     EdgeList g = uniform_graph(c.N, c.E, seed, c.index);
-    if (c.hub)
+    if (c.skew == hub)
       for (std::int64_t e = 0; e < c.E; e += 3) g.dst.data_as<std::int32_t>()[e] = std::int32_t(c.N / 2 + e % 5);
+    if (c.skew == low_rows)
+      for (std::int64_t e = 0; e < c.E; ++e)
+        if (e % 3 != 0) g.dst.data_as<std::int32_t>()[e] = std::int32_t(e % 600);
     Tensor sg = gpu(g.src), dg = gpu(g.dst), wg = gpu(random_tensor({c.E}, DType::f32, seed + 1));
     for (std::int64_t F : {64, 3}) {
       SCOPED_TRACE("F=" + std::to_string(F));
@@ -1159,8 +1169,8 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
         const char *batch, *streams, *last, *one_tile;
       };
       for (const Form f : {Form{"", "", "", ""}, Form{"64", "1", "level", ""}, Form{"2", "4", "level", ""},
-                           Form{"", "", "level", ""}, Form{"64", "1", "", ""}, Form{"8", "", "", ""},
-                           Form{"", "", "", "count"}, Form{"64", "1", "", "count"}}) {
+                           Form{"", "", "level", ""}, Form{"", "", "rows", ""}, Form{"64", "1", "rows", ""},
+                           Form{"8", "", "", ""}, Form{"", "", "rows", "count"}, Form{"64", "1", "rows", "count"}}) {
         SCOPED_TRACE(std::string("batch ") + f.batch + " streams " + f.streams + " last " + f.last + " one tile " + f.one_tile);
         ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", ""},
                        {"PIPELINK_AGG_MSD_BATCH", f.batch},
@@ -1187,9 +1197,11 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
       const Tensor planned_lsd = planned({{"PIPELINK_AGG_BUILD_SORT", "lsd"}});
       EXPECT_TRUE(bitwise_equal(planned({{"PIPELINK_AGG_BUILD_SORT", "msd"}}), planned_lsd))
           << "a plan by the MSD sort";
-      EXPECT_TRUE(bitwise_equal(planned({{"PIPELINK_AGG_BUILD_SORT", "msd"}, {"PIPELINK_AGG_MSD_ONE_TILE", "count"}}),
+      EXPECT_TRUE(bitwise_equal(planned({{"PIPELINK_AGG_BUILD_SORT", "msd"},
+                                         {"PIPELINK_AGG_MSD_LAST", "rows"},
+                                         {"PIPELINK_AGG_MSD_ONE_TILE", "count"}}),
                                 planned_lsd))
-          << "a plan by the MSD sort, one-tile sub-buckets counted";
+          << "a plan by the MSD sort by rows, one-tile sub-buckets counted";
       EXPECT_TRUE(bitwise_equal(planned({{"PIPELINK_AGG_BUILD_SORT", "msd"}, {"PIPELINK_AGG_MSD_LAST", "level"}}),
                                 planned_lsd))
           << "a plan by the MSD sort's level passes";

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <random>
@@ -342,6 +343,60 @@ TEST(MsdLevels, ProductsLikeShapeMakesBatchesOfOneAndTwoBuckets) {
     EXPECT_LE(scratch_bytes_per_edge, w.scratch + 1e-9);
     const double cells_bytes_per_edge = double(lv.bt.tile0[msd::kTopDigits]) * msd::kLevelDigits * 4.0 / double(E);
     EXPECT_LE(10.0 + scratch_bytes_per_edge + cells_bytes_per_edge, 12.0);
+  }
+}
+
+TEST(MsdLevels, LastLevelByRowsUnlessABucketIsSkewed) {
+  // PIPELINK_AGG_MSD_LAST=auto (msd::Last::automatic): by rows where the biggest bucket's mean
+  // sub-bucket is at most kRowsMeanTiles tiles, else by level passes; =rows and =level force
+  // theirs; one level (shift <= kLevelBits) never by rows. Checked on the sizes alone.
+  auto by_rows = [](const std::vector<i64>& sizes, i64 E, int shift, msd::Last last) {
+    std::vector<u32> starts(msd::kTopDigits + 1, 0);
+    for (int d = 0; d < msd::kTopDigits; ++d) starts[std::size_t(d) + 1] = u32(i64(starts[std::size_t(d)]) + sizes[std::size_t(d)]);
+    EXPECT_EQ(i64(starts[msd::kTopDigits]), E);
+    return msd::plan_levels(starts.data(), E, shift, 16, 2, last).by_rows;
+  };
+  // products-like: 22-bit keys (shift 16, 256 sub-buckets), 38 buckets of ~1.63M: 0.8 tile a sub-bucket.
+  {
+    const i64 E = 61859140;
+    std::vector<i64> sizes(msd::kTopDigits, 0);
+    for (int d = 0; d < 38; ++d) sizes[std::size_t(d)] = E / 38 + (d < E % 38 ? 1 : 0);
+    EXPECT_TRUE(by_rows(sizes, E, 16, msd::Last::automatic));
+    EXPECT_TRUE(by_rows(sizes, E, 16, msd::Last::rows));
+    EXPECT_FALSE(by_rows(sizes, E, 16, msd::Last::level));
+  }
+  // power-law: R-MAT at scale 21 (shift 15, 128 sub-buckets), a dst bit 0 with p = 0.76 a level:
+  // bucket d of the top 6 bits holds 0.76^(6 - ones) 0.24^ones of E; bucket 0 ~12M, ~95K (11.6
+  // tiles) a sub-bucket.
+  {
+    const i64 E = 63000000;
+    std::vector<i64> sizes(msd::kTopDigits, 0);
+    i64 sum = 0;
+    for (int d = 0; d < msd::kTopDigits; ++d) {
+      const int ones = __builtin_popcount(unsigned(d));
+      sizes[std::size_t(d)] = i64(double(E) * std::pow(0.76, 6 - ones) * std::pow(0.24, ones));
+      sum += sizes[std::size_t(d)];
+    }
+    sizes[0] += E - sum;
+    EXPECT_GT(sizes[0], 128 * msd::kRowsMeanTiles * msd::kTile);
+    EXPECT_FALSE(by_rows(sizes, E, 15, msd::Last::automatic));
+    EXPECT_TRUE(by_rows(sizes, E, 15, msd::Last::rows));
+  }
+  // At the rule's edge: the biggest bucket exactly kRowsMeanTiles tiles a sub-bucket, then one more edge.
+  {
+    const i64 edge = 256 * msd::kRowsMeanTiles * msd::kTile;
+    std::vector<i64> sizes(msd::kTopDigits, 1000);
+    sizes[3] = edge;
+    const i64 E = edge + 63 * 1000;
+    EXPECT_TRUE(by_rows(sizes, E, 16, msd::Last::automatic));
+    sizes[3] += 1;
+    EXPECT_FALSE(by_rows(sizes, E + 1, 16, msd::Last::automatic));
+  }
+  // One level (8 bits a bucket): no sub-buckets, never by rows.
+  {
+    std::vector<i64> sizes(msd::kTopDigits, 5000);
+    EXPECT_FALSE(by_rows(sizes, 64 * 5000, 8, msd::Last::rows));
+    EXPECT_FALSE(by_rows(sizes, 64 * 5000, 8, msd::Last::automatic));
   }
 }
 

@@ -855,10 +855,11 @@ struct PlanKnobs {
   // PIPELINK_AGG_MSD_STREAMS [1, kMsdStreams]: side streams its batches go round (fewer where a
   // bucket is large).
   int msd_batch = 16, msd_streams = 2;
-  // PIPELINK_AGG_MSD_LAST: 'rows' (the default since v34: where it sorts two levels, the high
-  // digit's level pass, then a block a 256-row sub-bucket, level_rows_kernel) or 'level' (the
-  // second level's two level passes, then the row starts kernel).
-  bool msd_last_rows = true;
+  // PIPELINK_AGG_MSD_LAST: 'auto' (the default since v36: by rows unless the buckets are skewed,
+  // see msd::Last), 'rows' (v34-v35's default: where it sorts two levels, the high digit's level
+  // pass, then a block a 256-row sub-bucket, level_rows_kernel) or 'level' (the second level's
+  // two level passes, then the row starts kernel).
+  msd::Last msd_last = msd::Last::automatic;
   // PIPELINK_AGG_MSD_ONE_TILE: 'direct' (the default since v35: a sub-bucket of at most a tile,
   // every one on products-like, is ranked at once and its row offsets read from the ranking's
   // digit starts, with no counting pass; 6.07 against 6.15 ms in the same rounds, 0.987x, H200,
@@ -895,7 +896,7 @@ PlanKnobs plan_knobs() {
   k.build_msd = knob_is_second("PIPELINK_AGG_BUILD_SORT", "lsd", "msd");
   k.msd_batch = int(read("PIPELINK_AGG_MSD_BATCH", 1, 64, 16));
   k.msd_streams = int(read("PIPELINK_AGG_MSD_STREAMS", 1, kMsdStreams, 2));
-  k.msd_last_rows = !knob_is_second("PIPELINK_AGG_MSD_LAST", "rows", "level");
+  k.msd_last = msd::Last(knob_choice("PIPELINK_AGG_MSD_LAST", {"auto", "rows", "level"}));
   k.msd_one_tile_direct = !knob_is_second("PIPELINK_AGG_MSD_ONE_TILE", "direct", "count");
   return k;
 }
@@ -1690,15 +1691,15 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   trace.mark("msd_first_pass");
 
   // The second level's tiles, batches, streams and digits (msd::plan_levels).
-  const msd::Levels lv = msd::plan_levels(starts.v, E, shift, knobs.msd_batch, knobs.msd_streams);
+  const msd::Levels lv = msd::plan_levels(starts.v, E, shift, knobs.msd_batch, knobs.msd_streams, knobs.msd_last);
   const BucketTiles& bt = lv.bt;
   const std::vector<msd::Batch>& batches = lv.batches;
   const int streams = lv.streams, levels = lv.levels;
   const std::int64_t cap = lv.cap;
   const std::uint32_t batch_tiles = lv.batch_tiles, dmask1 = lv.dmask1, dmask2 = lv.dmask2;
-  // PIPELINK_AGG_MSD_LAST=rows (two levels only): the first level by the high digit, then a block
-  // a sub-bucket (level_rows_kernel), which writes the row offsets itself.
-  const bool by_rows = knobs.msd_last_rows && levels == 2;
+  // By rows (two levels only; PIPELINK_AGG_MSD_LAST, msd::Last): the first level by the high
+  // digit, then a block a sub-bucket (level_rows_kernel), which writes the row offsets itself.
+  const bool by_rows = lv.by_rows;
   const int subs = int(dmask2) + 1;
   const std::int64_t cells1 = std::int64_t(bt.tile0[kFirstDigits]) * kLevelDigits,
                      cells2 = std::int64_t(batch_tiles) * kLevelDigits;

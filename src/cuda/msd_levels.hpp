@@ -77,6 +77,20 @@ struct Batch {
 // How the level passes run: the tiles, the batches (runs of whole buckets, the first of each not
 // empty, of at most `cap` edges: a bucket larger goes alone), the side streams they go round
 // (each with a scratch of cap edges), and the passes' digits (levels: 1 where shift <= kLevelBits).
+// PIPELINK_AGG_MSD_LAST: how a two-level sort (shift > kLevelBits) runs its last level.
+//   rows: the first level by the key's high digit, then a block a 2^kLevelBits-row sub-bucket
+//     (level_rows_kernel), which sorts it a tile at a time and writes its rows' offsets;
+//   level: two level passes (low digit, then high), then the row starts kernel;
+//   automatic (the default): by rows unless the biggest bucket's mean sub-bucket passes
+//     kRowsMeanTiles tiles, then by level passes.
+// Why: by rows a sub-bucket is one block's serial work. On power-law (R-MAT, hubs at the low
+// ids: bucket 0 holds ~0.76^6 = 19% of E, 12M edges, a mean sub-bucket of ~95K edges or 11.6
+// tiles) the one-shot took 12.76 ms by rows against 6.6-6.9 by the one sort (v21-v31); on
+// products-like (1.63M a bucket, 6.4K a sub-bucket: 0.8 tile) rows is the faster form (6.23
+// against 6.45 ms by level passes, v34). H200, session 33.
+enum class Last { automatic, rows, level };
+constexpr std::int64_t kRowsMeanTiles = 4;
+
 struct Levels {
   BucketTiles bt{};
   std::vector<Batch> batches;
@@ -85,11 +99,13 @@ struct Levels {
   std::uint32_t batch_tiles = 0;  // the most tiles a batch
   int levels = 1;
   std::uint32_t dmask1 = 0, dmask2 = 0;
+  bool by_rows = false;  // the last level by rows (two levels only; see Last)
 };
 // starts: the kTopDigits + 1 bucket starts (starts[kTopDigits] = E); shift: the bits each bucket
-// sorts, in [1, 16]. The scratch, streams batches of cap, stays within E / batch_div edges where
+// sorts, in [1, 16]; last: PIPELINK_AGG_MSD_LAST (the form of by_rows). The scratch, streams batches of cap, stays within E / batch_div edges where
 // the biggest bucket lets it (fewer streams where one is large; one bucket's at least).
-inline Levels plan_levels(const std::uint32_t* starts, std::int64_t E, int shift, int batch_div, int max_streams) {
+inline Levels plan_levels(const std::uint32_t* starts, std::int64_t E, int shift, int batch_div, int max_streams,
+                          Last last = Last::automatic) {
   Levels lv;
   std::int64_t biggest = 0;
   for (int d = 0; d < kTopDigits; ++d) {
@@ -116,6 +132,9 @@ inline Levels plan_levels(const std::uint32_t* starts, std::int64_t E, int shift
   lv.levels = shift > kLevelBits ? 2 : 1;
   lv.dmask1 = (1u << std::min(shift, kLevelBits)) - 1;
   lv.dmask2 = (1u << std::max(shift - kLevelBits, 0)) - 1;
+  const std::int64_t subs = std::int64_t(lv.dmask2) + 1;
+  lv.by_rows = lv.levels == 2 &&
+               (last == Last::rows || (last == Last::automatic && biggest <= subs * kRowsMeanTiles * kTile));
   return lv;
 }
 
