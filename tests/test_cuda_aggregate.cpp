@@ -1617,9 +1617,11 @@ TEST_F(CudaAggregate, BuildPoolKnobPutsTheBuildArenasInTheScratchPool) {
     AggregatePlan by_msd = AggregatePlan::build(sg, dg, N);
     cuda::synchronize();
     st = cuda::scratch_pool_stats();
-    EXPECT_GE(st.reserved, std::size_t(E) * 2 + (std::size_t(1) << 20))
+    // By used_peak, not reserved: the pool reserves in the driver's chunks, and the "msd build's
+    // keys" mutant (the keys in the default pool) passed a band on `reserved` (H200, session 33).
+    EXPECT_GE(st.used_peak, std::size_t(E) * 2 + (std::size_t(1) << 20))
         << "the MSD sort's keys did not come from the scratch pool";
-    EXPECT_LT(st.reserved, std::size_t(E) * 8)
+    EXPECT_LT(st.used_peak, std::size_t(E) * 8)
         << "the MSD build's scratch is the one sort's size: did the MSD sort run?";
     EXPECT_EQ(st.used, 0u) << "the MSD build keeps memory in the scratch pool";
     Tensor out_msd = poisoned_gpu(N, F, DType::f32);

@@ -72,7 +72,10 @@ TEST(CudaBackend, MemoryCallsNameAMissingDevice) {
   EXPECT_THROW((void)cuda::scratch_pool_stats(-1), std::invalid_argument);
   const cuda::PoolStats st = cuda::scratch_pool_stats(n - 1);
   EXPECT_LE(st.used, st.reserved);
+  EXPECT_LE(st.used, st.used_peak);
   cuda::release_cached_memory(n - 1);  // the current device: 0 unless a test moved it
+  const cuda::PoolStats after = cuda::scratch_pool_stats(n - 1);
+  EXPECT_EQ(after.used_peak, after.used) << "release_cached_memory restarts the peak from what is in use";
   Tensor z = TensorBuilder().shape({4}).dtype(DType::f32).device(Device::cuda(0)).zeros();
   EXPECT_EQ(to_device(z, Device::cpu()).data_as<float>()[3], 0.0f);
 }

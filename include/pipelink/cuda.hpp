@@ -29,7 +29,10 @@ void release_cached_memory(int device = 0);
 /// PipeLink's scratch pool on a device: the stream-ordered pool that one-shot calls build and run
 /// in (PIPELINK_AGG_ONESHOT_POOL=default puts them in the device's default pool instead).
 /// `reserved`: bytes it holds from the driver, its freed blocks included (given back by
-/// release_cached_memory); `used`: bytes allocated from it now. Both 0 before its first use.
+/// release_cached_memory); `used`: bytes allocated from it now; `used_peak`: the most bytes
+/// allocated from it at once since its first use or the last release_cached_memory (which sets it
+/// to `used`). Reserved memory grows in the driver's chunks (tens of MiB), so `used_peak`, not
+/// `reserved`, tells what one call asked of the pool. All 0 before its first use.
 /// Between calls the pool keeps its last one-shot call's peak (~12 bytes an edge; ~24 where the
 /// call ran the one sort, PIPELINK_AGG_ONESHOT_SORT=lsd), which other allocators (torch's)
 /// cannot take back: call release_cached_memory where they need it.
@@ -38,6 +41,7 @@ void release_cached_memory(int device = 0);
 struct PoolStats {
   std::size_t reserved = 0;
   std::size_t used = 0;
+  std::size_t used_peak = 0;
 };
 PoolStats scratch_pool_stats(int device = 0);
 

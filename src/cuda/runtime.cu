@@ -222,6 +222,8 @@ PoolStats scratch_pool_stats(int device) {
   st.reserved = std::size_t(v);
   PIPELINK_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &v));
   st.used = std::size_t(v);
+  PIPELINK_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &v));
+  st.used_peak = std::size_t(v);
   return st;
 }
 
@@ -305,6 +307,12 @@ void release_cached_memory(int device) {
   PIPELINK_CUDA_CHECK(cudaSetDevice(device));
   PIPELINK_CUDA_CHECK(cudaDeviceSynchronize());
   detail::trim_pools(device);
+  // The scratch pool's used_peak starts again from what is in use now (0 is the only value the
+  // attribute takes: the driver sets it to the current use).
+  if (cudaMemPool_t own = detail::scratch_pool_if_made(device)) {
+    std::uint64_t zero = 0;
+    PIPELINK_CUDA_CHECK(cudaMemPoolSetAttribute(own, cudaMemPoolAttrUsedMemHigh, &zero));
+  }
 }
 
 Stream::Stream(int device) : device_(device) {
