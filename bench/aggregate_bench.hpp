@@ -20,6 +20,7 @@ struct AggregateBenchOptions {
   int warmup = 1;
   std::uint64_t seed = 42;
   double edge_scale = 1.0;      // shrink/grow E (tests use small graphs); 1 for the named workload
+  bool relabel = false;         // nodes renamed by a random permutation (WorkloadSpec::relabel)
   bool null_test = true;        // 4x edges -> ~4x time?
   // CUDA only: A/B of variants in this process, "tag:VAR=1,VAR2=1" each. Each variant's plan is
   // built under its environment and its planned run timed interleaved with the default's (one

@@ -21,6 +21,7 @@
 #          and time its planned run, the plan build, a one-shot call and a lean call interleaved with the default,
 #          in the same process: `pipelink bench --ab`; for the knobs read at plan build,
 #          PIPELINK_AGG_SEGMENT, PIPELINK_AGG_BUILD_CHUNKS etc.),
+#          RELABEL=1 (each benchmarked workload again with its nodes renamed at random: --relabel),
 #          TRACE_BUILD=1 (the main benchmarks log each plan build's steps: PIPELINK_LOG_LEVEL=debug),
 #          MICRO="file.cu ..." (standalone micro-benchmarks under bench/micro, built and run first),
 #          NCU_PY="products-like" (the planned run's kernel under ncu from Python and from C++),
@@ -135,6 +136,11 @@ for o in ${ORDER:-random}; do
   for w in $( [ -z "${SKIP_BENCH:-}" ] && echo ${WORKLOADS:-arxiv-like products-like power-law}); do  # SKIP_BENCH=1: checks only
     step "bench $w $o" bench.log env ${TRACE_BUILD:+PIPELINK_LOG_LEVEL=debug} $cli bench aggregate --workload "$w" --device cuda --order "$o" \
       "${abopt[@]}" --json "$OUT/bench-$w-$o.json" --markdown "$OUT/bench-$w-$o.md"
+    # RELABEL=1: each workload again with its nodes renamed at random (--relabel: R-MAT's hubs at
+    # random ids, as real graphs have them, instead of the low ids).
+    [ -n "${RELABEL:-}" ] && step "bench $w $o relabelled" bench.log env ${TRACE_BUILD:+PIPELINK_LOG_LEVEL=debug} $cli bench aggregate \
+      --workload "$w" --device cuda --order "$o" --relabel --no-null-test "${abopt[@]}" \
+      --json "$OUT/bench-$w-$o-relabel.json" --markdown "$OUT/bench-$w-$o-relabel.md"
   done
 done
 # VARIANTS="tag:VAR=1,VAR2=1 ...": the same benchmarks again with opt-in kernel variants set in the

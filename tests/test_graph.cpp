@@ -215,6 +215,68 @@ TEST(SortByDestination, OutOfRangeDestinationThrows) {
   EXPECT_EQ(values(g.dst), before);  // untouched
 }
 
+// relabel_nodes: one permutation for src and dst (an edge's ends map through the same bijection,
+// so the in- and out-degree multisets stay), deterministic per seed, and R-MAT's hub moved off
+// id 0 (the point of it: hubs at random ids, as in real graphs).
+TEST(RelabelNodes, OneBijectionForBothEndsDeterministicPerSeed) {
+  const auto seed = test::fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  for (DType it : {DType::i32, DType::i64}) {
+    const EdgeList g0 = rmat_graph(12, 50000, 0.57, 0.19, 0.19, seed, it);
+    EdgeList g = rmat_graph(12, 50000, 0.57, 0.19, 0.19, seed, it);
+    relabel_nodes(g, seed + 1);
+    const auto s0 = values(g0.src), d0 = values(g0.dst), s1 = values(g.src), d1 = values(g.dst);
+    std::vector<std::int64_t> to(std::size_t(g.num_nodes), -1);  // old id -> new id, as the edges show it
+    std::vector<char> taken(std::size_t(g.num_nodes), 0);
+    auto map = [&](std::int64_t a, std::int64_t b) {
+      ASSERT_GE(b, 0);
+      ASSERT_LT(b, g.num_nodes);
+      if (to[std::size_t(a)] < 0) {
+        ASSERT_FALSE(taken[std::size_t(b)]) << "two ids renamed to " << b;
+        to[std::size_t(a)] = b;
+        taken[std::size_t(b)] = 1;
+      }
+      ASSERT_EQ(to[std::size_t(a)], b) << "id " << a << " renamed two ways";
+    };
+    for (std::size_t e = 0; e < s0.size(); ++e) {
+      map(s0[e], s1[e]);
+      map(d0[e], d1[e]);
+    }
+    EXPECT_EQ(max_in_degree(g), max_in_degree(g0));
+    std::vector<std::int64_t> deg(std::size_t(g0.num_nodes), 0);
+    for (auto d : d0) ++deg[std::size_t(d)];
+    const auto hub = std::max_element(deg.begin(), deg.end()) - deg.begin();
+    EXPECT_NE(to[std::size_t(hub)], hub) << "the hub kept its id (1 in 4096 by chance)";
+    EdgeList again = rmat_graph(12, 50000, 0.57, 0.19, 0.19, seed, it);
+    relabel_nodes(again, seed + 1);
+    EXPECT_EQ(values(again.dst), d1);
+    EdgeList other = rmat_graph(12, 50000, 0.57, 0.19, 0.19, seed, it);
+    relabel_nodes(other, seed + 2);
+    EXPECT_NE(values(other.dst), d1);
+  }
+  EdgeList empty = uniform_graph(0, 0, seed);
+  relabel_nodes(empty, seed);
+  EXPECT_EQ(empty.num_edges(), 0);
+}
+
+TEST(RelabelNodes, OutOfRangeIndexThrowsAndLeavesTheEdges) {
+  for (const char* port : {"src", "dst"}) {
+    auto g = uniform_graph(10, 100, 1);
+    (std::string(port) == "src" ? g.src : g.dst).data_as<std::int64_t>()[41] = -1;
+    const auto s = values(g.src), d = values(g.dst);
+    try {
+      relabel_nodes(g, 3);
+      FAIL() << "expected IndexOutOfRangeError";
+    } catch (const IndexOutOfRangeError& e) {
+      EXPECT_EQ(e.position(), 41);
+      EXPECT_EQ(e.value(), -1);
+      EXPECT_NE(std::string(e.what()).find(port), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(values(g.src), s);
+    EXPECT_EQ(values(g.dst), d);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 TEST(EdgeOrder, NamesRoundTrip) {
   for (auto o : {EdgeOrder::random, EdgeOrder::dst_sorted}) EXPECT_EQ(parse_edge_order(edge_order_name(o)), o);
@@ -316,6 +378,20 @@ TEST(MakeWorkload, ShapesOrdersAndDeterminism) {
     EXPECT_TRUE(test::bitwise_equal(r.w, again.w));
     auto other = make_workload(spec, EdgeOrder::random, seed + 1, DType::i32);
     EXPECT_FALSE(test::bitwise_equal(r.x, other.x));
+    // WorkloadSpec::relabel: the same x and w, the edges renamed (in-degrees the same multiset),
+    // still sorted by destination in that order.
+    auto relabelled = spec;
+    relabelled.relabel = true;
+    auto rr = make_workload(relabelled, EdgeOrder::random, seed, DType::i32);
+    auto rs = make_workload(relabelled, EdgeOrder::dst_sorted, seed, DType::i32);
+    EXPECT_TRUE(test::bitwise_equal(r.x, rr.x));
+    EXPECT_TRUE(test::bitwise_equal(r.w, rr.w));
+    EXPECT_FALSE(test::bitwise_equal(r.graph.dst, rr.graph.dst));
+    EXPECT_EQ(max_in_degree(rr.graph), max_in_degree(r.graph));
+    expect_in_range(rr.graph);
+    const auto rd = values(rs.graph.dst);
+    EXPECT_TRUE(std::is_sorted(rd.begin(), rd.end()));
+    EXPECT_EQ(weighted_edges(rr), weighted_edges(rs));
   }
 }
 

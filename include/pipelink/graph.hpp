@@ -30,6 +30,12 @@ EdgeList rmat_graph(int scale, std::int64_t num_edges, double a, double b, doubl
                     std::uint64_t seed, DType index_dtype = DType::i64);
 /// Stable reorder of the edges by destination.
 void sort_by_destination(EdgeList& g);
+/// Renames the nodes by a random permutation of [0, num_nodes) drawn from `seed` (src and dst
+/// alike, in place): the graph's shape (degrees, hubs) stays, only where its hubs sit among the
+/// ids changes. R-MAT puts its hubs at the low ids; real graphs rarely do. Throws
+/// IndexOutOfRangeError naming the first edge whose index is outside [0, num_nodes), with the
+/// edges unchanged.
+void relabel_nodes(EdgeList& g, std::uint64_t seed);
 
 /// A named workload of PROTOCOL.md §1.
 struct WorkloadSpec {
@@ -41,6 +47,9 @@ struct WorkloadSpec {
   double a = 0, b = 0, c = 0;
   std::int64_t features = 64;
   std::string why;
+  // Not part of the named workloads: the nodes renamed by a random permutation after generation
+  // (relabel_nodes), so that R-MAT's hubs sit at random ids (`pipelink bench aggregate --relabel`).
+  bool relabel = false;
 };
 const std::vector<WorkloadSpec>& named_workloads();
 /// Throws LookupError listing the names.

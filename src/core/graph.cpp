@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <stdexcept>
 
 namespace pipelink {
@@ -330,6 +331,28 @@ EdgeList rmat_graph(int scale, std::int64_t num_edges, double a, double b, doubl
   return g;
 }
 
+void relabel_nodes(EdgeList& g, std::uint64_t seed) {
+  check_sortable(g);  // the same requirements: [E] contiguous CPU indices of one dtype
+  const std::int64_t n = g.num_nodes, e = g.num_edges();
+  with_index_type(g.src.dtype(), "relabel_nodes", [&](auto tag) {
+    using T = decltype(tag);
+    T* ends[2] = {g.src.data_as<T>(), g.dst.data_as<T>()};
+    const char* ports[2] = {"src", "dst"};
+    for (int k = 0; k < 2; ++k)  // checked before any write, so a bad index leaves the edges as they were
+      for (std::int64_t i = 0; i < e; ++i)
+        if (ends[k][i] < 0 || std::int64_t(ends[k][i]) >= n)
+          throw IndexOutOfRangeError("relabel_nodes", ports[k], i, std::int64_t(ends[k][i]), n);
+    std::vector<T> perm(static_cast<std::size_t>(n));
+    std::iota(perm.begin(), perm.end(), T(0));
+    Rng rng(derive_seed(seed, 0x72656c6162656cull));  // Fisher-Yates
+    for (std::int64_t i = n - 1; i > 0; --i) std::swap(perm[std::size_t(i)], perm[rng.below(std::uint64_t(i) + 1)]);
+    for (T* v : ends) {
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < e; ++i) v[i] = perm[std::size_t(v[i])];
+    }
+  });
+}
+
 void sort_by_destination(EdgeList& g) {
   check_sortable(g);
   const DType it = g.src.dtype();
@@ -400,6 +423,7 @@ WorkloadData make_workload(const WorkloadSpec& spec, EdgeOrder order, std::uint6
   d.graph = spec.rmat ? rmat_graph(spec.rmat_scale, spec.num_edges, spec.a, spec.b, spec.c,
                                    derive_seed(seed, 1), index_dtype)
                       : uniform_graph(spec.num_nodes, spec.num_edges, derive_seed(seed, 1), index_dtype);
+  if (spec.relabel) relabel_nodes(d.graph, derive_seed(seed, 4));
   d.x = TensorBuilder().shape({spec.num_nodes, spec.features}).dtype(DType::f32).build();
   fill_normal(d.x, derive_seed(seed, 2));
   d.w = TensorBuilder().shape({spec.num_edges}).dtype(DType::f32).build();

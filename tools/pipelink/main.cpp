@@ -58,6 +58,9 @@ int main(int argc, char** argv) {
   bagg->add_option("--repeats", bopt.repeats, "Timed repeats (>= 10 for the protocol)")->capture_default_str();
   bagg->add_option("--seed", bopt.seed, "Workload seed")->capture_default_str();
   bagg->add_option("--edge-scale", bopt.edge_scale, "Scale the workload's edge count (1 = as registered)");
+  bagg->add_flag("--relabel", bopt.relabel,
+                 "Rename the nodes by a random permutation after generation (power-law's hubs at random ids "
+                 "instead of R-MAT's low ones)");
   bagg->add_flag("!--no-null-test", bopt.null_test, "Skip the 4x-edges null test");
   bagg->add_option("--ab", bopt.ab,
                    "CUDA: A/B of plan-build knobs, 'tag:VAR=1[,VAR2=1]' each (repeatable): a plan built under "
