@@ -870,6 +870,9 @@ struct PlanKnobs {
   // PIPELINK_AGG_MSD_SHARE [0, 4096]: by rows, sub-buckets of more than this many tiles are
   // shared by the launch's blocks (see MsdShare); 0 (the default): none, each block sorts its own.
   int msd_share = 0;
+  // PIPELINK_AGG_TEST_MSD_SHARE_CHUNKS (tests only): the share list's table holds at most this many
+  // chunks (0: as sized), so that owners find it full and sort alone (an entry marked abandoned).
+  std::int64_t test_msd_share_chunks = 0;
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -903,6 +906,7 @@ PlanKnobs plan_knobs() {
   k.msd_last = msd::Last(knob_choice("PIPELINK_AGG_MSD_LAST", {"auto", "rows", "level"}));
   k.msd_one_tile_direct = !knob_is_second("PIPELINK_AGG_MSD_ONE_TILE", "direct", "count");
   k.msd_share = int(read("PIPELINK_AGG_MSD_SHARE", 0, 4096, 0));
+  k.test_msd_share_chunks = read("PIPELINK_AGG_TEST_MSD_SHARE_CHUNKS", 0, std::int64_t(1) << 30, 0);
   return k;
 }
 
@@ -1546,16 +1550,16 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_scatter_kernel(
 // tile) at a time, writes each chunk's first place a row into a table (the rows' starts plus the
 // counts of the chunks before it), publishes the sub-bucket in a list, and then every block of
 // the launch that is done with its own sub-bucket takes chunks of the listed ones (an atomic
-// counter an entry) and ranks and writes them as the owner would: no block waits on another.
-// The owner counts alone (~2 bytes an edge, one tile in flight); the ranking and the writes,
-// ~90% of the work, are shared.
+// counter an entry) and ranks and writes them as the owner would. A helper waits for a listed
+// owner's table; an owner waits on no block. The owner counts alone (~2 bytes an edge, one tile
+// in flight); the ranking and the writes, ~90% of the work, are shared.
 // A device-scope view of a shared list's counters and flags.
 using DeviceU32 = ::cuda::atomic_ref<std::uint32_t, ::cuda::thread_scope_device>;
 struct MsdShareEntry {
   std::int64_t first;               // the sub-bucket's first place (absolute)
   std::uint32_t n, chunks, table0;  // its edges, its chunks (tiles), its first row of the table
   std::uint32_t next;               // the next chunk to take
-  std::uint32_t ready;              // 1 once the table holds its chunks' places (release / acquire)
+  std::uint32_t ready;              // 1 once the table holds its chunks' places (release / acquire); 2: abandoned
   std::uint32_t pad;
 };
 struct MsdShareHead {
@@ -1563,7 +1567,7 @@ struct MsdShareHead {
 };
 struct MsdShare {
   MsdShareHead* head = nullptr;      // zero before the launch; its last block zeroes it again
-  MsdShareEntry* entries = nullptr;  // max_entries, `next` and `ready` zero before the launch (likewise)
+  MsdShareEntry* entries = nullptr;  // max_entries; `next` and `ready` zero before the launch (likewise), the rest set before `ready`
   std::uint32_t* table = nullptr;    // [max_chunks][kLevelDigits]: a chunk's first place a row, from `first`
   std::uint32_t max_entries = 0, max_chunks = 0;
   std::int64_t min_edges = 0;  // sub-buckets of more edges than this are shared
@@ -1650,8 +1654,13 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
         __shared__ std::uint32_t reserved[2];  // the entry and the table's first row
         const std::uint32_t chunks = std::uint32_t((n + kFirstTile - 1) / kFirstTile);
         if (threadIdx.x == 0) {
-          reserved[0] = atomicAdd(&sh.head->entries, 1u);
-          reserved[1] = atomicAdd(&sh.head->chunks, chunks);
+          const std::uint32_t e = atomicAdd(&sh.head->entries, 1u);
+          const std::uint32_t t0 = e < sh.max_entries ? atomicAdd(&sh.head->chunks, chunks) : sh.max_chunks;
+          // Listed but no room in the table: marked abandoned (2), so that no block waits for it.
+          if (e < sh.max_entries && std::uint64_t(t0) + chunks > sh.max_chunks)
+            DeviceU32(sh.entries[e].ready).store(2u, ::cuda::memory_order_release);
+          reserved[0] = e;
+          reserved[1] = t0;
         }
         __syncthreads();
         const std::uint32_t e = reserved[0], table0 = reserved[1];
@@ -1753,20 +1762,30 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
   if constexpr (Share) {
     __shared__ std::uint32_t take[2];  // [0]: an entry's answer; [1]: the entries listed
     __syncthreads();  // the block's own work done (its stage free)
-    // Help: every listed sub-bucket whose table is ready, until none has chunks left. Entries
-    // listed later, or not ready yet, are finished by their owners.
+    // Help: every listed sub-bucket, in list order, until none has chunks left; an entry whose
+    // owner is still counting is waited for (its owner is running and waits on nothing, so the
+    // wait ends). Why wait: on relabelled power-law most blocks' own work is one tile (~25 us)
+    // and an owner's counts take ~3-4 us a chunk (~75 us for 25), so helpers that passed over
+    // an unready entry would leave the owner alone (the session 33 review). Entries listed after
+    // a block's last look are finished by their owners.
     for (std::uint32_t e = 0;; ++e) {
       if (threadIdx.x == 0) {
         const std::uint32_t listed =
             std::min(DeviceU32(sh.head->entries).load(::cuda::memory_order_relaxed),
                      sh.max_entries);
+        std::uint32_t r = 0;
+        if (e < listed) {
+          unsigned ns = 32;
+          while ((r = DeviceU32(sh.entries[e].ready).load(::cuda::memory_order_acquire)) == 0) {
+            __nanosleep(ns);
+            ns = ns < 1024 ? 2 * ns : ns;
+          }
+        }
         take[1] = listed;
-        take[0] = e < listed ? DeviceU32(sh.entries[e].ready)
-                                   .load(::cuda::memory_order_acquire)
-                             : 0u;
+        take[0] = r;
       }
       __syncthreads();
-      const bool stop = e >= take[1], ready = take[0] != 0;
+      const bool stop = e >= take[1], ready = take[0] == 1;
       __syncthreads();  // read before thread 0 writes them again
       if (stop) break;
       if (ready) level_rows_take(sh, e, keys_in, pairs_in, in_sub, pairs_out, st, skeys, spairs, &take[0]);
@@ -1913,6 +1932,8 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
     sh.min_edges = std::int64_t(knobs.msd_share) * kFirstTile;
     sh.max_entries = std::uint32_t(cap / (sh.min_edges + 1) + 1);
     sh.max_chunks = std::uint32_t((cap + kFirstTile - 1) / kFirstTile + sh.max_entries);
+    if (knobs.test_msd_share_chunks > 0)
+      sh.max_chunks = std::min<std::uint32_t>(sh.max_chunks, std::uint32_t(knobs.test_msd_share_chunks));
   }
   const std::size_t headb = share ? up(sizeof(MsdShareHead) + sh.max_entries * sizeof(MsdShareEntry)) : 0,
                     tableb = share ? up(std::size_t(sh.max_chunks) * kLevelDigits * sizeof(std::uint32_t)) : 0,
