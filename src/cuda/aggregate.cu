@@ -1573,6 +1573,21 @@ struct MsdShare {
   std::int64_t min_edges = 0;  // sub-buckets of more edges than this are shared
 };
 
+// Adds the rows' (the low digit's) counts of the min(left, kFirstTile) keys at k to h: each
+// thread's kFirstRounds loads in flight before its first shared atomic.
+__device__ __forceinline__ void level_rows_count_tile(const std::uint16_t* __restrict__ k, std::int64_t left,
+                                                      std::uint32_t* h) {
+  constexpr std::uint32_t dmask = kLevelDigits - 1;
+  k += threadIdx.x;
+  const std::int64_t lim = std::min<std::int64_t>(left, kFirstTile) - threadIdx.x;
+  std::uint32_t kv[kFirstRounds];
+#pragma unroll
+  for (int r = 0; r < kFirstRounds; ++r) kv[r] = kFirstThreads * r < lim ? std::uint32_t(k[kFirstThreads * r]) : 0u;
+#pragma unroll
+  for (int r = 0; r < kFirstRounds; ++r)
+    if (kFirstThreads * r < lim) atomicAdd(&h[kv[r] & dmask], 1u);
+}
+
 // Chunk c (kFirstTile positions from c * kFirstTile) of the sub-bucket at [first, first + n),
 // ranked by the low digit and written at places[d] + its rank in row d (places: kLevelDigits
 // values, read from L2: another block may have written them). Ends at a barrier.
@@ -1673,14 +1688,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
             if (threadIdx.x < kLevelDigits) st.gstart[threadIdx.x] = 0;
             __syncthreads();
             const std::int64_t c0 = std::int64_t(c) * kFirstTile;
-            const std::uint16_t* const k = keys_in + (first + c0 - in_sub) + threadIdx.x;
-            const std::int64_t lim = std::min<std::int64_t>(n - c0, kFirstTile) - threadIdx.x;
-            std::uint32_t kv[kFirstRounds];
-#pragma unroll
-            for (int r = 0; r < kFirstRounds; ++r) kv[r] = kFirstThreads * r < lim ? std::uint32_t(k[kFirstThreads * r]) : 0u;
-#pragma unroll
-            for (int r = 0; r < kFirstRounds; ++r)
-              if (kFirstThreads * r < lim) atomicAdd(&st.gstart[kv[r] & dmask], 1u);
+            level_rows_count_tile(keys_in + (first + c0 - in_sub), n - c0, st.gstart);
             __syncthreads();
             if (threadIdx.x < kLevelDigits) {
               const std::uint32_t v = st.gstart[threadIdx.x];
@@ -1723,16 +1731,8 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
     }
     if (threadIdx.x < kLevelDigits) rows[threadIdx.x] = 0;
     __syncthreads();
-    for (std::int64_t c = 0; c < n; c += kFirstTile) {  // the counts a row, a tile of keys at a time
-      const std::uint16_t* const k = keys_in + (first + c - in_sub) + threadIdx.x;
-      const std::int64_t lim = std::min<std::int64_t>(n - c, kFirstTile) - threadIdx.x;
-      std::uint32_t kv[kFirstRounds];
-#pragma unroll
-      for (int r = 0; r < kFirstRounds; ++r) kv[r] = kFirstThreads * r < lim ? std::uint32_t(k[kFirstThreads * r]) : 0u;
-#pragma unroll
-      for (int r = 0; r < kFirstRounds; ++r)
-        if (kFirstThreads * r < lim) atomicAdd(&rows[kv[r] & dmask], 1u);
-    }
+    for (std::int64_t c = 0; c < n; c += kFirstTile)  // the counts a row, a tile of keys at a time
+      level_rows_count_tile(keys_in + (first + c - in_sub), n - c, rows);
     __syncthreads();
     {
       const std::uint32_t count = threadIdx.x < kLevelDigits ? rows[threadIdx.x] : 0u;
