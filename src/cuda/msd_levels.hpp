@@ -74,9 +74,6 @@ PIPELINK_MSD_HD Range sub_bucket_range(const BucketTiles& bt, const std::uint32_
 struct Batch {
   int d0, d1;  // buckets [d0, d1)
 };
-// How the level passes run: the tiles, the batches (runs of whole buckets, the first of each not
-// empty, of at most `cap` edges: a bucket larger goes alone), the side streams they go round
-// (each with a scratch of cap edges), and the passes' digits (levels: 1 where shift <= kLevelBits).
 // PIPELINK_AGG_MSD_LAST: how a two-level sort (shift > kLevelBits) runs its last level.
 //   rows: the first level by the key's high digit, then a block a 2^kLevelBits-row sub-bucket
 //     (level_rows_kernel), which sorts it a tile at a time and writes its rows' offsets;
@@ -91,6 +88,9 @@ struct Batch {
 enum class Last { automatic, rows, level };
 constexpr std::int64_t kRowsMeanTiles = 4;
 
+// How the level passes run: the tiles, the batches (runs of whole buckets, the first of each not
+// empty, of at most `cap` edges: a bucket larger goes alone), the side streams they go round
+// (each with a scratch of cap edges), and the passes' digits (levels: 1 where shift <= kLevelBits).
 struct Levels {
   BucketTiles bt{};
   std::vector<Batch> batches;
@@ -102,8 +102,9 @@ struct Levels {
   bool by_rows = false;  // the last level by rows (two levels only; see Last)
 };
 // starts: the kTopDigits + 1 bucket starts (starts[kTopDigits] = E); shift: the bits each bucket
-// sorts, in [1, 16]; last: PIPELINK_AGG_MSD_LAST (the form of by_rows). The scratch, streams batches of cap, stays within E / batch_div edges where
-// the biggest bucket lets it (fewer streams where one is large; one bucket's at least).
+// sorts, in [1, 16]; last: PIPELINK_AGG_MSD_LAST (the form of by_rows). The scratch, streams
+// batches of cap, stays within E / batch_div edges where the biggest bucket lets it (fewer
+// streams where one is large; one bucket's at least).
 inline Levels plan_levels(const std::uint32_t* starts, std::int64_t E, int shift, int batch_div, int max_streams,
                           Last last = Last::automatic) {
   Levels lv;
