@@ -79,8 +79,7 @@ AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& o) {
   spec.num_edges = std::max<std::int64_t>(1, std::llround(double(spec.num_edges) * o.edge_scale));
   spec.relabel = o.relabel;
   say(fmt::format("generating {} ({} order{}): N={} E={} F={}", spec.name, o.order, o.relabel ? ", relabelled" : "",
-                  spec.num_nodes, spec.num_edges,
-                  spec.features));
+                  spec.num_nodes, spec.num_edges, spec.features));
   WorkloadData d = make_workload(spec, parse_edge_order(o.order), o.seed);
   r.workload_name = spec.name;
   r.nodes = spec.num_nodes;
@@ -256,7 +255,8 @@ std::string AggregateBenchResult::to_markdown() const {
   std::string s = fmt::format(
       "`{}` ({} order{}): N={}, E={}, F={}, float32, tanh. Device: {} ({} threads, {}), copy bandwidth {:.1f} GB/s. "
       "Git {}, {}.\n\n",
-      workload_name, options.order, options.relabel ? ", nodes relabelled at random" : "", nodes, edges, features, device_name, threads, isa, copy_gbs, git, date);
+      workload_name, options.order, options.relabel ? ", nodes relabelled at random" : "", nodes, edges, features,
+      device_name, threads, isa, copy_gbs, git, date);
   if (const auto env = pipelink_environment(); !env.empty()) {
     s += "Set for this run:";
     for (std::size_t i = 0; i < env.size(); ++i) s += fmt::format("{} `{}={}`", i ? "," : "", env[i].first, env[i].second);

@@ -1140,14 +1140,14 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
     DType index;
     Skew skew;
   };
-  const MsdCase cases[] = {{70, 20000, DType::i32, none},                          // 7-bit keys: buckets sort 1 bit
-                        {3000, 200000, DType::i64, none},                       // 12 bits
-                        {100003, 300000, DType::i32, hub},                      // 17 bits, a third in one bucket
-                        {(std::int64_t(1) << 22) - 5, 400000, DType::i64, none},  // 22 bits: all 16 key bits
-                        {5000, 60000, DType::i32, none},                        // 40 buckets of ~1.5K: one tile
-                        // 16 bits, two thirds in rows 0-599 (bucket 0: a mean sub-bucket of ~67K
-                        // edges, past msd::kRowsMeanTiles, so the default runs level passes there)
-                        {40000, 400000, DType::i32, low_rows}};
+  const MsdCase cases[] = {{70, 20000, DType::i32, none},                            // 7-bit keys: buckets sort 1 bit
+                           {3000, 200000, DType::i64, none},                         // 12 bits
+                           {100003, 300000, DType::i32, hub},                        // 17 bits, a third in one bucket
+                           {(std::int64_t(1) << 22) - 5, 400000, DType::i64, none},  // 22 bits: all 16 key bits
+                           {5000, 60000, DType::i32, none},                          // 40 buckets of ~1.5K: one tile
+                           // 16 bits, two thirds in rows 0-599 (bucket 0: a mean sub-bucket of ~67K
+                           // edges, past msd::kRowsMeanTiles, so the default runs level passes there)
+                           {40000, 400000, DType::i32, low_rows}};
   for (const MsdCase& c : cases) {
     SCOPED_TRACE("N=" + std::to_string(c.N) + " E=" + std::to_string(c.E) + (c.skew == hub ? " hub" : "") +
                  (c.skew == low_rows ? " low rows" : ""));
@@ -1175,11 +1175,11 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
       };
       for (const Form f : {Form{"", "", "", "", ""}, Form{"64", "1", "level", "", ""}, Form{"2", "4", "level", "", ""},
                            Form{"", "", "level", "", ""}, Form{"", "", "rows", "", ""}, Form{"64", "1", "rows", "", ""},
-                           Form{"8", "", "", "", ""}, Form{"", "", "rows", "count", ""}, Form{"64", "1", "rows", "count", ""},
-                           Form{"", "", "rows", "", "1"}, Form{"64", "1", "rows", "count", "2"},
-                           Form{"64", "1", "rows", "", "1", "20"}}) {
-        SCOPED_TRACE(std::string("batch ") + f.batch + " streams " + f.streams + " last " + f.last + " one tile " + f.one_tile +
-                     " share " + f.share + " share table " + f.share_chunks);
+                           Form{"8", "", "", "", ""}, Form{"", "", "rows", "count", ""},
+                           Form{"64", "1", "rows", "count", ""}, Form{"", "", "rows", "", "1"},
+                           Form{"64", "1", "rows", "count", "2"}, Form{"64", "1", "rows", "", "1", "20"}}) {
+        SCOPED_TRACE(std::string("batch ") + f.batch + " streams " + f.streams + " last " + f.last + " one tile " +
+                     f.one_tile + " share " + f.share + " share table " + f.share_chunks);
         ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", ""},
                        {"PIPELINK_AGG_MSD_BATCH", f.batch},
                        {"PIPELINK_AGG_MSD_STREAMS", f.streams},
@@ -1212,10 +1212,10 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
                                          {"PIPELINK_AGG_MSD_ONE_TILE", "count"}}),
                                 planned_lsd))
           << "a plan by the MSD sort by rows, one-tile sub-buckets counted";
-      EXPECT_TRUE(bitwise_equal(planned({{"PIPELINK_AGG_BUILD_SORT", "msd"},
-                                         {"PIPELINK_AGG_MSD_LAST", "rows"},
-                                         {"PIPELINK_AGG_MSD_SHARE", "1"}}),
-                                planned_lsd))
+      EXPECT_TRUE(bitwise_equal(
+          planned(
+              {{"PIPELINK_AGG_BUILD_SORT", "msd"}, {"PIPELINK_AGG_MSD_LAST", "rows"}, {"PIPELINK_AGG_MSD_SHARE", "1"}}),
+          planned_lsd))
           << "a plan by the MSD sort by rows, sub-buckets past a tile shared";
       EXPECT_TRUE(bitwise_equal(planned({{"PIPELINK_AGG_BUILD_SORT", "msd"}, {"PIPELINK_AGG_MSD_LAST", "level"}}),
                                 planned_lsd))

@@ -352,7 +352,8 @@ TEST(MsdLevels, LastLevelByRowsUnlessABucketIsSkewed) {
   // theirs; one level (shift <= kLevelBits) never by rows. Checked on the sizes alone.
   auto by_rows = [](const std::vector<i64>& sizes, i64 E, int shift, msd::Last last) {
     std::vector<u32> starts(msd::kTopDigits + 1, 0);
-    for (int d = 0; d < msd::kTopDigits; ++d) starts[std::size_t(d) + 1] = u32(i64(starts[std::size_t(d)]) + sizes[std::size_t(d)]);
+    for (int d = 0; d < msd::kTopDigits; ++d)
+      starts[std::size_t(d) + 1] = u32(i64(starts[std::size_t(d)]) + sizes[std::size_t(d)]);
     EXPECT_EQ(i64(starts[msd::kTopDigits]), E);
     return msd::plan_levels(starts.data(), E, shift, 16, 2, last).by_rows;
   };

@@ -1566,9 +1566,10 @@ struct MsdShareHead {
   std::uint32_t entries, chunks, done, pad;  // entries and table rows reserved; blocks finished
 };
 struct MsdShare {
-  MsdShareHead* head = nullptr;      // zero before the launch; its last block zeroes it again
-  MsdShareEntry* entries = nullptr;  // max_entries; `next` and `ready` zero before the launch (likewise), the rest set before `ready`
-  std::uint32_t* table = nullptr;    // [max_chunks][kLevelDigits]: a chunk's first place a row, from `first`
+  MsdShareHead* head = nullptr;  // zero before the launch; its last block zeroes it again
+  // max_entries; `next` and `ready` zero before the launch (likewise), the rest set before `ready`
+  MsdShareEntry* entries = nullptr;
+  std::uint32_t* table = nullptr;  // [max_chunks][kLevelDigits]: a chunk's first place a row, from `first`
   std::uint32_t max_entries = 0, max_chunks = 0;
   std::int64_t min_edges = 0;  // sub-buckets of more edges than this are shared
 };
@@ -1592,10 +1593,11 @@ __device__ __forceinline__ void level_rows_count_tile(const std::uint16_t* __res
 // ranked by the low digit and written at places[d] + its rank in row d (places: kLevelDigits
 // values, read from L2: another block may have written them). Ends at a barrier.
 __device__ __forceinline__ void level_rows_chunk(const std::uint16_t* __restrict__ keys_in,
-                                                 const EdgePair<std::int32_t>* __restrict__ pairs_in, std::int64_t in_sub,
-                                                 EdgePair<std::int32_t>* __restrict__ pairs_out, std::int64_t first,
-                                                 std::int64_t n, std::uint32_t c, const std::uint32_t* places, LevelStage& st,
-                                                 std::uint16_t* skeys, EdgePair<std::int32_t>* spairs) {
+                                                 const EdgePair<std::int32_t>* __restrict__ pairs_in,
+                                                 std::int64_t in_sub, EdgePair<std::int32_t>* __restrict__ pairs_out,
+                                                 std::int64_t first, std::int64_t n, std::uint32_t c,
+                                                 const std::uint32_t* places, LevelStage& st, std::uint16_t* skeys,
+                                                 EdgePair<std::int32_t>* spairs) {
   constexpr std::uint32_t dmask = kLevelDigits - 1;
   const std::int64_t c0 = std::int64_t(c) * kFirstTile;
   const int tn = int(std::min<std::int64_t>(n - c0, kFirstTile));
@@ -1613,10 +1615,12 @@ __device__ __forceinline__ void level_rows_chunk(const std::uint16_t* __restrict
 }
 
 // Takes chunks of entry e until none is left (every thread of the block calls it).
-__device__ __forceinline__ void level_rows_take(const MsdShare& sh, std::uint32_t e, const std::uint16_t* __restrict__ keys_in,
-                                                const EdgePair<std::int32_t>* __restrict__ pairs_in, std::int64_t in_sub,
-                                                EdgePair<std::int32_t>* __restrict__ pairs_out, LevelStage& st,
-                                                std::uint16_t* skeys, EdgePair<std::int32_t>* spairs, std::uint32_t* slot) {
+__device__ __forceinline__ void level_rows_take(const MsdShare& sh, std::uint32_t e,
+                                                const std::uint16_t* __restrict__ keys_in,
+                                                const EdgePair<std::int32_t>* __restrict__ pairs_in,
+                                                std::int64_t in_sub, EdgePair<std::int32_t>* __restrict__ pairs_out,
+                                                LevelStage& st, std::uint16_t* skeys, EdgePair<std::int32_t>* spairs,
+                                                std::uint32_t* slot) {
   const MsdShareEntry& en = sh.entries[e];
   const std::int64_t first = __ldcg(&en.first), n = __ldcg(&en.n);
   const std::uint32_t chunks = __ldcg(&en.chunks), table0 = __ldcg(&en.table0);
@@ -1632,11 +1636,11 @@ __device__ __forceinline__ void level_rows_take(const MsdShare& sh, std::uint32_
 }
 
 template <bool Share>
-__global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
-    const std::uint16_t* __restrict__ keys_in, const EdgePair<std::int32_t>* __restrict__ pairs_in, std::int64_t in_sub,
-    EdgePair<std::int32_t>* __restrict__ pairs_out, BucketTiles bt, int d0, int subs,
-    int shift, const std::uint32_t* __restrict__ offsets, std::int64_t N, std::int64_t E, std::uint32_t* __restrict__ row_ptr,
-    bool direct, MsdShare sh) {
+__global__ void __launch_bounds__(kFirstThreads, 2)
+    level_rows_kernel(const std::uint16_t* __restrict__ keys_in, const EdgePair<std::int32_t>* __restrict__ pairs_in,
+                      std::int64_t in_sub, EdgePair<std::int32_t>* __restrict__ pairs_out, BucketTiles bt, int d0,
+                      int subs, int shift, const std::uint32_t* __restrict__ offsets, std::int64_t N, std::int64_t E,
+                      std::uint32_t* __restrict__ row_ptr, bool direct, MsdShare sh) {
   using Pair = EdgePair<std::int32_t>;
   using Scan = cub::BlockScan<std::uint32_t, kFirstThreads>;
   extern __shared__ __align__(16) unsigned char level_smem[];
@@ -1658,7 +1662,8 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
       for (int i = threadIdx.x; i < kFirstWarps * kLevelDigits; i += kFirstThreads) (&st.wh[0][0])[i] = 0;
       __syncthreads();  // wh zeroed
       const std::int64_t p = first - in_sub + w0;
-      level_rank_tile(keys_in + p, pairs_in + p, int(n) - w0, 0, dmask, st, skeys, spairs, [](std::uint32_t) { return 0u; });
+      level_rank_tile(keys_in + p, pairs_in + p, int(n) - w0, 0, dmask, st, skeys, spairs,
+                      [](std::uint32_t) { return 0u; });
       if (threadIdx.x < kLevelDigits && row_of(threadIdx.x) < N)
         row_ptr[row_of(threadIdx.x)] = std::uint32_t(first + st.lstart[threadIdx.x]);
       for (int i = threadIdx.x; i < n; i += kFirstThreads) pairs_out[first + i] = spairs[i];  // in row order already
@@ -1749,7 +1754,8 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
       for (int i = threadIdx.x; i < kFirstWarps * kLevelDigits; i += kFirstThreads) (&st.wh[0][0])[i] = 0;
       __syncthreads();  // wh zeroed; the last chunk's rows moved on
       const std::int64_t p = first + c - in_sub + w0;
-      level_rank_tile(keys_in + p, pairs_in + p, tn - w0, 0, dmask, st, skeys, spairs, [&](std::uint32_t d) { return rows[d]; });
+      level_rank_tile(keys_in + p, pairs_in + p, tn - w0, 0, dmask, st, skeys, spairs,
+                      [&](std::uint32_t d) { return rows[d]; });
       for (int i = threadIdx.x; i < tn; i += kFirstThreads) {
         const std::uint32_t key_i = skeys[i], d = key_i & dmask;
         pairs_out[first + std::int64_t(st.gstart[d]) + (i - std::int64_t(st.lstart[d]))] = spairs[i];
@@ -1761,7 +1767,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
   }();
   if constexpr (Share) {
     __shared__ std::uint32_t take[2];  // [0]: an entry's answer; [1]: the entries listed
-    __syncthreads();  // the block's own work done (its stage free)
+    __syncthreads();                   // the block's own work done (its stage free)
     // Help: every listed sub-bucket, in list order, until none has chunks left; an entry whose
     // owner is still counting is waited for (its owner is running and waits on nothing, so the
     // wait ends). Why wait: on relabelled power-law most blocks' own work is one tile (~25 us)
@@ -1771,8 +1777,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
     for (std::uint32_t e = 0;; ++e) {
       if (threadIdx.x == 0) {
         const std::uint32_t listed =
-            std::min(DeviceU32(sh.head->entries).load(::cuda::memory_order_relaxed),
-                     sh.max_entries);
+            std::min(DeviceU32(sh.head->entries).load(::cuda::memory_order_relaxed), sh.max_entries);
         std::uint32_t r = 0;
         if (e < listed) {
           unsigned ns = 32;
@@ -1796,9 +1801,8 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
     __threadfence();
     if (threadIdx.x == 0 && atomicAdd(&sh.head->done, 1u) == gridDim.x - 1) {
       __threadfence();
-      const std::uint32_t listed = std::min(
-          DeviceU32(sh.head->entries).load(::cuda::memory_order_relaxed),
-          sh.max_entries);
+      const std::uint32_t listed =
+          std::min(DeviceU32(sh.head->entries).load(::cuda::memory_order_relaxed), sh.max_entries);
       for (std::uint32_t e = 0; e < listed; ++e) {
         sh.entries[e].next = 0;
         sh.entries[e].ready = 0;
@@ -1971,8 +1975,8 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   }
   // Each stream's list starts empty (each launch's last block empties it again).
   for (int k = 0; share && k < streams; ++k)
-    PIPELINK_CUDA_CHECK(cudaMemsetAsync(arena.as<char>() + shared_bytes + per_stream * std::size_t(k) + kb + pb + c2b + up(temp2),
-                                        0, headb, s));
+    PIPELINK_CUDA_CHECK(cudaMemsetAsync(
+        arena.as<char>() + shared_bytes + per_stream * std::size_t(k) + kb + pb + c2b + up(temp2), 0, headb, s));
   PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev.fork, cudaEventDisableTiming));
   for (int k = 0; k < streams; ++k) PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev.joins[k], cudaEventDisableTiming));
   PIPELINK_CUDA_CHECK(cudaEventRecord(ev.fork, s));
@@ -2005,7 +2009,8 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
       if (by_rows) {
         const int blocks = (batches[b].d1 - batches[b].d0) * subs;
         (share ? level_rows_kernel<true> : level_rows_kernel<false>)<<<blocks, kFirstThreads, kLevelSmem, st>>>(
-            sk, sp, p0, kept.as<Pair>(), bt, batches[b].d0, subs, shift, counts1, N, E, rp, knobs.msd_one_tile_direct, shk);
+            sk, sp, p0, kept.as<Pair>(), bt, batches[b].d0, subs, shift, counts1, N, E, rp, knobs.msd_one_tile_direct,
+            shk);
         check_launch();
       } else if (levels == 2) {
         const std::int64_t cell0 = std::int64_t(g0) * kLevelDigits;

@@ -134,8 +134,8 @@ inline Levels plan_levels(const std::uint32_t* starts, std::int64_t E, int shift
   lv.dmask1 = (1u << std::min(shift, kLevelBits)) - 1;
   lv.dmask2 = (1u << std::max(shift - kLevelBits, 0)) - 1;
   const std::int64_t subs = std::int64_t(lv.dmask2) + 1;
-  lv.by_rows = lv.levels == 2 &&
-               (last == Last::rows || (last == Last::automatic && biggest <= subs * kRowsMeanTiles * kTile));
+  lv.by_rows =
+      lv.levels == 2 && (last == Last::rows || (last == Last::automatic && biggest <= subs * kRowsMeanTiles * kTile));
   return lv;
 }
 
