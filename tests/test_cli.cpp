@@ -118,6 +118,18 @@ TEST_F(Cli, BenchWritesVersionedJsonAndMarkdown) {
                           "\"extra_peak_bytes\"", "\"max_abs_err\"", "\"rel_l2_err\"", "\"within_tolerance\": true"})
     EXPECT_NE(json.find(key), std::string::npos) << key;
   EXPECT_TRUE(fs::exists(path("b.md")));
+  EXPECT_NE(json.find("\"relabel\": false"), std::string::npos);
+  // --relabel: the JSON and the Markdown say the nodes were renamed, and the run verifies.
+  r = run_cli("bench aggregate --workload arxiv-like --device cpu --edge-scale 0.01 --repeats 3 --relabel --quiet --json " +
+              path("r.json") + " --markdown " + path("r.md"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream rf(path("r.json"));
+  const std::string rjson((std::istreambuf_iterator<char>(rf)), {});
+  EXPECT_NE(rjson.find("\"relabel\": true"), std::string::npos);
+  EXPECT_NE(rjson.find("\"within_tolerance\": true"), std::string::npos);
+  std::ifstream rm(path("r.md"));
+  const std::string rmd((std::istreambuf_iterator<char>(rm)), {});
+  EXPECT_NE(rmd.find("nodes relabelled at random"), std::string::npos) << rmd.substr(0, 300);
   CliRun bad = run_cli("bench aggregate --workload nope --quiet");
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.output.find("arxiv-like"), std::string::npos) << bad.output;
