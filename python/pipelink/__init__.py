@@ -411,9 +411,12 @@ def release_cached_memory(device: int = 0) -> None:
 def scratch_pool_stats(device: int = 0) -> dict[str, int]:
     """PipeLink's scratch pool on ``device``, where one-shot calls allocate: ``reserved`` bytes it
     holds from the driver (its freed blocks included, given back by
-    :func:`release_cached_memory`) and ``used`` bytes allocated from it now. Raises
+    :func:`release_cached_memory`), ``used`` bytes allocated from it now, and ``used_peak``: the
+    most bytes allocated from it at once since its first use or the last
+    :func:`release_cached_memory` (which restarts it from ``used``). ``reserved`` grows in the
+    driver's chunks; ``used_peak`` is what the calls asked for. Raises
     :class:`BackendUnavailableError` in a build without CUDA or on a machine without a GPU, and
     ``ValueError`` for a device that does not exist.
     """
-    reserved, used = _pipelink.scratch_pool_stats(int(device))
-    return {"reserved": int(reserved), "used": int(used)}
+    reserved, used, used_peak = _pipelink.scratch_pool_stats(int(device))
+    return {"reserved": int(reserved), "used": int(used), "used_peak": int(used_peak)}

@@ -269,8 +269,8 @@ NB_MODULE(_pipelink, m) {
   m.def("release_cached_memory", [](int device) { cuda::release_cached_memory(device); }, "device"_a = 0);
   m.def("scratch_pool_stats", [](int device) {
     const auto st = cuda::scratch_pool_stats(device);
-    return nb::make_tuple(st.reserved, st.used);
-  }, "device"_a = 0, "(reserved, used) bytes of PipeLink's scratch pool, where one-shot calls allocate");
+    return nb::make_tuple(st.reserved, st.used, st.used_peak);
+  }, "device"_a = 0, "(reserved, used, used_peak) bytes of PipeLink's scratch pool, where one-shot calls allocate");
   m.def("cuda_backend_built", &cuda_backend_built);
   m.def("cuda_device_count", &cuda_device_count);
 }

@@ -107,11 +107,12 @@ def test_cuda_one_shot_scratch_pool_is_released_on_request(rng):
     st = pipelink.scratch_pool_stats(dev)
     # the build's sort, at least: the default MSD sort's kept pairs and keys (10 bytes an edge)
     assert st["used"] == 0 and st["reserved"] >= 10 * src.numel()
+    assert st["used_peak"] >= 10 * src.numel() and st["used_peak"] <= st["reserved"]
     assert pipelink.memory_stats()["current"] == held
     torch.cuda.empty_cache()
     assert pipelink.scratch_pool_stats(dev)["reserved"] == st["reserved"]
     pipelink.release_cached_memory(dev)
-    assert pipelink.scratch_pool_stats(dev) == {"reserved": 0, "used": 0}
+    assert pipelink.scratch_pool_stats(dev) == {"reserved": 0, "used": 0, "used_peak": 0}
     with pytest.raises(ValueError):
         pipelink.scratch_pool_stats(torch.cuda.device_count())
 
