@@ -1542,7 +1542,8 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_scatter_kernel(
 // 6.07 against 6.15 ms in the same rounds, H200, products-like, v35).
 // PIPELINK_AGG_MSD_SHARE=T (opt-in, v36, not yet run on a GPU): a sub-bucket of more than T
 // tiles is not sorted by its block alone. Why: by rows a sub-bucket is one block's serial work,
-// a tile at a time (~25-30 us a tile), and a hub's sub-bucket can hold hundreds of tiles. The
+// a tile at a time (~24 us a level tile's ranking, v33 trace), and a hub's sub-bucket can hold
+// hundreds of tiles. The
 // auto rule (msd::Last) sees skew only through the top-6-bit buckets: with power-law's nodes
 // relabelled at random (`bench --relabel`) the biggest bucket is 1.12M edges (0.8 of the rule's
 // bound), but one sub-bucket holds 205K edges (25 tiles) and 30 more hold ~9 tiles (host count of
@@ -1552,7 +1553,7 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_scatter_kernel(
 // the launch that is done with its own sub-bucket takes chunks of the listed ones (an atomic
 // counter an entry) and ranks and writes them as the owner would. A helper waits for a listed
 // owner's table; an owner waits on no block. The owner counts alone (~2 bytes an edge, one tile
-// in flight); the ranking and the writes, ~90% of the work, are shared.
+// in flight); the ranking and the writes, most of the work by that count, are shared.
 // A device-scope view of a shared list's counters and flags.
 using DeviceU32 = ::cuda::atomic_ref<std::uint32_t, ::cuda::thread_scope_device>;
 struct MsdShareEntry {
@@ -1770,10 +1771,10 @@ __global__ void __launch_bounds__(kFirstThreads, 2)
     __syncthreads();                   // the block's own work done (its stage free)
     // Help: every listed sub-bucket, in list order, until none has chunks left; an entry whose
     // owner is still counting is waited for (its owner is running and waits on nothing, so the
-    // wait ends). Why wait: on relabelled power-law most blocks' own work is one tile (~25 us)
-    // and an owner's counts take ~3-4 us a chunk (~75 us for 25), so helpers that passed over
-    // an unready entry would leave the owner alone (the session 33 review). Entries listed after
-    // a block's last look are finished by their owners.
+    // wait ends). Why wait: on relabelled power-law most blocks' own work is one tile (~24 us)
+    // and an owner counts first (estimated ~3-4 us a chunk, ~75 us for 25), so helpers that
+    // passed over an unready entry would leave the owner alone (the session 33 review). Entries
+    // listed after a block's last look are finished by their owners.
     for (std::uint32_t e = 0;; ++e) {
       if (threadIdx.x == 0) {
         const std::uint32_t listed =
@@ -1941,7 +1942,8 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   }
   const std::size_t headb = share ? up(sizeof(MsdShareHead) + sh.max_entries * sizeof(MsdShareEntry)) : 0,
                     tableb = share ? up(std::size_t(sh.max_chunks) * kLevelDigits * sizeof(std::uint32_t)) : 0,
-                    per_stream = kb + pb + c2b + up(temp2) + headb + tableb;
+                    list_at = kb + pb + c2b + up(temp2),  // a stream part's share list, then its table
+                    per_stream = list_at + headb + tableb;
   // Short of memory here: back to the one sort (which reads the indices again), as before pass 1.
   // By rows the blocks write the row offsets: made here, before the arena (the peak holds them).
   DeviceBuffer rows_rp;
@@ -1975,8 +1977,8 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   }
   // Each stream's list starts empty (each launch's last block empties it again).
   for (int k = 0; share && k < streams; ++k)
-    PIPELINK_CUDA_CHECK(cudaMemsetAsync(
-        arena.as<char>() + shared_bytes + per_stream * std::size_t(k) + kb + pb + c2b + up(temp2), 0, headb, s));
+    PIPELINK_CUDA_CHECK(
+        cudaMemsetAsync(arena.as<char>() + shared_bytes + per_stream * std::size_t(k) + list_at, 0, headb, s));
   PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev.fork, cudaEventDisableTiming));
   for (int k = 0; k < streams; ++k) PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev.joins[k], cudaEventDisableTiming));
   PIPELINK_CUDA_CHECK(cudaEventRecord(ev.fork, s));
@@ -1996,7 +1998,7 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
       void* scan2 = part + kb + pb + c2b;
       MsdShare shk = sh;
       if (share) {
-        char* const list = part + kb + pb + c2b + up(temp2);
+        char* const list = part + list_at;
         shk.head = reinterpret_cast<MsdShareHead*>(list);
         shk.entries = reinterpret_cast<MsdShareEntry*>(list + sizeof(MsdShareHead));
         shk.table = reinterpret_cast<std::uint32_t*>(list + headb);
