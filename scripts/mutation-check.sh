@@ -83,8 +83,6 @@ mutations=(
   "scratch pool scope never opens@src/cuda/runtime.cu@if (on_) ++g_scratch_scope;@(void)on_;@1@CudaAggregate.OneShotAllocatesFromTheScratchPoolOnly"
   "build pool knob ignored by the w tables' arena@src/cuda/aggregate.cu@const ScratchPoolScope scratch(plan.build_own_pool);@const ScratchPoolScope scratch(false);@1@CudaAggregate.BuildPoolKnobPutsTheBuildArenasInTheScratchPool"
   "build pool knob ignored by the sort's arena@src/cuda/aggregate.cu@const ScratchPoolScope scratch(knobs.build_own_pool);@const ScratchPoolScope scratch(false);@3@CudaAggregate.BuildPoolKnobPutsTheBuildArenasInTheScratchPool"
-  "msd share chunks keep the row start@src/cuda/aggregate.cu@              place += v;@              place += 0 * v;@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"
-  "msd share list never emptied@src/cuda/aggregate.cu@        sh.entries[e].ready = 0;@        (void)0;@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"
   "build pool knob ignored by the msd build's keys@src/cuda/aggregate.cu@const ScratchPoolScope scratch(knobs.build_own_pool);@const ScratchPoolScope scratch(false);@1@CudaAggregate.BuildPoolKnobPutsTheBuildArenasInTheScratchPool"
 )
 

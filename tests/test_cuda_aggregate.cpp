@@ -1109,11 +1109,7 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
 // passes in the last case, whose bucket 0 is skewed), by rows (=rows: a hub sub-bucket past a
 // tile in the third case, sub-buckets of ~14 tiles in the last) with one-tile sub-buckets
 // ranked directly (PIPELINK_AGG_MSD_ONE_TILE=direct, the default; the hubs' sub-buckets still in
-// chunks) and counted first (=count), with sub-buckets past one or two tiles shared by the
-// launch's blocks (PIPELINK_AGG_MSD_SHARE=1, =2: the hub and the skewed cases; and with a table
-// of 20 chunks, PIPELINK_AGG_TEST_MSD_SHARE_CHUNKS, where later owners find it full and sort
-// alone), and by two level
-// passes (=level); against
+// chunks) and counted first (=count), and by two level passes (=level); against
 // PIPELINK_AGG_ONESHOT_SORT=lsd; and with its scratch failing
 // after the first pass (PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL), the one sort's bits from the
 // hand-back. A plan built by it (PIPELINK_AGG_BUILD_SORT=msd, opt-in) is the one sort's plan:
@@ -1126,8 +1122,7 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ONESHOT_SORT", "PIPELINK_AGG_BUILD_MEMORY", "PIPELINK_AGG_ONESHOT_CHUNKS",
                        "PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_FORCE_WIDE",
                        "PIPELINK_AGG_MSD_BATCH", "PIPELINK_AGG_MSD_STREAMS", "PIPELINK_AGG_MSD_LAST",
-                       "PIPELINK_AGG_ONESHOT_W", "PIPELINK_AGG_MSD_ONE_TILE", "PIPELINK_AGG_BUILD_SORT",
-                       "PIPELINK_AGG_MSD_SHARE", "PIPELINK_AGG_TEST_MSD_SHARE_CHUNKS");
+                       "PIPELINK_AGG_ONESHOT_W", "PIPELINK_AGG_MSD_ONE_TILE", "PIPELINK_AGG_BUILD_SORT");
   // The MSD sort runs on the fused first pass, which needs two ~105 KB blocks an SM: sm_90's and
   // sm_100's 228 KB (elsewhere the knob leaves the one sort, and this test would prove nothing).
   if (const int sm = describe(kGpu).sm; sm != 90 && sm != 100)
@@ -1171,22 +1166,17 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
         return call();
       }();
       struct Form {
-        const char *batch, *streams, *last, *one_tile, *share, *share_chunks = "";
+        const char *batch, *streams, *last, *one_tile;
       };
-      for (const Form f : {Form{"", "", "", "", ""}, Form{"64", "1", "level", "", ""}, Form{"2", "4", "level", "", ""},
-                           Form{"", "", "level", "", ""}, Form{"", "", "rows", "", ""}, Form{"64", "1", "rows", "", ""},
-                           Form{"8", "", "", "", ""}, Form{"", "", "rows", "count", ""},
-                           Form{"64", "1", "rows", "count", ""}, Form{"", "", "rows", "", "1"},
-                           Form{"64", "1", "rows", "count", "2"}, Form{"64", "1", "rows", "", "1", "20"}}) {
-        SCOPED_TRACE(std::string("batch ") + f.batch + " streams " + f.streams + " last " + f.last + " one tile " +
-                     f.one_tile + " share " + f.share + " share table " + f.share_chunks);
+      for (const Form f : {Form{"", "", "", ""}, Form{"64", "1", "level", ""}, Form{"2", "4", "level", ""},
+                           Form{"", "", "level", ""}, Form{"", "", "rows", ""}, Form{"64", "1", "rows", ""},
+                           Form{"8", "", "", ""}, Form{"", "", "rows", "count"}, Form{"64", "1", "rows", "count"}}) {
+        SCOPED_TRACE(std::string("batch ") + f.batch + " streams " + f.streams + " last " + f.last + " one tile " + f.one_tile);
         ScopedEnv msd({{"PIPELINK_AGG_ONESHOT_SORT", ""},
                        {"PIPELINK_AGG_MSD_BATCH", f.batch},
                        {"PIPELINK_AGG_MSD_STREAMS", f.streams},
                        {"PIPELINK_AGG_MSD_LAST", f.last},
-                       {"PIPELINK_AGG_MSD_ONE_TILE", f.one_tile},
-                       {"PIPELINK_AGG_MSD_SHARE", f.share},
-                       {"PIPELINK_AGG_TEST_MSD_SHARE_CHUNKS", f.share_chunks}});
+                       {"PIPELINK_AGG_MSD_ONE_TILE", f.one_tile}});
         EXPECT_TRUE(bitwise_equal(call(), lsd)) << "the MSD sort's bits against the one sort's";
         EXPECT_TRUE(bitwise_equal(call(), lsd)) << "again";
       }
@@ -1212,11 +1202,6 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
                                          {"PIPELINK_AGG_MSD_ONE_TILE", "count"}}),
                                 planned_lsd))
           << "a plan by the MSD sort by rows, one-tile sub-buckets counted";
-      EXPECT_TRUE(bitwise_equal(
-          planned(
-              {{"PIPELINK_AGG_BUILD_SORT", "msd"}, {"PIPELINK_AGG_MSD_LAST", "rows"}, {"PIPELINK_AGG_MSD_SHARE", "1"}}),
-          planned_lsd))
-          << "a plan by the MSD sort by rows, sub-buckets past a tile shared";
       EXPECT_TRUE(bitwise_equal(planned({{"PIPELINK_AGG_BUILD_SORT", "msd"}, {"PIPELINK_AGG_MSD_LAST", "level"}}),
                                 planned_lsd))
           << "a plan by the MSD sort's level passes";
@@ -1418,7 +1403,6 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
                              std::pair{"PIPELINK_AGG_MSD_BATCH", "65"}, std::pair{"PIPELINK_AGG_MSD_STREAMS", "0"},
                              std::pair{"PIPELINK_AGG_MSD_STREAMS", "5"}, std::pair{"PIPELINK_AGG_MSD_LAST", "row"},
                              std::pair{"PIPELINK_AGG_MSD_ONE_TILE", "fast"},
-                             std::pair{"PIPELINK_AGG_MSD_SHARE", "-1"}, std::pair{"PIPELINK_AGG_MSD_SHARE", "4097"},
                              std::pair{"PIPELINK_AGG_BUILD_SORT", "radix"}}) {
     ScopedEnv env({{name, value}});
     try {

@@ -13,7 +13,6 @@
 #include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/reverse_iterator.h>
-#include <cuda/atomic>
 #include <cuda/functional>
 #include <cuda_runtime.h>
 
@@ -867,12 +866,6 @@ struct PlanKnobs {
   // products-like, v35) or 'count' (v34: level_rows_kernel counts every sub-bucket's rows in a
   // pass of its own, then ranks it a tile at a time, as it still does past a tile).
   bool msd_one_tile_direct = true;
-  // PIPELINK_AGG_MSD_SHARE [0, 4096]: by rows, sub-buckets of more than this many tiles are
-  // shared by the launch's blocks (see MsdShare); 0 (the default): none, each block sorts its own.
-  int msd_share = 0;
-  // PIPELINK_AGG_TEST_MSD_SHARE_CHUNKS (tests only): the share list's table holds at most this many
-  // chunks (0: as sized), so that owners find it full and sort alone (an entry marked abandoned).
-  std::int64_t test_msd_share_chunks = 0;
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -905,8 +898,6 @@ PlanKnobs plan_knobs() {
   k.msd_streams = int(read("PIPELINK_AGG_MSD_STREAMS", 1, kMsdStreams, 2));
   k.msd_last = msd::Last(knob_choice("PIPELINK_AGG_MSD_LAST", {"auto", "rows", "level"}));
   k.msd_one_tile_direct = !knob_is_second("PIPELINK_AGG_MSD_ONE_TILE", "direct", "count");
-  k.msd_share = int(read("PIPELINK_AGG_MSD_SHARE", 0, 4096, 0));
-  k.test_msd_share_chunks = read("PIPELINK_AGG_TEST_MSD_SHARE_CHUNKS", 0, std::int64_t(1) << 30, 0);
   return k;
 }
 
@@ -1540,108 +1531,11 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_scatter_kernel(
 // stage is written out whole. Why: that pass reads the sub-bucket's keys and counts them once
 // more before the ranking does the same (predicted -0.05 to -0.1 ms on the one-shot; measured
 // 6.07 against 6.15 ms in the same rounds, H200, products-like, v35).
-// PIPELINK_AGG_MSD_SHARE=T (opt-in, v36, not yet run on a GPU): a sub-bucket of more than T
-// tiles is not sorted by its block alone. Why: by rows a sub-bucket is one block's serial work,
-// a tile at a time (~24 us a level tile's ranking, v33 trace), and a hub's sub-bucket can hold
-// hundreds of tiles. The
-// auto rule (msd::Last) sees skew only through the top-6-bit buckets: with power-law's nodes
-// relabelled at random (`bench --relabel`) the biggest bucket is 1.12M edges (0.8 of the rule's
-// bound), but one sub-bucket holds 205K edges (25 tiles) and 30 more hold ~9 tiles (host count of
-// the generator's graph, session 33). The owner block counts the sub-bucket's rows a chunk (a
-// tile) at a time, writes each chunk's first place a row into a table (the rows' starts plus the
-// counts of the chunks before it), publishes the sub-bucket in a list, and then every block of
-// the launch that is done with its own sub-bucket takes chunks of the listed ones (an atomic
-// counter an entry) and ranks and writes them as the owner would. A helper waits for a listed
-// owner's table; an owner waits on no block. The owner counts alone (~2 bytes an edge, one tile
-// in flight); the ranking and the writes, most of the work by that count, are shared.
-// A device-scope view of a shared list's counters and flags.
-using DeviceU32 = ::cuda::atomic_ref<std::uint32_t, ::cuda::thread_scope_device>;
-struct MsdShareEntry {
-  std::int64_t first;               // the sub-bucket's first place (absolute)
-  std::uint32_t n, chunks, table0;  // its edges, its chunks (tiles), its first row of the table
-  std::uint32_t next;               // the next chunk to take
-  std::uint32_t ready;              // 1 once the table holds its chunks' places (release / acquire); 2: abandoned
-  std::uint32_t pad;
-};
-struct MsdShareHead {
-  std::uint32_t entries, chunks, done, pad;  // entries and table rows reserved; blocks finished
-};
-struct MsdShare {
-  MsdShareHead* head = nullptr;  // zero before the launch; its last block zeroes it again
-  // max_entries; `next` and `ready` zero before the launch (likewise), the rest set before `ready`
-  MsdShareEntry* entries = nullptr;
-  std::uint32_t* table = nullptr;  // [max_chunks][kLevelDigits]: a chunk's first place a row, from `first`
-  std::uint32_t max_entries = 0, max_chunks = 0;
-  std::int64_t min_edges = 0;  // sub-buckets of more edges than this are shared
-};
-
-// Adds the rows' (the low digit's) counts of the min(left, kFirstTile) keys at k to h: each
-// thread's kFirstRounds loads in flight before its first shared atomic.
-__device__ __forceinline__ void level_rows_count_tile(const std::uint16_t* __restrict__ k, std::int64_t left,
-                                                      std::uint32_t* h) {
-  constexpr std::uint32_t dmask = kLevelDigits - 1;
-  k += threadIdx.x;
-  const std::int64_t lim = std::min<std::int64_t>(left, kFirstTile) - threadIdx.x;
-  std::uint32_t kv[kFirstRounds];
-#pragma unroll
-  for (int r = 0; r < kFirstRounds; ++r) kv[r] = kFirstThreads * r < lim ? std::uint32_t(k[kFirstThreads * r]) : 0u;
-#pragma unroll
-  for (int r = 0; r < kFirstRounds; ++r)
-    if (kFirstThreads * r < lim) atomicAdd(&h[kv[r] & dmask], 1u);
-}
-
-// Chunk c (kFirstTile positions from c * kFirstTile) of the sub-bucket at [first, first + n),
-// ranked by the low digit and written at places[d] + its rank in row d (places: kLevelDigits
-// values, read from L2: another block may have written them). Ends at a barrier.
-__device__ __forceinline__ void level_rows_chunk(const std::uint16_t* __restrict__ keys_in,
-                                                 const EdgePair<std::int32_t>* __restrict__ pairs_in,
-                                                 std::int64_t in_sub, EdgePair<std::int32_t>* __restrict__ pairs_out,
-                                                 std::int64_t first, std::int64_t n, std::uint32_t c,
-                                                 const std::uint32_t* places, LevelStage& st, std::uint16_t* skeys,
-                                                 EdgePair<std::int32_t>* spairs) {
-  constexpr std::uint32_t dmask = kLevelDigits - 1;
-  const std::int64_t c0 = std::int64_t(c) * kFirstTile;
-  const int tn = int(std::min<std::int64_t>(n - c0, kFirstTile));
-  const int w0 = (threadIdx.x / 32) * 32 * kFirstRounds + threadIdx.x % 32;
-  for (int i = threadIdx.x; i < kFirstWarps * kLevelDigits; i += kFirstThreads) (&st.wh[0][0])[i] = 0;
-  __syncthreads();  // wh zeroed; the stage of the block's last chunk written out
-  const std::int64_t p = first + c0 - in_sub + w0;
-  level_rank_tile(keys_in + p, pairs_in + p, tn - w0, 0, dmask, st, skeys, spairs,
-                  [&](std::uint32_t d) { return __ldcg(places + d); });
-  for (int i = threadIdx.x; i < tn; i += kFirstThreads) {
-    const std::uint32_t d = skeys[i] & dmask;
-    pairs_out[first + std::int64_t(st.gstart[d]) + (i - std::int64_t(st.lstart[d]))] = spairs[i];
-  }
-  __syncthreads();
-}
-
-// Takes chunks of entry e until none is left (every thread of the block calls it).
-__device__ __forceinline__ void level_rows_take(const MsdShare& sh, std::uint32_t e,
-                                                const std::uint16_t* __restrict__ keys_in,
-                                                const EdgePair<std::int32_t>* __restrict__ pairs_in,
-                                                std::int64_t in_sub, EdgePair<std::int32_t>* __restrict__ pairs_out,
-                                                LevelStage& st, std::uint16_t* skeys, EdgePair<std::int32_t>* spairs,
-                                                std::uint32_t* slot) {
-  const MsdShareEntry& en = sh.entries[e];
-  const std::int64_t first = __ldcg(&en.first), n = __ldcg(&en.n);
-  const std::uint32_t chunks = __ldcg(&en.chunks), table0 = __ldcg(&en.table0);
-  for (;;) {
-    if (threadIdx.x == 0) *slot = atomicAdd(&sh.entries[e].next, 1u);
-    __syncthreads();
-    const std::uint32_t c = *slot;
-    __syncthreads();  // every thread has read the slot before thread 0 takes the next
-    if (c >= chunks) return;
-    level_rows_chunk(keys_in, pairs_in, in_sub, pairs_out, first, n, c,
-                     sh.table + (std::int64_t(table0) + c) * kLevelDigits, st, skeys, spairs);
-  }
-}
-
-template <bool Share>
-__global__ void __launch_bounds__(kFirstThreads, 2)
-    level_rows_kernel(const std::uint16_t* __restrict__ keys_in, const EdgePair<std::int32_t>* __restrict__ pairs_in,
-                      std::int64_t in_sub, EdgePair<std::int32_t>* __restrict__ pairs_out, BucketTiles bt, int d0,
-                      int subs, int shift, const std::uint32_t* __restrict__ offsets, std::int64_t N, std::int64_t E,
-                      std::uint32_t* __restrict__ row_ptr, bool direct, MsdShare sh) {
+__global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
+    const std::uint16_t* __restrict__ keys_in, const EdgePair<std::int32_t>* __restrict__ pairs_in, std::int64_t in_sub,
+    EdgePair<std::int32_t>* __restrict__ pairs_out, BucketTiles bt, int d0, int subs,
+    int shift, const std::uint32_t* __restrict__ offsets, std::int64_t N, std::int64_t E, std::uint32_t* __restrict__ row_ptr,
+    bool direct) {
   using Pair = EdgePair<std::int32_t>;
   using Scan = cub::BlockScan<std::uint32_t, kFirstThreads>;
   extern __shared__ __align__(16) unsigned char level_smem[];
@@ -1652,166 +1546,57 @@ __global__ void __launch_bounds__(kFirstThreads, 2)
   constexpr std::uint32_t dmask = kLevelDigits - 1;
   if (blockIdx.x == 0 && threadIdx.x == 0) row_ptr[N] = std::uint32_t(E);
   const int j = d0 + int(blockIdx.x) / subs, h = int(blockIdx.x) % subs;
-  // The block's own sub-bucket (an empty bucket has no cells: nothing to do).
-  [&] {
-    if (bt.start[j] == bt.start[j + 1]) return;
-    const msd::Range range = msd::sub_bucket_range(bt, offsets, j, h, subs);
-    const std::int64_t first = range.first, n = range.end - range.first;
-    const int w0 = (threadIdx.x / 32) * 32 * kFirstRounds + threadIdx.x % 32;
-    auto row_of = [&](std::uint32_t d) { return std::int64_t(j) << shift | std::int64_t(h) << kLevelBits | d; };
-    if (direct && n <= kFirstTile) {
-      for (int i = threadIdx.x; i < kFirstWarps * kLevelDigits; i += kFirstThreads) (&st.wh[0][0])[i] = 0;
-      __syncthreads();  // wh zeroed
-      const std::int64_t p = first - in_sub + w0;
-      level_rank_tile(keys_in + p, pairs_in + p, int(n) - w0, 0, dmask, st, skeys, spairs,
-                      [](std::uint32_t) { return 0u; });
-      if (threadIdx.x < kLevelDigits && row_of(threadIdx.x) < N)
-        row_ptr[row_of(threadIdx.x)] = std::uint32_t(first + st.lstart[threadIdx.x]);
-      for (int i = threadIdx.x; i < n; i += kFirstThreads) pairs_out[first + i] = spairs[i];  // in row order already
-      return;
+  if (bt.start[j] == bt.start[j + 1]) return;  // the whole block: an empty bucket has no cells
+  const msd::Range range = msd::sub_bucket_range(bt, offsets, j, h, subs);
+  const std::int64_t first = range.first, n = range.end - range.first;
+  const int w0 = (threadIdx.x / 32) * 32 * kFirstRounds + threadIdx.x % 32;
+  auto row_of = [&](std::uint32_t d) { return std::int64_t(j) << shift | std::int64_t(h) << kLevelBits | d; };
+  if (direct && n <= kFirstTile) {
+    for (int i = threadIdx.x; i < kFirstWarps * kLevelDigits; i += kFirstThreads) (&st.wh[0][0])[i] = 0;
+    __syncthreads();  // wh zeroed
+    const std::int64_t p = first - in_sub + w0;
+    level_rank_tile(keys_in + p, pairs_in + p, int(n) - w0, 0, dmask, st, skeys, spairs, [](std::uint32_t) { return 0u; });
+    if (threadIdx.x < kLevelDigits && row_of(threadIdx.x) < N)
+      row_ptr[row_of(threadIdx.x)] = std::uint32_t(first + st.lstart[threadIdx.x]);
+    for (int i = threadIdx.x; i < n; i += kFirstThreads) pairs_out[first + i] = spairs[i];  // in row order already
+    return;
+  }
+  if (threadIdx.x < kLevelDigits) rows[threadIdx.x] = 0;
+  __syncthreads();
+  for (std::int64_t c = 0; c < n; c += kFirstTile) {  // the counts a row, a tile of keys at a time
+    const std::uint16_t* const k = keys_in + (first + c - in_sub) + threadIdx.x;
+    const std::int64_t lim = std::min<std::int64_t>(n - c, kFirstTile) - threadIdx.x;
+    std::uint32_t kv[kFirstRounds];
+#pragma unroll
+    for (int r = 0; r < kFirstRounds; ++r) kv[r] = kFirstThreads * r < lim ? std::uint32_t(k[kFirstThreads * r]) : 0u;
+#pragma unroll
+    for (int r = 0; r < kFirstRounds; ++r)
+      if (kFirstThreads * r < lim) atomicAdd(&rows[kv[r] & dmask], 1u);
+  }
+  __syncthreads();
+  {
+    const std::uint32_t count = threadIdx.x < kLevelDigits ? rows[threadIdx.x] : 0u;
+    std::uint32_t start = 0;
+    Scan(st.scan_temp).ExclusiveSum(count, start);
+    __syncthreads();  // every count read, and the scan's storage free again
+    if (threadIdx.x < kLevelDigits) {
+      rows[threadIdx.x] = start;
+      if (row_of(threadIdx.x) < N) row_ptr[row_of(threadIdx.x)] = std::uint32_t(first + start);
     }
-    if constexpr (Share) {
-      if (n > sh.min_edges) {
-        __shared__ std::uint32_t reserved[2];  // the entry and the table's first row
-        const std::uint32_t chunks = std::uint32_t((n + kFirstTile - 1) / kFirstTile);
-        if (threadIdx.x == 0) {
-          const std::uint32_t e = atomicAdd(&sh.head->entries, 1u);
-          const std::uint32_t t0 = e < sh.max_entries ? atomicAdd(&sh.head->chunks, chunks) : sh.max_chunks;
-          // Listed but no room in the table: marked abandoned (2), so that no block waits for it.
-          if (e < sh.max_entries && std::uint64_t(t0) + chunks > sh.max_chunks)
-            DeviceU32(sh.entries[e].ready).store(2u, ::cuda::memory_order_release);
-          reserved[0] = e;
-          reserved[1] = t0;
-        }
-        __syncthreads();
-        const std::uint32_t e = reserved[0], table0 = reserved[1];
-        if (e < sh.max_entries && std::uint64_t(table0) + chunks <= sh.max_chunks) {
-          std::uint32_t* const tab = sh.table + std::int64_t(table0) * kLevelDigits;
-          if (threadIdx.x < kLevelDigits) rows[threadIdx.x] = 0;
-          // Each chunk's counts a row (st.gstart as the chunk's counters) into the table, and the
-          // sub-bucket's into rows.
-          for (std::uint32_t c = 0; c < chunks; ++c) {
-            if (threadIdx.x < kLevelDigits) st.gstart[threadIdx.x] = 0;
-            __syncthreads();
-            const std::int64_t c0 = std::int64_t(c) * kFirstTile;
-            level_rows_count_tile(keys_in + (first + c0 - in_sub), n - c0, st.gstart);
-            __syncthreads();
-            if (threadIdx.x < kLevelDigits) {
-              const std::uint32_t v = st.gstart[threadIdx.x];
-              tab[std::int64_t(c) * kLevelDigits + threadIdx.x] = v;
-              rows[threadIdx.x] += v;
-            }
-          }
-          __syncthreads();
-          const std::uint32_t count = threadIdx.x < kLevelDigits ? rows[threadIdx.x] : 0u;
-          std::uint32_t start = 0;
-          Scan(st.scan_temp).ExclusiveSum(count, start);
-          if (threadIdx.x < kLevelDigits) {
-            if (row_of(threadIdx.x) < N) row_ptr[row_of(threadIdx.x)] = std::uint32_t(first + start);
-            // Row d's places: its start, then on by each chunk's count (this thread wrote them).
-            std::uint32_t place = start;
-            for (std::uint32_t c = 0; c < chunks; ++c) {
-              std::uint32_t* const t = tab + std::int64_t(c) * kLevelDigits + threadIdx.x;
-              const std::uint32_t v = *t;
-              *t = place;
-              place += v;
-            }
-          }
-          __threadfence();  // the table before the entry's flag, for the blocks that read it
-          __syncthreads();
-          if (threadIdx.x == 0) {
-            MsdShareEntry& en = sh.entries[e];
-            en.first = first;
-            en.n = std::uint32_t(n);
-            en.chunks = chunks;
-            en.table0 = table0;
-            __threadfence();
-            DeviceU32(en.ready).store(1u, ::cuda::memory_order_release);
-          }
-          __syncthreads();
-          level_rows_take(sh, e, keys_in, pairs_in, in_sub, pairs_out, st, skeys, spairs, &reserved[0]);
-          return;
-        }
-        // No room in the list (not expected: sort_narrow_msd sizes it for the batch): alone, as below.
-      }
+  }
+  for (std::int64_t c = 0; c < n; c += kFirstTile) {
+    const int tn = int(std::min<std::int64_t>(n - c, kFirstTile));
+    for (int i = threadIdx.x; i < kFirstWarps * kLevelDigits; i += kFirstThreads) (&st.wh[0][0])[i] = 0;
+    __syncthreads();  // wh zeroed; the last chunk's rows moved on
+    const std::int64_t p = first + c - in_sub + w0;
+    level_rank_tile(keys_in + p, pairs_in + p, tn - w0, 0, dmask, st, skeys, spairs, [&](std::uint32_t d) { return rows[d]; });
+    for (int i = threadIdx.x; i < tn; i += kFirstThreads) {
+      const std::uint32_t key_i = skeys[i], d = key_i & dmask;
+      pairs_out[first + std::int64_t(st.gstart[d]) + (i - std::int64_t(st.lstart[d]))] = spairs[i];
     }
-    if (threadIdx.x < kLevelDigits) rows[threadIdx.x] = 0;
-    __syncthreads();
-    for (std::int64_t c = 0; c < n; c += kFirstTile)  // the counts a row, a tile of keys at a time
-      level_rows_count_tile(keys_in + (first + c - in_sub), n - c, rows);
-    __syncthreads();
-    {
-      const std::uint32_t count = threadIdx.x < kLevelDigits ? rows[threadIdx.x] : 0u;
-      std::uint32_t start = 0;
-      Scan(st.scan_temp).ExclusiveSum(count, start);
-      __syncthreads();  // every count read, and the scan's storage free again
-      if (threadIdx.x < kLevelDigits) {
-        rows[threadIdx.x] = start;
-        if (row_of(threadIdx.x) < N) row_ptr[row_of(threadIdx.x)] = std::uint32_t(first + start);
-      }
-    }
-    for (std::int64_t c = 0; c < n; c += kFirstTile) {
-      const int tn = int(std::min<std::int64_t>(n - c, kFirstTile));
-      for (int i = threadIdx.x; i < kFirstWarps * kLevelDigits; i += kFirstThreads) (&st.wh[0][0])[i] = 0;
-      __syncthreads();  // wh zeroed; the last chunk's rows moved on
-      const std::int64_t p = first + c - in_sub + w0;
-      level_rank_tile(keys_in + p, pairs_in + p, tn - w0, 0, dmask, st, skeys, spairs,
-                      [&](std::uint32_t d) { return rows[d]; });
-      for (int i = threadIdx.x; i < tn; i += kFirstThreads) {
-        const std::uint32_t key_i = skeys[i], d = key_i & dmask;
-        pairs_out[first + std::int64_t(st.gstart[d]) + (i - std::int64_t(st.lstart[d]))] = spairs[i];
-      }
-      // The chunk's count of row d, from its digit starts, moves the row's place on.
-      if (threadIdx.x < kLevelDigits)
-        rows[threadIdx.x] += (threadIdx.x + 1 < kLevelDigits ? st.lstart[threadIdx.x + 1] : std::uint32_t(tn)) - st.lstart[threadIdx.x];
-    }
-  }();
-  if constexpr (Share) {
-    __shared__ std::uint32_t take[2];  // [0]: an entry's answer; [1]: the entries listed
-    __syncthreads();                   // the block's own work done (its stage free)
-    // Help: every listed sub-bucket, in list order, until none has chunks left; an entry whose
-    // owner is still counting is waited for (its owner is running and waits on nothing, so the
-    // wait ends). Why wait: on relabelled power-law most blocks' own work is one tile (~24 us)
-    // and an owner counts first (estimated ~3-4 us a chunk, ~75 us for 25), so helpers that
-    // passed over an unready entry would leave the owner alone (the session 33 review). Entries
-    // listed after a block's last look are finished by their owners.
-    for (std::uint32_t e = 0;; ++e) {
-      if (threadIdx.x == 0) {
-        const std::uint32_t listed =
-            std::min(DeviceU32(sh.head->entries).load(::cuda::memory_order_relaxed), sh.max_entries);
-        std::uint32_t r = 0;
-        if (e < listed) {
-          unsigned ns = 32;
-          while ((r = DeviceU32(sh.entries[e].ready).load(::cuda::memory_order_acquire)) == 0) {
-            __nanosleep(ns);
-            ns = ns < 1024 ? 2 * ns : ns;
-          }
-        }
-        take[1] = listed;
-        take[0] = r;
-      }
-      __syncthreads();
-      const bool stop = e >= take[1], ready = take[0] == 1;
-      __syncthreads();  // read before thread 0 writes them again
-      if (stop) break;
-      if (ready) level_rows_take(sh, e, keys_in, pairs_in, in_sub, pairs_out, st, skeys, spairs, &take[0]);
-    }
-    // The launch's last block to finish zeroes the list for the next batch on this stream (the
-    // fences: every block's reservations and reads before its count, as in CUDA's
-    // threadFenceReduction sample).
-    __threadfence();
-    if (threadIdx.x == 0 && atomicAdd(&sh.head->done, 1u) == gridDim.x - 1) {
-      __threadfence();
-      const std::uint32_t listed =
-          std::min(DeviceU32(sh.head->entries).load(::cuda::memory_order_relaxed), sh.max_entries);
-      for (std::uint32_t e = 0; e < listed; ++e) {
-        sh.entries[e].next = 0;
-        sh.entries[e].ready = 0;
-      }
-      sh.head->entries = 0;
-      sh.head->chunks = 0;
-      sh.head->done = 0;
-    }
+    // The chunk's count of row d, from its digit starts, moves the row's place on.
+    if (threadIdx.x < kLevelDigits)
+      rows[threadIdx.x] += (threadIdx.x + 1 < kLevelDigits ? st.lstart[threadIdx.x + 1] : std::uint32_t(tn)) - st.lstart[threadIdx.x];
   }
 }
 
@@ -1926,24 +1711,8 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   // pairs, pass 2's cells and scan temp).
   const std::size_t shared_bytes = up(cells1 * sizeof(std::uint32_t)) + up(temp1),
                     kb = up(std::size_t(cap) * sizeof(K16)), pb = up(std::size_t(cap) * sizeof(Pair)),
-                    c2b = levels == 2 && !by_rows ? up(cells2 * sizeof(std::uint32_t)) : 0;
-  // PIPELINK_AGG_MSD_SHARE (by rows only): a stream's list of shared sub-buckets and its chunk
-  // table. A shared sub-bucket has more than min_edges edges, so a batch of at most cap edges
-  // lists at most cap / (min_edges + 1) of them, in at most cap / kFirstTile chunks plus one
-  // partial chunk each.
-  const bool share = by_rows && knobs.msd_share > 0;
-  MsdShare sh;
-  if (share) {
-    sh.min_edges = std::int64_t(knobs.msd_share) * kFirstTile;
-    sh.max_entries = std::uint32_t(cap / (sh.min_edges + 1) + 1);
-    sh.max_chunks = std::uint32_t((cap + kFirstTile - 1) / kFirstTile + sh.max_entries);
-    if (knobs.test_msd_share_chunks > 0)
-      sh.max_chunks = std::min<std::uint32_t>(sh.max_chunks, std::uint32_t(knobs.test_msd_share_chunks));
-  }
-  const std::size_t headb = share ? up(sizeof(MsdShareHead) + sh.max_entries * sizeof(MsdShareEntry)) : 0,
-                    tableb = share ? up(std::size_t(sh.max_chunks) * kLevelDigits * sizeof(std::uint32_t)) : 0,
-                    list_at = kb + pb + c2b + up(temp2),  // a stream part's share list, then its table
-                    per_stream = list_at + headb + tableb;
+                    c2b = levels == 2 && !by_rows ? up(cells2 * sizeof(std::uint32_t)) : 0,
+                    per_stream = kb + pb + c2b + up(temp2);
   // Short of memory here: back to the one sort (which reads the indices again), as before pass 1.
   // By rows the blocks write the row offsets: made here, before the arena (the peak holds them).
   DeviceBuffer rows_rp;
@@ -1970,15 +1739,10 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   // buckets' rows) before the batches.
   std::uint32_t* rp = nullptr;
   if (by_rows) {
-    PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(share ? level_rows_kernel<true> : level_rows_kernel<false>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, int(kLevelSmem)));
+    PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(level_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kLevelSmem)));
     rp = rows_rp.as<std::uint32_t>();
     PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0xFF, (N + 1) * sizeof(std::uint32_t), s));
   }
-  // Each stream's list starts empty (each launch's last block empties it again).
-  for (int k = 0; share && k < streams; ++k)
-    PIPELINK_CUDA_CHECK(
-        cudaMemsetAsync(arena.as<char>() + shared_bytes + per_stream * std::size_t(k) + list_at, 0, headb, s));
   PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev.fork, cudaEventDisableTiming));
   for (int k = 0; k < streams; ++k) PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev.joins[k], cudaEventDisableTiming));
   PIPELINK_CUDA_CHECK(cudaEventRecord(ev.fork, s));
@@ -1996,13 +1760,6 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
       auto* sp = reinterpret_cast<Pair*>(part + kb);
       auto* counts2 = reinterpret_cast<std::uint32_t*>(part + kb + pb);
       void* scan2 = part + kb + pb + c2b;
-      MsdShare shk = sh;
-      if (share) {
-        char* const list = part + list_at;
-        shk.head = reinterpret_cast<MsdShareHead*>(list);
-        shk.entries = reinterpret_cast<MsdShareEntry*>(list + sizeof(MsdShareHead));
-        shk.table = reinterpret_cast<std::uint32_t*>(list + headb);
-      }
       const std::uint32_t g0 = bt.tile0[batches[b].d0], nt = bt.tile0[batches[b].d1] - g0;
       const std::int64_t p0 = bt.start[batches[b].d0], n = std::int64_t(bt.start[batches[b].d1]) - p0;
       level_scatter_kernel<<<int(nt), kFirstThreads, kLevelSmem, st>>>(keys.as<K16>(), kept.as<Pair>(), 0, sk, sp, -p0, bt, g0,
@@ -2010,9 +1767,8 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
       check_launch();
       if (by_rows) {
         const int blocks = (batches[b].d1 - batches[b].d0) * subs;
-        (share ? level_rows_kernel<true> : level_rows_kernel<false>)<<<blocks, kFirstThreads, kLevelSmem, st>>>(
-            sk, sp, p0, kept.as<Pair>(), bt, batches[b].d0, subs, shift, counts1, N, E, rp, knobs.msd_one_tile_direct,
-            shk);
+        level_rows_kernel<<<blocks, kFirstThreads, kLevelSmem, st>>>(sk, sp, p0, kept.as<Pair>(), bt, batches[b].d0, subs, shift,
+                                                                     counts1, N, E, rp, knobs.msd_one_tile_direct);
         check_launch();
       } else if (levels == 2) {
         const std::int64_t cell0 = std::int64_t(g0) * kLevelDigits;
