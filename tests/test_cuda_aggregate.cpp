@@ -1117,7 +1117,8 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
 // the first bad edge and leaves the output; the call's peak memory is ~11 bytes an edge, under
 // 12 by level passes and at most the row offsets more by rows, where the one sort's is ~24
 // (which PIPELINK_AGG_ONESHOT_W=late still runs); a plan build's under 12 by it, ~24 by the one
-// sort.
+// sort; which form `auto` took, told by the peak, on a uniform graph and with a hub inside a
+// bucket.
 TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ONESHOT_SORT", "PIPELINK_AGG_BUILD_MEMORY", "PIPELINK_AGG_ONESHOT_CHUNKS",
                        "PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_FORCE_WIDE",
@@ -1237,6 +1238,28 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
     // By rows the row offsets (0.5 B/edge here, 0.16 on products-like) are made before the
     // batches: at most their bytes more.
     EXPECT_LE(rows_level, two_level + std::size_t(N + 1) * 4 + 4096) << rows_level << " bytes by rows against " << two_level;
+    // Which form `auto` took, told by that peak: by rows it holds the row offsets (2 MiB here)
+    // alongside the batches' arena. Uniform: rows. Then a tenth of the edges in rows 0-255 (one
+    // 51-tile sub-bucket; bucket 0's mean 1.8 tiles, so the sizes alone say rows): the sample
+    // (msd_sample_kernel) finds it, and `auto` takes the level passes.
+    const std::size_t rows_gap = std::size_t(N + 1) * 2;  // half the row offsets: the forms told apart
+    EXPECT_GE(rows_level + rows_gap, two_level + std::size_t(N + 1) * 4) << "uniform: auto by rows";
+    {
+      Tensor hd = clone(g.dst.view());
+      std::mt19937_64 rng(seed + 9);
+      for (std::int64_t e = 0; e < E; ++e)
+        if (rng() % 10 == 0) hd.data_as<std::int64_t>()[e] = std::int64_t(rng() % 256);
+      Tensor hdg = gpu(hd);
+      auto hub_peak = [&](const char* last) {
+        ScopedEnv env({{"PIPELINK_AGG_MSD_LAST", last}});
+        return peak_extra_bytes([&] { aggregate(xg, sg, hdg, wg.view(), out, {.path = AggregatePath::one_shot}); });
+      };
+      const std::size_t by_auto = hub_peak(""), by_rows = hub_peak("rows"), by_level = hub_peak("level");
+      ASSERT_GE(by_rows, by_level + rows_gap) << "the two forms' peaks are too close to tell them apart";
+      EXPECT_LE(by_auto, by_level + rows_gap)
+          << by_auto << " bytes: auto took rows (" << by_rows << ") on a hub inside a bucket, not levels (" << by_level
+          << ")";
+    }
     {  // A plan build's peak, by the one sort (~24 bytes an edge) and by the MSD sort (~11).
       const auto build_peak = [&](const char* sort) {
         ScopedEnv env({{"PIPELINK_AGG_BUILD_SORT", sort}});

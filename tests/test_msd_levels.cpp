@@ -401,5 +401,67 @@ TEST(MsdLevels, LastLevelByRowsUnlessABucketIsSkewed) {
   }
 }
 
+TEST(MsdLevels, SampledSkewInsideBucketsTurnsAutoToLevelPasses) {
+  // `auto`'s sample (msd::plan_sample, msd_sample_kernel on the GPU, emulated here): a stride
+  // through the keys, a count per 256-row sub-bucket, and the share of the sample in sub-buckets
+  // past kRowsSkewTiles tiles' worth. Past kRowsSkewPercent, level passes though every bucket's
+  // mean is small; =rows still forces rows.
+  {  // products-like's sizes: 65536 keys, one in 943, 17 samples at 2 tiles, 9567 sub-buckets.
+    const msd::SubSample s = msd::plan_sample(61859140, 2449029);
+    EXPECT_EQ(s.taken, 65536);
+    EXPECT_EQ(s.stride, 943);
+    EXPECT_EQ(s.big, 17u);
+    EXPECT_EQ(s.cells, 9567);
+  }
+  {  // Fewer keys than the sample: every key, judged exactly at 2 tiles.
+    const msd::SubSample s = msd::plan_sample(1000, 5000);
+    EXPECT_EQ(s.taken, 1000);
+    EXPECT_EQ(s.stride, 1);
+    EXPECT_EQ(s.big, u32(2 * msd::kTile));
+    EXPECT_EQ(msd::plan_sample(0, 5).taken, 0);
+    EXPECT_FALSE(msd::sample_skewed(msd::plan_sample(0, 5)));
+  }
+  // The kernel's count, on the host.
+  auto sampled = [](const std::vector<u32>& dst, i64 N) {
+    msd::SubSample s = msd::plan_sample(i64(dst.size()), N);
+    std::vector<u32> cells(std::size_t(s.cells), 0);
+    for (i64 k = 0; k < s.taken; ++k) ++cells[dst[std::size_t(k * s.stride + s.stride / 2)] >> msd::kLevelBits];
+    for (i64 k = 0; k < s.taken; ++k)
+      s.in_big += cells[dst[std::size_t(k * s.stride + s.stride / 2)] >> msd::kLevelBits] > s.big ? 1u : 0u;
+    return s;
+  };
+  // N = 2^20 (shift 14: 64 sub-buckets a bucket), E = 2^23 uniform: 8 edges a row, a sub-bucket
+  // ~2K edges (a quarter tile); then 10% of the edges moved into rows 0-255 (~0.84M edges, 102
+  // tiles, one sub-bucket): bucket 0's mean ~15K edges (1.8 tiles), so the sizes alone say rows.
+  const i64 N = i64(1) << 20, E = i64(1) << 23;
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::mt19937_64 rng(seed);
+  std::vector<u32> dst(static_cast<std::size_t>(E));
+  for (u32& d : dst) d = u32(rng() % std::uint64_t(N));
+  auto starts_of = [&](const std::vector<u32>& keys) {
+    std::vector<u32> starts(msd::kTopDigits + 1, 0);
+    for (u32 d : keys) ++starts[std::size_t(d >> 14) + 1];
+    for (int d = 0; d < msd::kTopDigits; ++d) starts[std::size_t(d) + 1] += starts[std::size_t(d)];
+    return starts;
+  };
+  const msd::SubSample flat = sampled(dst, N);
+  EXPECT_EQ(flat.in_big, 0u);
+  EXPECT_TRUE(msd::plan_levels(starts_of(dst).data(), E, 14, 16, 2, msd::Last::automatic, flat).by_rows);
+  for (u32& d : dst)
+    if (rng() % 10 == 0) d = u32(rng() % 256);
+  const msd::SubSample skewed = sampled(dst, N);
+  EXPECT_GT(i64(skewed.in_big) * 100, 9 * skewed.taken) << "about a tenth of the sample in the hub sub-bucket";
+  EXPECT_TRUE(msd::plan_levels(starts_of(dst).data(), E, 14, 16, 2).by_rows) << "the sizes alone say rows";
+  EXPECT_FALSE(msd::plan_levels(starts_of(dst).data(), E, 14, 16, 2, msd::Last::automatic, skewed).by_rows);
+  EXPECT_TRUE(msd::plan_levels(starts_of(dst).data(), E, 14, 16, 2, msd::Last::rows, skewed).by_rows);
+  // The rule's edge: 5% of the sample, then one more.
+  msd::SubSample edge = flat;
+  edge.in_big = u32(edge.taken * msd::kRowsSkewPercent / 100);
+  EXPECT_FALSE(msd::sample_skewed(edge));
+  edge.in_big += 1;
+  EXPECT_TRUE(msd::sample_skewed(edge));
+}
+
 }  // namespace
 }  // namespace pipelink::test

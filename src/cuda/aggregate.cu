@@ -1600,9 +1600,36 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
   }
 }
 
+// PIPELINK_AGG_MSD_LAST=auto's sample (msd::SubSample): one block counts the sampled keys a
+// sub-bucket in `cells` (zeroed here), then the samples in sub-buckets of more than s.big, into
+// *in_big. An index outside [0, N) is left out (the first pass names it). One block, on the copy
+// stream while the first scatter runs: off the sort's path.
+template <class I>
+__global__ void __launch_bounds__(1024) msd_sample_kernel(const I* __restrict__ dst, std::int64_t N, msd::SubSample s,
+                                                          std::uint32_t* __restrict__ cells,
+                                                          std::uint32_t* __restrict__ in_big) {
+  for (std::int64_t i = threadIdx.x; i < s.cells; i += blockDim.x) cells[i] = 0;
+  __syncthreads();
+  auto key = [&](std::int64_t k) { return std::uint64_t(std::make_unsigned_t<I>(dst[k * s.stride + s.stride / 2])); };
+#pragma unroll 4
+  for (std::int64_t k = threadIdx.x; k < s.taken; k += blockDim.x)
+    if (const std::uint64_t v = key(k); v < std::uint64_t(N)) atomicAdd(&cells[v >> msd::kLevelBits], 1u);
+  __syncthreads();  // every count in
+  std::uint32_t mine = 0;
+#pragma unroll 4
+  for (std::int64_t k = threadIdx.x; k < s.taken; k += blockDim.x)
+    if (const std::uint64_t v = key(k); v < std::uint64_t(N)) mine += cells[v >> msd::kLevelBits] > s.big ? 1u : 0u;
+  using Reduce = cub::BlockReduce<std::uint32_t, 1024>;
+  __shared__ typename Reduce::TempStorage temp;
+  const std::uint32_t sum = Reduce(temp).Sum(mine);
+  if (threadIdx.x == 0) *in_big = sum;
+}
+
 // kMsdStreams + 1 non-blocking streams per device, made at first use and kept for the process:
 // the batches' side streams, then the buckets' starts' copy stream (its own, so that its host
-// sync never waits for batches another call queued on a side stream).
+// sync never waits for batches another call queued on a side stream). The copy stream has the
+// device's greatest priority: the sample kernel queued on it takes the next free slot of the
+// first scatter, which fills the GPU, instead of waiting for its end (the host waits for both).
 cudaStream_t* msd_side_streams(int device) {
   static std::mutex mu;
   static std::map<int, std::array<cudaStream_t, kMsdStreams + 1>> streams;
@@ -1610,7 +1637,11 @@ cudaStream_t* msd_side_streams(int device) {
   auto it = streams.find(device);
   if (it == streams.end()) {
     std::array<cudaStream_t, kMsdStreams + 1> made{};
-    for (cudaStream_t& st : made) PIPELINK_CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    int least = 0, greatest = 0;
+    PIPELINK_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    for (int k = 0; k <= kMsdStreams; ++k)
+      PIPELINK_CUDA_CHECK(cudaStreamCreateWithPriority(&made[std::size_t(k)], cudaStreamNonBlocking,
+                                                       k == kMsdStreams ? greatest : least));
     it = streams.emplace(device, made).first;
   }
   return it->second.data();
@@ -1636,6 +1667,11 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
                                                     static_cast<std::uint32_t*>(nullptr), cells, s));
   const std::size_t counts_bytes = up(2 * std::size_t(cells) * sizeof(std::uint32_t)),
                     bases_bytes = up(std::size_t(tiles) * kFirstWarps * kFirstDigits * sizeof(std::uint16_t));
+  // `auto`'s sample of the keys (msd::SubSample), where there are two levels to choose between:
+  // its cells and count after the first pass's buffers.
+  msd::SubSample sample =
+      shift > kLevelBits && knobs.msd_last == msd::Last::automatic ? msd::plan_sample(E, N) : msd::SubSample{};
+  const std::size_t sample_bytes = sample.taken > 0 ? up(std::size_t(sample.cells + 1) * sizeof(std::uint32_t)) : 0;
   // The kept pairs (the plan's) in the current pool; the transient buffers where the one sort's
   // arena would be (PIPELINK_AGG_BUILD_POOL=own: the scratch pool; a one-shot call's are there
   // anyway).
@@ -1643,7 +1679,7 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   if (kept.get()) {
     const ScratchPoolScope scratch(knobs.build_own_pool);
     keys = DeviceBuffer::try_make(up(E * sizeof(K16)), s);
-    if (keys.get()) first = DeviceBuffer::try_make(counts_bytes + bases_bytes + up(scan_bytes), s);
+    if (keys.get()) first = DeviceBuffer::try_make(counts_bytes + bases_bytes + up(scan_bytes) + sample_bytes, s);
   }
   if (!first.get()) return false;
   auto* counts = first.as<std::uint32_t>();
@@ -1683,6 +1719,13 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   BucketStarts starts{};
   const cudaStream_t copy = side[kMsdStreams];
   PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(copy, ev.scanned, 0));
+  if (sample.taken > 0) {
+    auto* const cells_at = reinterpret_cast<std::uint32_t*>(first.as<char>() + counts_bytes + bases_bytes + up(scan_bytes));
+    msd_sample_kernel<I><<<1, 1024, 0, copy>>>(dst.data_as<const I>(), N, sample, cells_at, cells_at + sample.cells);
+    check_launch();
+    PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&sample.in_big, cells_at + sample.cells, sizeof(std::uint32_t),
+                                        cudaMemcpyDeviceToHost, copy));
+  }
   PIPELINK_CUDA_CHECK(cudaMemcpy2DAsync(starts.v, sizeof(std::uint32_t), offsets, std::size_t(tiles) * sizeof(std::uint32_t),
                                         sizeof(std::uint32_t), kFirstDigits, cudaMemcpyDeviceToHost, copy));
   PIPELINK_CUDA_CHECK(cudaStreamSynchronize(copy));
@@ -1691,7 +1734,7 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   trace.mark("msd_first_pass");
 
   // The second level's tiles, batches, streams and digits (msd::plan_levels).
-  const msd::Levels lv = msd::plan_levels(starts.v, E, shift, knobs.msd_batch, knobs.msd_streams, knobs.msd_last);
+  const msd::Levels lv = msd::plan_levels(starts.v, E, shift, knobs.msd_batch, knobs.msd_streams, knobs.msd_last, sample);
   const BucketTiles& bt = lv.bt;
   const std::vector<msd::Batch>& batches = lv.batches;
   const int streams = lv.streams, levels = lv.levels;

@@ -79,7 +79,8 @@ struct Batch {
 //     (level_rows_kernel), which sorts it a tile at a time and writes its rows' offsets;
 //   level: two level passes (low digit, then high), then the row starts kernel;
 //   automatic (the default): by rows unless the biggest bucket's mean sub-bucket passes
-//     kRowsMeanTiles tiles, then by level passes.
+//     kRowsMeanTiles tiles or a sample of the keys finds sub-buckets past kRowsSkewTiles
+//     (SubSample below), then by level passes.
 // Why: by rows a sub-bucket is one block's serial work. On power-law (R-MAT, hubs at the low
 // ids: bucket 0 holds ~0.76^6 = 19% of E, 12M edges, a mean sub-bucket of ~95K edges or 11.6
 // tiles) the one-shot took 12.76 ms by rows against 6.6-6.9 by the one sort (v21-v31); on
@@ -87,6 +88,39 @@ struct Batch {
 // against 6.45 ms by level passes, v34). H200, session 33.
 enum class Last { automatic, rows, level };
 constexpr std::int64_t kRowsMeanTiles = 4;
+
+// `auto`'s second look: a sample of the keys (msd_sample_kernel). `taken` keys, one every
+// `stride` positions from stride / 2 (every key where E <= kSampleKeys), are counted a sub-bucket
+// (2^kLevelBits rows: key >> kLevelBits, `cells` of them); `in_big` of them lie in sub-buckets
+// past `big` samples, kRowsSkewTiles tiles' worth. Past kRowsSkewPercent of the sample, `auto`
+// takes the level passes.
+// Why: the biggest bucket's mean cannot see a skew inside the buckets. With power-law's nodes
+// renamed at random (bench --relabel) its biggest bucket averages 1.06 tiles a sub-bucket (rows),
+// but 15% of the edges lie in sub-buckets past 2 tiles (the biggest 25 tiles), and by rows the
+// one-shot took 8.00 ms against 6.83 by level passes (H200, session 34). The sample's share past
+// 2 tiles, counted on the host from the generators' graphs at 65536 keys: products-like 0.1%
+// (exactly 0: its biggest sub-bucket is 0.8 tile), relabelled power-law 18% (exactly 15%),
+// power-law 75% (82%).
+constexpr std::int64_t kSampleKeys = 65536;
+constexpr std::int64_t kRowsSkewTiles = 2;
+constexpr std::int64_t kRowsSkewPercent = 5;
+struct SubSample {
+  std::int64_t taken = 0, stride = 1, cells = 0;
+  std::uint32_t big = 0;     // samples a sub-bucket holds at kRowsSkewTiles tiles
+  std::uint32_t in_big = 0;  // the count: samples in sub-buckets of more than `big`
+};
+inline SubSample plan_sample(std::int64_t E, std::int64_t N) {
+  SubSample s;
+  if (E <= 0 || N <= 0) return s;
+  s.taken = std::min(E, kSampleKeys);
+  s.stride = E / s.taken;
+  s.cells = ((N - 1) >> kLevelBits) + 1;
+  s.big = std::uint32_t(kRowsSkewTiles * kTile * s.taken / E);
+  return s;
+}
+inline bool sample_skewed(const SubSample& s) {
+  return s.taken > 0 && std::int64_t(s.in_big) * 100 > kRowsSkewPercent * s.taken;
+}
 
 // How the level passes run: the tiles, the batches (runs of whole buckets, the first of each not
 // empty, of at most `cap` edges: a bucket larger goes alone), the side streams they go round
@@ -102,11 +136,12 @@ struct Levels {
   bool by_rows = false;  // the last level by rows (two levels only; see Last)
 };
 // starts: the kTopDigits + 1 bucket starts (starts[kTopDigits] = E); shift: the bits each bucket
-// sorts, in [1, 16]; last: PIPELINK_AGG_MSD_LAST (the form of by_rows). The scratch, streams
+// sorts, in [1, 16]; last: PIPELINK_AGG_MSD_LAST (the form of by_rows); sample: automatic's
+// sample of the keys (none taken: the buckets' sizes alone decide). The scratch, streams
 // batches of cap, stays within E / batch_div edges where the biggest bucket lets it (fewer
 // streams where one is large; one bucket's at least).
 inline Levels plan_levels(const std::uint32_t* starts, std::int64_t E, int shift, int batch_div, int max_streams,
-                          Last last = Last::automatic) {
+                          Last last = Last::automatic, const SubSample& sample = {}) {
   Levels lv;
   std::int64_t biggest = 0;
   for (int d = 0; d < kTopDigits; ++d) {
@@ -135,7 +170,8 @@ inline Levels plan_levels(const std::uint32_t* starts, std::int64_t E, int shift
   lv.dmask2 = (1u << std::max(shift - kLevelBits, 0)) - 1;
   const std::int64_t subs = std::int64_t(lv.dmask2) + 1;
   lv.by_rows =
-      lv.levels == 2 && (last == Last::rows || (last == Last::automatic && biggest <= subs * kRowsMeanTiles * kTile));
+      lv.levels == 2 && (last == Last::rows || (last == Last::automatic && biggest <= subs * kRowsMeanTiles * kTile &&
+                                                !sample_skewed(sample)));
   return lv;
 }
 
