@@ -21,7 +21,7 @@
 #          and time its planned run, the plan build, a one-shot call and a lean call interleaved with the default,
 #          in the same process: `pipelink bench --ab`; for the knobs read at plan build,
 #          PIPELINK_AGG_SEGMENT, PIPELINK_AGG_BUILD_CHUNKS etc.),
-#          RELABEL=1 (each benchmarked workload again with its nodes renamed at random: --relabel),
+#          RELABEL=1 (each benchmarked workload again with its nodes renamed at random: --relabel; or RELABEL="power-law": the workloads named),
 #          TRACE_BUILD=1 (the main benchmarks log each plan build's steps: PIPELINK_LOG_LEVEL=debug),
 #          MICRO="file.cu ..." (standalone micro-benchmarks under bench/micro, built and run first),
 #          NCU_PY="products-like" (the planned run's kernel under ncu from Python and from C++),
