@@ -83,7 +83,7 @@ mutations=(
   "scratch pool scope never opens@src/cuda/runtime.cu@if (on_) ++g_scratch_scope;@(void)on_;@1@CudaAggregate.OneShotAllocatesFromTheScratchPoolOnly"
   "build pool knob ignored by the w tables' arena@src/cuda/aggregate.cu@const ScratchPoolScope scratch(plan.build_own_pool);@const ScratchPoolScope scratch(false);@1@CudaAggregate.BuildPoolKnobPutsTheBuildArenasInTheScratchPool"
   "build pool knob ignored by the sort's arena@src/cuda/aggregate.cu@const ScratchPoolScope scratch(knobs.build_own_pool);@const ScratchPoolScope scratch(false);@3@CudaAggregate.BuildPoolKnobPutsTheBuildArenasInTheScratchPool"
-  "msd sample finds no skew@src/cuda/aggregate.cu@mine += cells[v >> msd::kLevelBits] > s.big ? 1u : 0u;@mine += 0u;@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"
+  "msd sample finds no skew@src/cuda/aggregate.cu@mine += c > s.big ? c : 0u;@mine += 0u;@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"
   "build pool knob ignored by the msd build's keys@src/cuda/aggregate.cu@const ScratchPoolScope scratch(knobs.build_own_pool);@const ScratchPoolScope scratch(false);@1@CudaAggregate.BuildPoolKnobPutsTheBuildArenasInTheScratchPool"
 )
 

@@ -426,8 +426,7 @@ TEST(MsdLevels, SampledSkewInsideBucketsTurnsAutoToLevelPasses) {
     msd::SubSample s = msd::plan_sample(i64(dst.size()), N);
     std::vector<u32> cells(std::size_t(s.cells), 0);
     for (i64 k = 0; k < s.taken; ++k) ++cells[dst[std::size_t(k * s.stride + s.stride / 2)] >> msd::kLevelBits];
-    for (i64 k = 0; k < s.taken; ++k)
-      s.in_big += cells[dst[std::size_t(k * s.stride + s.stride / 2)] >> msd::kLevelBits] > s.big ? 1u : 0u;
+    for (u32 c : cells) s.in_big += c > s.big ? c : 0u;  // the samples in sub-buckets past `big`
     return s;
   };
   // N = 2^20 (shift 14: 64 sub-buckets a bucket), E = 2^23 uniform: 8 edges a row, a sub-bucket

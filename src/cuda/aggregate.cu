@@ -1601,24 +1601,37 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
 }
 
 // PIPELINK_AGG_MSD_LAST=auto's sample (msd::SubSample): one block counts the sampled keys a
-// sub-bucket in `cells` (zeroed here), then the samples in sub-buckets of more than s.big, into
-// *in_big. An index outside [0, N) is left out (the first pass names it). One block, on the copy
-// stream while the first scatter runs: off the sort's path.
+// sub-bucket in `cells` (zeroed here), then adds the counts past s.big into *in_big (the samples
+// in such sub-buckets). An index outside [0, N) is left out (the first pass names it). Queued on
+// the copy stream before the first pass's counts, so it is done long before the host reads it.
+// Why this shape: session 34's form read the sampled keys twice (the second time to look up each
+// one's count) with four loads a thread in flight and ran beside the first scatter: ~32 dependent
+// rounds of DRAM latency under a saturated scatter. Now each thread loads kSampleBatch keys
+// before its atomics, and the second look reads the cells (~10K on products-like), not the keys.
+constexpr int kSampleBatch = 16;
 template <class I>
 __global__ void __launch_bounds__(1024) msd_sample_kernel(const I* __restrict__ dst, std::int64_t N, msd::SubSample s,
                                                           std::uint32_t* __restrict__ cells,
                                                           std::uint32_t* __restrict__ in_big) {
   for (std::int64_t i = threadIdx.x; i < s.cells; i += blockDim.x) cells[i] = 0;
   __syncthreads();
-  auto key = [&](std::int64_t k) { return std::uint64_t(std::make_unsigned_t<I>(dst[k * s.stride + s.stride / 2])); };
-#pragma unroll 4
-  for (std::int64_t k = threadIdx.x; k < s.taken; k += blockDim.x)
-    if (const std::uint64_t v = key(k); v < std::uint64_t(N)) atomicAdd(&cells[v >> msd::kLevelBits], 1u);
+  for (std::int64_t k0 = threadIdx.x; k0 < s.taken; k0 += std::int64_t(blockDim.x) * kSampleBatch) {
+    std::uint64_t v[kSampleBatch];
+#pragma unroll
+    for (int u = 0; u < kSampleBatch; ++u) {
+      const std::int64_t k = k0 + std::int64_t(u) * blockDim.x;
+      v[u] = k < s.taken ? std::uint64_t(std::make_unsigned_t<I>(dst[k * s.stride + s.stride / 2])) : ~std::uint64_t(0);
+    }
+#pragma unroll
+    for (int u = 0; u < kSampleBatch; ++u)
+      if (v[u] < std::uint64_t(N)) atomicAdd(&cells[v[u] >> msd::kLevelBits], 1u);
+  }
   __syncthreads();  // every count in
   std::uint32_t mine = 0;
-#pragma unroll 4
-  for (std::int64_t k = threadIdx.x; k < s.taken; k += blockDim.x)
-    if (const std::uint64_t v = key(k); v < std::uint64_t(N)) mine += cells[v >> msd::kLevelBits] > s.big ? 1u : 0u;
+  for (std::int64_t i = threadIdx.x; i < s.cells; i += blockDim.x) {
+    const std::uint32_t c = __ldcg(cells + i);
+    mine += c > s.big ? c : 0u;
+  }
   using Reduce = cub::BlockReduce<std::uint32_t, 1024>;
   __shared__ typename Reduce::TempStorage temp;
   const std::uint32_t sum = Reduce(temp).Sum(mine);
@@ -1629,7 +1642,7 @@ __global__ void __launch_bounds__(1024) msd_sample_kernel(const I* __restrict__ 
 // the batches' side streams, then the buckets' starts' copy stream (its own, so that its host
 // sync never waits for batches another call queued on a side stream). The copy stream has the
 // device's greatest priority: the sample kernel queued on it takes the next free slot of the
-// first scatter, which fills the GPU, instead of waiting for its end (the host waits for both).
+// first pass's kernels, which fill the GPU, instead of waiting for their end.
 cudaStream_t* msd_side_streams(int device) {
   static std::mutex mu;
   static std::map<int, std::array<cudaStream_t, kMsdStreams + 1>> streams;
@@ -1687,23 +1700,42 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   auto* bases = reinterpret_cast<std::uint16_t*>(first.as<char>() + counts_bytes);
   void* scan_temp = first.as<char>() + counts_bytes + bases_bytes;
   const std::uint32_t mask = kFirstDigits - 1;
-  first_digit_warp_counts_kernel<I><<<int(tiles), kFirstThreads, 0, s>>>(dst.data_as<const I>(), E, std::uint64_t(N), mask,
-                                                                         shift, counts, bases, flag);
-  check_launch();
-  PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan_temp, scan_bytes, counts, offsets, cells, s));
   int device = 0;
   PIPELINK_CUDA_CHECK(cudaGetDevice(&device));
   cudaStream_t* side = msd_side_streams(device);
+  const cudaStream_t copy = side[kMsdStreams];
   struct Events {  // destroyed on every way out (an event pending on a stream is released when it completes)
-    cudaEvent_t scanned = nullptr, fork = nullptr;
+    cudaEvent_t ready = nullptr, scanned = nullptr, fork = nullptr;
     std::array<cudaEvent_t, kMsdStreams> joins{};
+    // Set while the copy stream may still write `first` and `sample` (declared before this, so
+    // freed after): a throw on the way waits for it instead of freeing what it writes.
+    cudaStream_t pending = nullptr;
     ~Events() {
-      for (cudaEvent_t e : {scanned, fork})
+      if (pending) (void)cudaStreamSynchronize(pending);
+      for (cudaEvent_t e : {ready, scanned, fork})
         if (e) (void)cudaEventDestroy(e);
       for (cudaEvent_t e : joins)
         if (e) (void)cudaEventDestroy(e);
     }
   } ev;
+  // The sample on the copy stream, once `first` (allocated in stream order on s) is there: before
+  // the first pass, so that it runs beside the counts. Its count comes back with the buckets'
+  // starts below (a copy to pageable memory returns when done: queued here, it would hold the host
+  // before the first pass is queued).
+  auto* const sample_at =
+      reinterpret_cast<std::uint32_t*>(first.as<char>() + counts_bytes + bases_bytes + up(scan_bytes));
+  if (sample.taken > 0) {
+    PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev.ready, cudaEventDisableTiming));
+    PIPELINK_CUDA_CHECK(cudaEventRecord(ev.ready, s));
+    PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(copy, ev.ready, 0));
+    ev.pending = copy;
+    msd_sample_kernel<I><<<1, 1024, 0, copy>>>(dst.data_as<const I>(), N, sample, sample_at, sample_at + sample.cells);
+    check_launch();
+  }
+  first_digit_warp_counts_kernel<I><<<int(tiles), kFirstThreads, 0, s>>>(dst.data_as<const I>(), E, std::uint64_t(N), mask,
+                                                                         shift, counts, bases, flag);
+  check_launch();
+  PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan_temp, scan_bytes, counts, offsets, cells, s));
   PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev.scanned, cudaEventDisableTiming));
   PIPELINK_CUDA_CHECK(cudaEventRecord(ev.scanned, s));
   auto* scatter = fw ? first_digit_scatter_kernel<I, 1, true, K16> : first_digit_scatter_kernel<I, 0, true, K16>;
@@ -1717,18 +1749,15 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   // the GPU waited ~45 us between the scatter and the level counts for the host's sync, plan
   // and launches (v33 trace, products-like, H200: scatter end 875 us, level counts 925 us).
   BucketStarts starts{};
-  const cudaStream_t copy = side[kMsdStreams];
   PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(copy, ev.scanned, 0));
-  if (sample.taken > 0) {
-    auto* const cells_at = reinterpret_cast<std::uint32_t*>(first.as<char>() + counts_bytes + bases_bytes + up(scan_bytes));
-    msd_sample_kernel<I><<<1, 1024, 0, copy>>>(dst.data_as<const I>(), N, sample, cells_at, cells_at + sample.cells);
-    check_launch();
-    PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&sample.in_big, cells_at + sample.cells, sizeof(std::uint32_t),
+  ev.pending = copy;
+  if (sample.taken > 0)
+    PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&sample.in_big, sample_at + sample.cells, sizeof(std::uint32_t),
                                         cudaMemcpyDeviceToHost, copy));
-  }
   PIPELINK_CUDA_CHECK(cudaMemcpy2DAsync(starts.v, sizeof(std::uint32_t), offsets, std::size_t(tiles) * sizeof(std::uint32_t),
                                         sizeof(std::uint32_t), kFirstDigits, cudaMemcpyDeviceToHost, copy));
   PIPELINK_CUDA_CHECK(cudaStreamSynchronize(copy));
+  ev.pending = nullptr;
   starts.v[kFirstDigits] = std::uint32_t(E);
   first.reset();  // stream-ordered on s, after the scatter; the copy is done
   trace.mark("msd_first_pass");
