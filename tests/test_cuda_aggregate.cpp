@@ -913,7 +913,8 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
   // whole sort), 1, 2 and 3 CUB passes (odd and even, so both places the first pass writes to),
   // int32 and int64 indices, and graphs whose destinations crowd one digit (a tile of one digit).
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
-                       "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_ONESHOT_W", "PIPELINK_AGG_ONESHOT_SORT");
+                       "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_ONESHOT_W", "PIPELINK_AGG_ONESHOT_SORT",
+                       "PIPELINK_AGG_BUILD_HIST");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   // The one sort's build under test, whatever the build's default (the MSD build's plan is checked
@@ -967,14 +968,17 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
     // Each form by name: the same plan again. "late": the warp form with a one-shot build's w
     // read at the write-out (PIPELINK_AGG_ONESHOT_W=late; plain builds are the warp form's). The
     // one-shot calls by the one sort (PIPELINK_AGG_ONESHOT_SORT=lsd): unnamed, they take the MSD
-    // sort where it applies (N in (64, 2^22]).
-    for (const char* form : {"fused", "warp", "late"}) {
+    // sort where it applies (N in (64, 2^22]). "cub-hist": the warp form with CUB's public
+    // SortPairs after it (PIPELINK_AGG_BUILD_HIST=cub) instead of its passes on the counts
+    // kernel's digit counts (own_onesweep, the default: 1-3 passes past CUB's single tile).
+    for (const char* form : {"fused", "warp", "late", "cub-hist"}) {
       SCOPED_TRACE(form);
       Tensor o, p, s1f;
       {
-        const bool late = std::string_view(form) == "late";
-        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", late ? "warp" : form},
+        const bool late = std::string_view(form) == "late", cub_hist = std::string_view(form) == "cub-hist";
+        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", late || cub_hist ? "warp" : form},
                        {"PIPELINK_AGG_ONESHOT_W", late ? "late" : nullptr},
+                       {"PIPELINK_AGG_BUILD_HIST", cub_hist ? "cub" : nullptr},
                        {"PIPELINK_AGG_ONESHOT_SORT", "lsd"}});
         run(o, p, s1f);
       }

@@ -416,17 +416,29 @@ __global__ void __launch_bounds__(256) first_digit_counts_kernel(const I* __rest
 // issue 25-31% busy and DRAM at 51-55%: it waits on two latency-bound phases in turn. The
 // partition is the scatter's (warp w of a tile takes edges t0 + 512 w + 32 r + lane). Bad
 // destinations are found here (src in the scatter; both atomicMin the same flag).
+// hist (the one sort's own CUB passes, own_onesweep; null elsewhere): the digit counts of the
+// passes after this one, hist[pass][digit] over every edge's key (the uint32 of its dst, as the
+// scatter writes it, bad indices too: the onesweep passes place every key by these counts), for
+// hp passes of 8 bits from bit hb up to hend. Counted in shared memory, added once a block.
+constexpr int kHistPasses = 3, kHistDigits = 256;
+struct HistSpec {
+  std::uint32_t* hist = nullptr;
+  int hb = 0, hend = 0, hp = 0;
+};
 template <class I>
 __global__ void __launch_bounds__(kFirstThreads) first_digit_warp_counts_kernel(
     const I* __restrict__ dst, std::int64_t E, std::uint64_t N, std::uint32_t mask, int shift,
-    std::uint32_t* __restrict__ counts, std::uint16_t* __restrict__ bases, unsigned long long* first_bad) {
+    std::uint32_t* __restrict__ counts, std::uint16_t* __restrict__ bases, unsigned long long* first_bad,
+    HistSpec hs = {}) {
   __shared__ std::uint32_t wh[kFirstWarps][kFirstDigits];
   __shared__ std::uint32_t lstart[kFirstDigits];
+  __shared__ std::uint32_t hh[kHistPasses * kHistDigits];
   using Scan = cub::BlockScan<std::uint32_t, kFirstThreads>;
   __shared__ typename Scan::TempStorage scan_temp;
   constexpr int R = kFirstRounds;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int i = threadIdx.x; i < kFirstWarps * kFirstDigits; i += kFirstThreads) (&wh[0][0])[i] = 0;
+  for (int i = threadIdx.x; i < hs.hp * kHistDigits; i += kFirstThreads) hh[i] = 0;
   const std::int64_t w0 = std::int64_t(blockIdx.x) * kFirstTile + std::int64_t(warp) * 32 * R + lane;
   const int lim = int(E - w0 < 32 * R ? (E - w0 > 0 ? E - w0 : 0) : 32 * R);
   const I* const dw = dst + w0;
@@ -442,7 +454,16 @@ __global__ void __launch_bounds__(kFirstThreads) first_digit_warp_counts_kernel(
     atomicAdd(&wh[warp][(std::uint32_t(dv[r]) >> shift) & mask], in ? 1u : 0u);
   }
   if (bad_bits) atomicMin(first_bad, (unsigned long long)(w0 + 32 * (__ffs(bad_bits) - 1)));
+  for (int p = 0; p < hs.hp; ++p) {
+    const int b = hs.hb + 8 * p, bits = min(8, hs.hend - b);
+    const std::uint32_t m = (1u << bits) - 1u;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      if (32 * r < lim) atomicAdd(&hh[p * kHistDigits + ((std::uint32_t(dv[r]) >> b) & m)], 1u);
+  }
   __syncthreads();
+  for (int i = threadIdx.x; i < hs.hp * kHistDigits; i += kFirstThreads)
+    if (const std::uint32_t c = hh[i]) atomicAdd(hs.hist + i, c);
   std::uint32_t total = 0;
   if (threadIdx.x < kFirstDigits) {
     total = warp_bases_in_place(wh, threadIdx.x);
@@ -866,6 +887,10 @@ struct PlanKnobs {
   // products-like, v35) or 'count' (v34: level_rows_kernel counts every sub-bucket's rows in a
   // pass of its own, then ranks it a tile at a time, as it still does past a tile).
   bool msd_one_tile_direct = true;
+  // PIPELINK_AGG_BUILD_HIST: 'own' (the default since v38: the one sort's CUB passes take their
+  // digit counts from the first pass's counts kernel, see own_onesweep) or 'cub' (CUB's public
+  // SortPairs, which counts them in a histogram kernel of its own: a read of every key).
+  bool build_hist_own = true;
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -898,6 +923,7 @@ PlanKnobs plan_knobs() {
   k.msd_streams = int(read("PIPELINK_AGG_MSD_STREAMS", 1, kMsdStreams, 2));
   k.msd_last = msd::Last(knob_choice("PIPELINK_AGG_MSD_LAST", {"auto", "rows", "level"}));
   k.msd_one_tile_direct = !knob_is_second("PIPELINK_AGG_MSD_ONE_TILE", "direct", "count");
+  k.build_hist_own = !knob_is_second("PIPELINK_AGG_BUILD_HIST", "own", "cub");
   return k;
 }
 
@@ -1909,6 +1935,91 @@ bool first_pass_fits() {
   return fits[device] = 2 * (fa.sharedSizeBytes + kFirstSmem + std::size_t(reserved)) <= std::size_t(per_sm);
 }
 
+// The one sort's CUB passes with the digit counts from the first pass (PIPELINK_AGG_BUILD_HIST=own).
+// CUB's SortPairs runs, for these sizes (CCCL 3.x in CUDA 13.0, sm_90): two memsets, a histogram
+// kernel that reads every key (78 us on products-like, H200, v38 trace: the build's sort step
+// 1.20 ms), an exclusive sum of the counts, then per 8-bit pass a memset of its look-back table
+// and its onesweep kernel. The first pass's counts kernel reads every dst already (as int64 on the
+// benchmarks), so it counts the later passes' digits too (HistSpec) and the passes below run
+// CUB's own onesweep kernel (cub::detail::radix_sort::DeviceRadixSortOnesweepKernel, the kernel
+// SortPairs launches, with its policy hub's policies) on those counts: the same kernel on the same
+// counts, so the same bits. Not CUB's public API: where its shape is not the one assumed here
+// (onesweep, 8-bit digits, one portion) the build takes SortPairs.
+using SortHub = cub::detail::radix::policy_hub<std::uint32_t, EdgePair<std::int32_t>, std::uint32_t>;
+using OwnPortion = int;  // CUB's PortionOffsetT and AtomicOffsetT for onesweep
+struct OnesweepShape {
+  bool ok = false;
+  int threads = 0, tile = 0, single_tile = 0;
+  std::int64_t portion = 0;  // items one portion (launch) takes
+};
+struct OnesweepQuery {
+  OnesweepShape* out;
+  template <class P>
+  cudaError_t Invoke() {
+    if constexpr (P::ONESWEEP && P::ONESWEEP_RADIX_BITS == 8) {
+      out->ok = true;
+      out->threads = P::OnesweepPolicy::BLOCK_THREADS;
+      out->tile = P::OnesweepPolicy::BLOCK_THREADS * P::OnesweepPolicy::ITEMS_PER_THREAD;
+      out->single_tile = P::SingleTilePolicy::BLOCK_THREADS * P::SingleTilePolicy::ITEMS_PER_THREAD;
+      out->portion = ((1 << 28) - 1) / out->tile * out->tile;  // as DispatchRadixSort::InvokeOnesweep
+    }
+    return cudaSuccess;
+  }
+};
+OnesweepShape onesweep_shape() {
+  int device = 0;
+  PIPELINK_CUDA_CHECK(cudaGetDevice(&device));
+  static std::mutex mu;
+  static std::map<int, OnesweepShape> shapes;
+  const std::lock_guard<std::mutex> lock(mu);
+  if (auto it = shapes.find(device); it != shapes.end()) return it->second;
+  int ptx = 0;
+  PIPELINK_CUDA_CHECK(cub::PtxVersion(ptx));
+  OnesweepShape sh;
+  OnesweepQuery q{&sh};
+  PIPELINK_CUDA_CHECK(SortHub::MaxPolicy::Invoke(ptx, q));
+  return shapes[device] = sh;
+}
+// The counts' exclusive sums in place, a block (256 threads) a pass.
+__global__ void __launch_bounds__(kHistDigits) hist_exclusive_kernel(std::uint32_t* hist) {
+  using Scan = cub::BlockScan<std::uint32_t, kHistDigits>;
+  __shared__ typename Scan::TempStorage temp;
+  std::uint32_t* const h = hist + blockIdx.x * kHistDigits;
+  std::uint32_t v = h[threadIdx.x];
+  Scan(temp).ExclusiveSum(v, v);
+  h[threadIdx.x] = v;
+}
+// The passes over bits [begin, end), 8 at a time, from keys/pairs' current buffers (flipped per
+// pass, as SortPairs does). temp: the counts (hp x 256, exclusive-summed), then hp counters and
+// the look-back table (tiles x 256), as own_onesweep_bytes lays them out.
+std::size_t own_onesweep_bytes(const OnesweepShape& sh, std::int64_t E, int hp) {
+  const std::int64_t blocks = (E + sh.tile - 1) / sh.tile;
+  return round_up_256(std::size_t(hp) * kHistDigits * 4) + round_up_256(std::size_t(hp) * sizeof(OwnPortion)) +
+         round_up_256(std::size_t(blocks) * kHistDigits * sizeof(OwnPortion));
+}
+void own_onesweep(const OnesweepShape& sh, cub::DoubleBuffer<std::uint32_t>& keys,
+                  cub::DoubleBuffer<EdgePair<std::int32_t>>& pairs, std::int64_t E, int begin, int end, int hp,
+                  char* temp, cudaStream_t s) {
+  auto* const hist = reinterpret_cast<std::uint32_t*>(temp);
+  auto* const ctrs = reinterpret_cast<OwnPortion*>(temp + round_up_256(std::size_t(hp) * kHistDigits * 4));
+  auto* const lookback =
+      reinterpret_cast<OwnPortion*>(reinterpret_cast<char*>(ctrs) + round_up_256(std::size_t(hp) * sizeof(OwnPortion)));
+  const std::int64_t blocks = (E + sh.tile - 1) / sh.tile;
+  auto kernel = cub::detail::radix_sort::DeviceRadixSortOnesweepKernel<SortHub::MaxPolicy, cub::SortOrder::Ascending,
+                                                                      std::uint32_t, EdgePair<std::int32_t>,
+                                                                      std::uint32_t, OwnPortion, OwnPortion>;
+  PIPELINK_CUDA_CHECK(cudaMemsetAsync(ctrs, 0, std::size_t(hp) * sizeof(OwnPortion), s));
+  for (int p = 0, bit = begin; bit < end; ++p, bit += 8) {
+    PIPELINK_CUDA_CHECK(cudaMemsetAsync(lookback, 0, std::size_t(blocks) * kHistDigits * sizeof(OwnPortion), s));
+    kernel<<<int(blocks), sh.threads, 0, s>>>(lookback, ctrs + p, nullptr, hist + p * kHistDigits, keys.Alternate(),
+                                               keys.Current(), pairs.Alternate(), pairs.Current(), OwnPortion(E), bit,
+                                               std::min(8, end - bit), cub::detail::identity_decomposer_t{});
+    check_launch();
+    keys.selector ^= 1;
+    pairs.selector ^= 1;
+  }
+}
+
 // Narrow plans: keys = dst (uint32), values = (src, id) pairs, one stable radix sort.
 // Memory: the pairs the plan keeps are one allocation, made first; everything transient (both key
 // buffers, the other pairs buffer, CUB's temp) is one more, freed at the end. Why: with the four
@@ -1955,10 +2066,17 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   const int first_bits = fused ? std::min(kFirstBits, end_bit) : 0;  // the bits the first pass sorts
   const std::int64_t tiles = fused ? (E + kFirstTile - 1) / kFirstTile : 0;
   const std::int64_t cells = tiles * kFirstDigits;  // the first pass's counts, [digit][tile]
+  // The CUB passes on the counts kernel's digit counts (own_onesweep) where its shape holds: the
+  // warp form's counts kernel, 1-3 passes of 8 bits, one portion, more than a single tile.
+  const int hp = (end_bit - first_bits + 7) / 8;
+  OnesweepShape osh;
+  if (warp_counts && knobs.build_hist_own && hp >= 1 && hp <= kHistPasses) osh = onesweep_shape();
+  const bool own_hist = osh.ok && E > osh.single_tile && E <= osh.portion;
   // CUB's temp size depends only on the sizes: ask with null buffers first. The first pass's scan
-  // shares the region (it is done before CUB starts).
+  // shares the region (it is done before CUB starts); own_onesweep's counts and tables follow the
+  // scan's temp (the counts are written before the scan and read after it).
   std::size_t temp_bytes = 0, scan_bytes = 0;
-  if (first_bits < end_bit || !fused) {
+  if (!own_hist && (first_bits < end_bit || !fused)) {
     cub::DoubleBuffer<K> k0(nullptr, nullptr);
     cub::DoubleBuffer<Pair> p0(nullptr, nullptr);
     PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, k0, p0, n32, first_bits, end_bit, s));
@@ -1971,8 +2089,12 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // The warp form's bases (u16, a warp's per digit) after them: 2 KB a tile of 8192 edges.
   const std::size_t first_scratch = 2 * cells * sizeof(std::uint32_t) +
                                     (warp_counts ? std::size_t(tiles) * kFirstWarps * kFirstDigits * sizeof(std::uint16_t) : 0);
+  // Own passes: their region stands for CUB's temp below (the arena; the short-memory estimates).
+  if (own_hist) temp_bytes = up(scan_bytes) + own_onesweep_bytes(osh, E, hp);
+  const std::size_t own_bytes = own_hist ? temp_bytes : 0;
   const std::size_t kb = up(std::max<std::size_t>(E * sizeof(K), first_scratch)),
-                    pb = up(E * sizeof(Pair)), arena_bytes = 2 * kb + pb + up(std::max(temp_bytes, scan_bytes));
+                    pb = up(E * sizeof(Pair)),
+                    arena_bytes = 2 * kb + pb + up(std::max({temp_bytes, scan_bytes, own_bytes}));
   const bool capped = chunks == 0 && knobs.build_memory > 0 && arena_bytes > knobs.build_memory;
   // The kept pairs first (see above). A one-shot build that may hand over to edge ranges makes
   // them only where the one sort is not capped, and only if they fit: edge ranges never hold the
@@ -2071,18 +2193,28 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     // threads x 19 items scaled by 4 / 8 for the 8-byte pairs). Where that guess is wrong (another
     // CCCL), the copy below mends it at the cost of one more pass over the pairs.
     const int rest = end_bit - first_bits;
-    const int passes = rest == 0 ? 0 : E <= 2304 ? 1 : (rest + 7) / 8;
+    const int passes = rest == 0 ? 0 : own_hist ? hp : E <= 2304 ? 1 : (rest + 7) / 8;
     if (passes % 2 == 0) first_out = kept.as<Pair>();
     auto* counts = reinterpret_cast<std::uint32_t*>(keys_b);
     std::uint32_t* offsets = counts + cells;
     const std::uint32_t mask = (1u << first_bits) - 1;
     auto* bases = reinterpret_cast<std::uint16_t*>(offsets + cells);
+    char* const own_temp = static_cast<char*>(temp) + up(scan_bytes);
+    HistSpec hs;
+    if (own_hist) {
+      hs = HistSpec{reinterpret_cast<std::uint32_t*>(own_temp), first_bits, end_bit, hp};
+      PIPELINK_CUDA_CHECK(cudaMemsetAsync(hs.hist, 0, std::size_t(hp) * kHistDigits * sizeof(std::uint32_t), s));
+    }
     if (warp_counts)
       first_digit_warp_counts_kernel<I><<<int(tiles), kFirstThreads, 0, s>>>(dst.data_as<const I>(), E, std::uint64_t(N), mask,
-                                                                             0, counts, bases, flag);
+                                                                             0, counts, bases, flag, hs);
     else
       first_digit_counts_kernel<I><<<int(tiles), 256, 0, s>>>(dst.data_as<const I>(), E, mask, counts);
     check_launch();
+    if (own_hist) {
+      hist_exclusive_kernel<<<hp, kHistDigits, 0, s>>>(hs.hist);
+      check_launch();
+    }
     PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp, scan_bytes, counts, offsets, cells, s));
     // The attribute belongs to the function: one value for every plan (see the bucket kernel's).
     auto scatter = [&](auto kernel) {
@@ -2103,7 +2235,9 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   }
   // CUB over the bits the first pass left (all of them without it); the result to `kept`.
   cub::DoubleBuffer<Pair> pairs(first_out, first_out == pairs_t ? kept.as<Pair>() : pairs_t);
-  if (first_bits < end_bit)
+  if (own_hist)
+    own_onesweep(osh, keys, pairs, E, first_bits, end_bit, hp, static_cast<char*>(temp) + up(scan_bytes), s);
+  else if (first_bits < end_bit)
     PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, n32, first_bits, end_bit, s));
   if (pairs.Current() != kept.as<Pair>())
     PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
