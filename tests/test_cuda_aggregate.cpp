@@ -914,7 +914,7 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
   // int32 and int64 indices, and graphs whose destinations crowd one digit (a tile of one digit).
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
                        "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_ONESHOT_W", "PIPELINK_AGG_ONESHOT_SORT",
-                       "PIPELINK_AGG_BUILD_HIST", "PIPELINK_AGG_BUILD_HIST_STRIPES");
+                       "PIPELINK_AGG_BUILD_HIST");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   // The one sort's build under test, whatever the build's default (the MSD build's plan is checked
@@ -970,18 +970,15 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
     // one-shot calls by the one sort (PIPELINK_AGG_ONESHOT_SORT=lsd): unnamed, they take the MSD
     // sort where it applies (N in (64, 2^22]). "cub-hist": the warp form with CUB's public
     // SortPairs after it (PIPELINK_AGG_BUILD_HIST=cub) instead of its passes on the counts
-    // kernel's digit counts (own_onesweep, the default: 1-3 passes past CUB's single tile);
-    // "stripes": those counts added in 3 copies (PIPELINK_AGG_BUILD_HIST_STRIPES=3).
-    for (const char* form : {"fused", "warp", "late", "cub-hist", "stripes"}) {
+    // kernel's digit counts (own_onesweep, the default: 1-3 passes past CUB's single tile).
+    for (const char* form : {"fused", "warp", "late", "cub-hist"}) {
       SCOPED_TRACE(form);
       Tensor o, p, s1f;
       {
-        const std::string_view f = form;
-        const bool late = f == "late", cub_hist = f == "cub-hist", stripes = f == "stripes";
-        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", late || cub_hist || stripes ? "warp" : form},
+        const bool late = std::string_view(form) == "late", cub_hist = std::string_view(form) == "cub-hist";
+        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", late || cub_hist ? "warp" : form},
                        {"PIPELINK_AGG_ONESHOT_W", late ? "late" : nullptr},
                        {"PIPELINK_AGG_BUILD_HIST", cub_hist ? "cub" : nullptr},
-                       {"PIPELINK_AGG_BUILD_HIST_STRIPES", stripes ? "3" : nullptr},
                        {"PIPELINK_AGG_ONESHOT_SORT", "lsd"}});
         run(o, p, s1f);
       }

@@ -421,11 +421,9 @@ __global__ void __launch_bounds__(256) first_digit_counts_kernel(const I* __rest
 // scatter writes it, bad indices too: the onesweep passes place every key by these counts), for
 // hp passes of 8 bits from bit hb up to hend. Counted in shared memory, added once a block.
 constexpr int kHistPasses = 3, kHistDigits = 256;
-// stripes: block b adds its counts to copy b % stripes (hist[stripe][pass][digit]), which
-// hist_exclusive_kernel adds up: fewer blocks' atomics queue on one address.
 struct HistSpec {
   std::uint32_t* hist = nullptr;
-  int hb = 0, hend = 0, hp = 0, stripes = 1;
+  int hb = 0, hend = 0, hp = 0;
 };
 template <class I>
 __global__ void __launch_bounds__(kFirstThreads) first_digit_warp_counts_kernel(
@@ -465,7 +463,7 @@ __global__ void __launch_bounds__(kFirstThreads) first_digit_warp_counts_kernel(
   }
   __syncthreads();
   for (int i = threadIdx.x; i < hs.hp * kHistDigits; i += kFirstThreads)
-    if (const std::uint32_t c = hh[i]) atomicAdd(hs.hist + std::int64_t(blockIdx.x % hs.stripes) * hs.hp * kHistDigits + i, c);
+    if (const std::uint32_t c = hh[i]) atomicAdd(hs.hist + i, c);
   std::uint32_t total = 0;
   if (threadIdx.x < kFirstDigits) {
     total = warp_bases_in_place(wh, threadIdx.x);
@@ -893,10 +891,6 @@ struct PlanKnobs {
   // digit counts from the first pass's counts kernel, see own_onesweep) or 'cub' (CUB's public
   // SortPairs, which counts them in a histogram kernel of its own: a read of every key).
   bool build_hist_own = true;
-  // PIPELINK_AGG_BUILD_HIST_STRIPES [1, 256]: copies of those counts the counts kernel's blocks
-  // add to (block b to copy b % stripes), summed before the passes. 1 (the default): every
-  // block's 256 atomics a pass on the same addresses, 7552 blocks on products-like.
-  int build_hist_stripes = 1;
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -930,7 +924,6 @@ PlanKnobs plan_knobs() {
   k.msd_last = msd::Last(knob_choice("PIPELINK_AGG_MSD_LAST", {"auto", "rows", "level"}));
   k.msd_one_tile_direct = !knob_is_second("PIPELINK_AGG_MSD_ONE_TILE", "direct", "count");
   k.build_hist_own = !knob_is_second("PIPELINK_AGG_BUILD_HIST", "own", "cub");
-  k.build_hist_stripes = int(read("PIPELINK_AGG_BUILD_HIST_STRIPES", 1, 256, 1));
   return k;
 }
 
@@ -1987,30 +1980,28 @@ OnesweepShape onesweep_shape() {
   PIPELINK_CUDA_CHECK(SortHub::MaxPolicy::Invoke(ptx, q));
   return shapes[device] = sh;
 }
-// The counts' exclusive sums, a block (256 threads) a pass: the stripes added up, the sums into
-// stripe 0 (hist[pass][digit], where own_onesweep reads them).
-__global__ void __launch_bounds__(kHistDigits) hist_exclusive_kernel(std::uint32_t* hist, int stripes) {
+// The counts' exclusive sums in place, a block (256 threads) a pass.
+__global__ void __launch_bounds__(kHistDigits) hist_exclusive_kernel(std::uint32_t* hist) {
   using Scan = cub::BlockScan<std::uint32_t, kHistDigits>;
   __shared__ typename Scan::TempStorage temp;
-  const std::int64_t at = std::int64_t(blockIdx.x) * kHistDigits + threadIdx.x, per = std::int64_t(gridDim.x) * kHistDigits;
-  std::uint32_t v = 0;
-  for (int k = 0; k < stripes; ++k) v += hist[k * per + at];
+  std::uint32_t* const h = hist + blockIdx.x * kHistDigits;
+  std::uint32_t v = h[threadIdx.x];
   Scan(temp).ExclusiveSum(v, v);
-  hist[at] = v;
+  h[threadIdx.x] = v;
 }
 // The passes over bits [begin, end), 8 at a time, from keys/pairs' current buffers (flipped per
 // pass, as SortPairs does). temp: the counts (hp x 256, exclusive-summed), then hp counters and
 // the look-back table (tiles x 256), as own_onesweep_bytes lays them out.
-std::size_t own_onesweep_bytes(const OnesweepShape& sh, std::int64_t E, int hp, int stripes) {
+std::size_t own_onesweep_bytes(const OnesweepShape& sh, std::int64_t E, int hp) {
   const std::int64_t blocks = (E + sh.tile - 1) / sh.tile;
-  return round_up_256(std::size_t(stripes) * hp * kHistDigits * 4) + round_up_256(std::size_t(hp) * sizeof(OwnPortion)) +
+  return round_up_256(std::size_t(hp) * kHistDigits * 4) + round_up_256(std::size_t(hp) * sizeof(OwnPortion)) +
          round_up_256(std::size_t(blocks) * kHistDigits * sizeof(OwnPortion));
 }
 void own_onesweep(const OnesweepShape& sh, cub::DoubleBuffer<std::uint32_t>& keys,
                   cub::DoubleBuffer<EdgePair<std::int32_t>>& pairs, std::int64_t E, int begin, int end, int hp,
-                  int stripes, char* temp, cudaStream_t s) {
+                  char* temp, cudaStream_t s) {
   auto* const hist = reinterpret_cast<std::uint32_t*>(temp);
-  auto* const ctrs = reinterpret_cast<OwnPortion*>(temp + round_up_256(std::size_t(stripes) * hp * kHistDigits * 4));
+  auto* const ctrs = reinterpret_cast<OwnPortion*>(temp + round_up_256(std::size_t(hp) * kHistDigits * 4));
   auto* const lookback =
       reinterpret_cast<OwnPortion*>(reinterpret_cast<char*>(ctrs) + round_up_256(std::size_t(hp) * sizeof(OwnPortion)));
   const std::int64_t blocks = (E + sh.tile - 1) / sh.tile;
@@ -2099,7 +2090,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   const std::size_t first_scratch = 2 * cells * sizeof(std::uint32_t) +
                                     (warp_counts ? std::size_t(tiles) * kFirstWarps * kFirstDigits * sizeof(std::uint16_t) : 0);
   // Own passes: their region stands for CUB's temp below (the arena; the short-memory estimates).
-  if (own_hist) temp_bytes = up(scan_bytes) + own_onesweep_bytes(osh, E, hp, knobs.build_hist_stripes);
+  if (own_hist) temp_bytes = up(scan_bytes) + own_onesweep_bytes(osh, E, hp);
   const std::size_t own_bytes = own_hist ? temp_bytes : 0;
   const std::size_t kb = up(std::max<std::size_t>(E * sizeof(K), first_scratch)),
                     pb = up(E * sizeof(Pair)),
@@ -2211,9 +2202,8 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     char* const own_temp = static_cast<char*>(temp) + up(scan_bytes);
     HistSpec hs;
     if (own_hist) {
-      hs = HistSpec{reinterpret_cast<std::uint32_t*>(own_temp), first_bits, end_bit, hp, knobs.build_hist_stripes};
-      PIPELINK_CUDA_CHECK(
-          cudaMemsetAsync(hs.hist, 0, std::size_t(hs.stripes) * hp * kHistDigits * sizeof(std::uint32_t), s));
+      hs = HistSpec{reinterpret_cast<std::uint32_t*>(own_temp), first_bits, end_bit, hp};
+      PIPELINK_CUDA_CHECK(cudaMemsetAsync(hs.hist, 0, std::size_t(hp) * kHistDigits * sizeof(std::uint32_t), s));
     }
     if (warp_counts)
       first_digit_warp_counts_kernel<I><<<int(tiles), kFirstThreads, 0, s>>>(dst.data_as<const I>(), E, std::uint64_t(N), mask,
@@ -2222,7 +2212,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
       first_digit_counts_kernel<I><<<int(tiles), 256, 0, s>>>(dst.data_as<const I>(), E, mask, counts);
     check_launch();
     if (own_hist) {
-      hist_exclusive_kernel<<<hp, kHistDigits, 0, s>>>(hs.hist, hs.stripes);
+      hist_exclusive_kernel<<<hp, kHistDigits, 0, s>>>(hs.hist);
       check_launch();
     }
     PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp, scan_bytes, counts, offsets, cells, s));
@@ -2246,8 +2236,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // CUB over the bits the first pass left (all of them without it); the result to `kept`.
   cub::DoubleBuffer<Pair> pairs(first_out, first_out == pairs_t ? kept.as<Pair>() : pairs_t);
   if (own_hist)
-    own_onesweep(osh, keys, pairs, E, first_bits, end_bit, hp, knobs.build_hist_stripes,
-                 static_cast<char*>(temp) + up(scan_bytes), s);
+    own_onesweep(osh, keys, pairs, E, first_bits, end_bit, hp, static_cast<char*>(temp) + up(scan_bytes), s);
   else if (first_bits < end_bit)
     PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, n32, first_bits, end_bit, s));
   if (pairs.Current() != kept.as<Pair>())
