@@ -1430,7 +1430,7 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
                              std::pair{"PIPELINK_AGG_MSD_BATCH", "65"}, std::pair{"PIPELINK_AGG_MSD_STREAMS", "0"},
                              std::pair{"PIPELINK_AGG_MSD_STREAMS", "5"}, std::pair{"PIPELINK_AGG_MSD_LAST", "row"},
                              std::pair{"PIPELINK_AGG_MSD_ONE_TILE", "fast"},
-                             std::pair{"PIPELINK_AGG_BUILD_SORT", "radix"}}) {
+                             std::pair{"PIPELINK_AGG_BUILD_SORT", "radix"}, std::pair{"PIPELINK_AGG_BUILD_HIST", "both"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);

@@ -426,10 +426,10 @@ struct HistSpec {
   int hb = 0, hend = 0, hp = 0;
 };
 template <class I>
-__global__ void __launch_bounds__(kFirstThreads) first_digit_warp_counts_kernel(
-    const I* __restrict__ dst, std::int64_t E, std::uint64_t N, std::uint32_t mask, int shift,
-    std::uint32_t* __restrict__ counts, std::uint16_t* __restrict__ bases, unsigned long long* first_bad,
-    HistSpec hs = {}) {
+__global__ void __launch_bounds__(kFirstThreads)
+    first_digit_warp_counts_kernel(const I* __restrict__ dst, std::int64_t E, std::uint64_t N, std::uint32_t mask,
+                                   int shift, std::uint32_t* __restrict__ counts, std::uint16_t* __restrict__ bases,
+                                   unsigned long long* first_bad, HistSpec hs = {}) {
   __shared__ std::uint32_t wh[kFirstWarps][kFirstDigits];
   __shared__ std::uint32_t lstart[kFirstDigits];
   __shared__ std::uint32_t hh[kHistPasses * kHistDigits];
@@ -1636,9 +1636,9 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
 // before its atomics, and the second look reads the cells (~10K on products-like), not the keys.
 constexpr int kSampleBatch = 16;
 template <class I>
-__global__ void __launch_bounds__(1024) msd_sample_kernel(const I* __restrict__ dst, std::int64_t N, msd::SubSample s,
-                                                          std::uint32_t* __restrict__ cells,
-                                                          std::uint32_t* __restrict__ in_big) {
+__global__ void __launch_bounds__(1024)
+    msd_sample_kernel(const I* __restrict__ dst, std::int64_t N, msd::SubSample s, std::uint32_t* __restrict__ cells,
+                      std::uint32_t* __restrict__ in_big) {
   for (std::int64_t i = threadIdx.x; i < s.cells; i += blockDim.x) cells[i] = 0;
   __syncthreads();
   for (std::int64_t k0 = threadIdx.x; k0 < s.taken; k0 += std::int64_t(blockDim.x) * kSampleBatch) {
@@ -1778,8 +1778,8 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(copy, ev.scanned, 0));
   ev.pending = copy;
   if (sample.taken > 0)
-    PIPELINK_CUDA_CHECK(cudaMemcpyAsync(&sample.in_big, sample_at + sample.cells, sizeof(std::uint32_t),
-                                        cudaMemcpyDeviceToHost, copy));
+    PIPELINK_CUDA_CHECK(
+        cudaMemcpyAsync(&sample.in_big, sample_at + sample.cells, sizeof(std::uint32_t), cudaMemcpyDeviceToHost, copy));
   PIPELINK_CUDA_CHECK(cudaMemcpy2DAsync(starts.v, sizeof(std::uint32_t), offsets, std::size_t(tiles) * sizeof(std::uint32_t),
                                         sizeof(std::uint32_t), kFirstDigits, cudaMemcpyDeviceToHost, copy));
   PIPELINK_CUDA_CHECK(cudaStreamSynchronize(copy));
@@ -2009,14 +2009,14 @@ void own_onesweep(const OnesweepShape& sh, cub::DoubleBuffer<std::uint32_t>& key
       reinterpret_cast<OwnPortion*>(reinterpret_cast<char*>(ctrs) + round_up_256(std::size_t(hp) * sizeof(OwnPortion)));
   const std::int64_t blocks = (E + sh.tile - 1) / sh.tile;
   auto kernel = cub::detail::radix_sort::DeviceRadixSortOnesweepKernel<SortHub::MaxPolicy, cub::SortOrder::Ascending,
-                                                                      std::uint32_t, EdgePair<std::int32_t>,
-                                                                      std::uint32_t, OwnPortion, OwnPortion>;
+                                                                       std::uint32_t, EdgePair<std::int32_t>,
+                                                                       std::uint32_t, OwnPortion, OwnPortion>;
   PIPELINK_CUDA_CHECK(cudaMemsetAsync(ctrs, 0, std::size_t(hp) * sizeof(OwnPortion), s));
   for (int p = 0, bit = begin; bit < end; ++p, bit += 8) {
     PIPELINK_CUDA_CHECK(cudaMemsetAsync(lookback, 0, std::size_t(blocks) * kHistDigits * sizeof(OwnPortion), s));
     kernel<<<int(blocks), sh.threads, 0, s>>>(lookback, ctrs + p, nullptr, hist + p * kHistDigits, keys.Alternate(),
-                                               keys.Current(), pairs.Alternate(), pairs.Current(), OwnPortion(E), bit,
-                                               std::min(8, end - bit), cub::detail::identity_decomposer_t{});
+                                              keys.Current(), pairs.Alternate(), pairs.Current(), OwnPortion(E), bit,
+                                              std::min(8, end - bit), cub::detail::identity_decomposer_t{});
     check_launch();
     keys.selector ^= 1;
     pairs.selector ^= 1;
@@ -2094,10 +2094,8 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
                                     (warp_counts ? std::size_t(tiles) * kFirstWarps * kFirstDigits * sizeof(std::uint16_t) : 0);
   // Own passes: their region stands for CUB's temp below (the arena; the short-memory estimates).
   if (own_hist) temp_bytes = up(scan_bytes) + own_onesweep_bytes(osh, E, hp);
-  const std::size_t own_bytes = own_hist ? temp_bytes : 0;
-  const std::size_t kb = up(std::max<std::size_t>(E * sizeof(K), first_scratch)),
-                    pb = up(E * sizeof(Pair)),
-                    arena_bytes = 2 * kb + pb + up(std::max({temp_bytes, scan_bytes, own_bytes}));
+  const std::size_t kb = up(std::max<std::size_t>(E * sizeof(K), first_scratch)), pb = up(E * sizeof(Pair)),
+                    arena_bytes = 2 * kb + pb + up(std::max(temp_bytes, scan_bytes));
   const bool capped = chunks == 0 && knobs.build_memory > 0 && arena_bytes > knobs.build_memory;
   // The kept pairs first (see above). A one-shot build that may hand over to edge ranges makes
   // them only where the one sort is not capped, and only if they fit: edge ranges never hold the
@@ -2209,8 +2207,8 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
       PIPELINK_CUDA_CHECK(cudaMemsetAsync(hs.hist, 0, std::size_t(hp) * kHistDigits * sizeof(std::uint32_t), s));
     }
     if (warp_counts)
-      first_digit_warp_counts_kernel<I><<<int(tiles), kFirstThreads, 0, s>>>(dst.data_as<const I>(), E, std::uint64_t(N), mask,
-                                                                             0, counts, bases, flag, hs);
+      first_digit_warp_counts_kernel<I><<<int(tiles), kFirstThreads, 0, s>>>(
+          dst.data_as<const I>(), E, std::uint64_t(N), mask, 0, counts, bases, flag, hs);
     else
       first_digit_counts_kernel<I><<<int(tiles), 256, 0, s>>>(dst.data_as<const I>(), E, mask, counts);
     check_launch();
