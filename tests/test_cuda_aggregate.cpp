@@ -927,7 +927,7 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
   };
   const G cases[] = {{1, 1, DType::i32, 0},         {50, 20000, DType::i64, 0},    {200, 4095, DType::i32, 0},    {256, 4097, DType::i64, 0},
                      {257, 8191, DType::i32, 0},    {300, 8192, DType::i64, 0},    {70000, 8193, DType::i32, 0},
-                     {70000, 300000, DType::i64, 0}, {3000000, 1000000, DType::i32, 0}, {4500000, 200000, DType::i32, 0},
+                     {70000, 300000, DType::i64, 0}, {3000000, 1000000, DType::i32, 0}, {4500000, 200000, DType::i32, 0}, {4500000, 150000, DType::i64, 0},
                      {70000, 2304, DType::i64, 0},   {70000, 3000, DType::i32, 0},
                      {5000, 40000, DType::i32, 1},   {1000000, 50000, DType::i64, 2}};
   for (const G& c : cases) {
@@ -1019,6 +1019,34 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
       }
     }
   }
+}
+
+TEST_F(CudaAggregate, PlanBuildOnHopperCountsCubsDigitsInItsFirstPass) {
+  // On sm_90 with CUDA 13.0's CCCL a plan build's CUB passes run on the first pass's digit counts
+  // (own_onesweep), unless PIPELINK_AGG_BUILD_HIST=cub. The bits cannot tell (the same kernel on
+  // the same counts: FusedFirstRadixPassIsTheSamePlan compares them), so the build's debug trace
+  // names the step: without this check a device or CCCL where the path quietly falls back to
+  // SortPairs would pass that test comparing SortPairs with itself.
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_BUILD_FIRST", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
+                       "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_BUILD_HIST", "PIPELINK_AGG_BUILD_SORT");
+  if (describe(Device::cuda(0)).sm != 90) GTEST_SKIP() << "the path is checked on sm_90 (the H200) only";
+  EdgeList g = uniform_graph(3000000, 100000, fresh_seed(), DType::i64);  // 22 bits: two 8-bit CUB passes
+  Tensor sg = gpu(g.src), dg = gpu(g.dst);
+  auto trace_of_build = [&] {
+    const LogLevel before = log_level();
+    set_log_level(LogLevel::debug);
+    testing::internal::CaptureStderr();
+    (void)AggregatePlan::build(sg, dg, 3000000);
+    cuda::synchronize();
+    set_log_level(before);
+    return testing::internal::GetCapturedStderr();
+  };
+  const std::string own = trace_of_build();
+  EXPECT_NE(own.find(" sort_own_counts "), std::string::npos) << own;
+  ScopedEnv cub_hist({{"PIPELINK_AGG_BUILD_HIST", "cub"}});
+  const std::string cub = trace_of_build();
+  EXPECT_EQ(cub.find("sort_own_counts"), std::string::npos) << cub;
+  EXPECT_NE(cub.find(" sort "), std::string::npos) << cub;
 }
 
 // A one-shot call under `knob`=`value` on a graph with a bad dst at edge 80000 and a bad src at

@@ -1732,11 +1732,12 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   PIPELINK_CUDA_CHECK(cudaGetDevice(&device));
   cudaStream_t* side = msd_side_streams(device);
   const cudaStream_t copy = side[kMsdStreams];
+  BucketStarts starts{};  // before ev: the copy stream writes it (see Events::pending)
   struct Events {  // destroyed on every way out (an event pending on a stream is released when it completes)
     cudaEvent_t ready = nullptr, scanned = nullptr, fork = nullptr;
     std::array<cudaEvent_t, kMsdStreams> joins{};
-    // Set while the copy stream may still write `first` and `sample` (declared before this, so
-    // freed after): a throw on the way waits for it instead of freeing what it writes.
+    // Set while the copy stream may still write `first`, `sample` or `starts` (declared before
+    // this, so freed after): a throw on the way waits for it instead of freeing what it writes.
     cudaStream_t pending = nullptr;
     ~Events() {
       if (pending) (void)cudaStreamSynchronize(pending);
@@ -1776,7 +1777,6 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   // that the batches below are planned and queued before it ends. Copied after the scatter on s,
   // the GPU waited ~45 us between the scatter and the level counts for the host's sync, plan
   // and launches (v33 trace, products-like, H200: scatter end 875 us, level counts 925 us).
-  BucketStarts starts{};
   PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(copy, ev.scanned, 0));
   ev.pending = copy;
   if (sample.taken > 0)
@@ -1950,13 +1950,22 @@ bool first_pass_fits() {
 // Measured (H200, products-like, v38): plan build 2.04 against 2.07-2.08 ms by SortPairs in the
 // same rounds (two machine starts); traced, CUB's part 1.20 -> 1.115 ms and the counts kernel
 // +~45 us (its shared-memory atomics: striping the blocks' global ones changed nothing).
-using SortHub = cub::detail::radix::policy_hub<std::uint32_t, EdgePair<std::int32_t>, std::uint32_t>;
+// CCCL 3.0 (CUDA 13.0) only, where the kernel, its policies and InvokeOnesweep's protocol (bins,
+// look-back table, tile counters, portions of < 2^28 items) were read: another CCCL compiles
+// without it and every build takes SortPairs.
+#if defined(CCCL_MAJOR_VERSION) && CCCL_MAJOR_VERSION == 3 && CCCL_MINOR_VERSION == 0
+#define PIPELINK_OWN_ONESWEEP 1
+#else
+#define PIPELINK_OWN_ONESWEEP 0
+#endif
 using OwnPortion = int;  // CUB's PortionOffsetT and AtomicOffsetT for onesweep
 struct OnesweepShape {
   bool ok = false;
   int threads = 0, tile = 0, single_tile = 0;
   std::int64_t portion = 0;  // items one portion (launch) takes
 };
+#if PIPELINK_OWN_ONESWEEP
+using SortHub = cub::detail::radix::policy_hub<std::uint32_t, EdgePair<std::int32_t>, std::uint32_t>;
 struct OnesweepQuery {
   OnesweepShape* out;
   template <class P>
@@ -1971,7 +1980,11 @@ struct OnesweepQuery {
     return cudaSuccess;
   }
 };
+#endif
 OnesweepShape onesweep_shape() {
+#if !PIPELINK_OWN_ONESWEEP
+  return {};
+#else
   int device = 0;
   PIPELINK_CUDA_CHECK(cudaGetDevice(&device));
   static std::mutex mu;
@@ -1984,6 +1997,7 @@ OnesweepShape onesweep_shape() {
   OnesweepQuery q{&sh};
   PIPELINK_CUDA_CHECK(SortHub::MaxPolicy::Invoke(ptx, q));
   return shapes[device] = sh;
+#endif
 }
 // The counts' exclusive sums in place, a block (256 threads) a pass.
 __global__ void __launch_bounds__(kHistDigits) hist_exclusive_kernel(std::uint32_t* hist) {
@@ -2010,6 +2024,7 @@ void own_onesweep(const OnesweepShape& sh, cub::DoubleBuffer<std::uint32_t>& key
   auto* const lookback =
       reinterpret_cast<OwnPortion*>(reinterpret_cast<char*>(ctrs) + round_up_256(std::size_t(hp) * sizeof(OwnPortion)));
   const std::int64_t blocks = (E + sh.tile - 1) / sh.tile;
+#if PIPELINK_OWN_ONESWEEP
   auto kernel = cub::detail::radix_sort::DeviceRadixSortOnesweepKernel<SortHub::MaxPolicy, cub::SortOrder::Ascending,
                                                                        std::uint32_t, EdgePair<std::int32_t>,
                                                                        std::uint32_t, OwnPortion, OwnPortion>;
@@ -2023,6 +2038,10 @@ void own_onesweep(const OnesweepShape& sh, cub::DoubleBuffer<std::uint32_t>& key
     keys.selector ^= 1;
     pairs.selector ^= 1;
   }
+#else
+  (void)keys, (void)pairs, (void)begin, (void)end, (void)hist, (void)ctrs, (void)lookback, (void)blocks, (void)s;
+  throw Error("aggregate: internal error: own_onesweep without CCCL 3.0's onesweep kernel");
+#endif
 }
 
 // Narrow plans: keys = dst (uint32), values = (src, id) pairs, one stable radix sort.
@@ -2244,7 +2263,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, n32, first_bits, end_bit, s));
   if (pairs.Current() != kept.as<Pair>())
     PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
-  trace.mark("sort");
+  trace.mark(own_hist ? "sort_own_counts" : "sort");  // the name tells the forms apart (a test reads it)
   plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
   // Row starts and a suffix minimum (row_starts_kernel; 0.086 ms on products-like, H200), or under
   // PIPELINK_AGG_ROW_PTR=search a binary search a row (0.122 ms); the scan's temp storage in CUB's
