@@ -970,15 +970,17 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
     // one-shot calls by the one sort (PIPELINK_AGG_ONESHOT_SORT=lsd): unnamed, they take the MSD
     // sort where it applies (N in (64, 2^22]). "cub-hist": the warp form with CUB's public
     // SortPairs after it (PIPELINK_AGG_BUILD_HIST=cub) instead of its passes on the counts
-    // kernel's digit counts (own_onesweep, the default: 1-3 passes past CUB's single tile).
-    for (const char* form : {"fused", "warp", "late", "cub-hist"}) {
+    // kernel's digit counts (own_onesweep, the default: 1-3 passes past CUB's single tile);
+    // "scatter-hist": those counts taken by the scatter instead (=scatter; plan builds only).
+    for (const char* form : {"fused", "warp", "late", "cub-hist", "scatter-hist"}) {
       SCOPED_TRACE(form);
       Tensor o, p, s1f;
       {
-        const bool late = std::string_view(form) == "late", cub_hist = std::string_view(form) == "cub-hist";
-        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", late || cub_hist ? "warp" : form},
+        const std::string_view f = form;
+        const bool late = f == "late", cub_hist = f == "cub-hist", scatter_hist = f == "scatter-hist";
+        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", late || cub_hist || scatter_hist ? "warp" : form},
                        {"PIPELINK_AGG_ONESHOT_W", late ? "late" : nullptr},
-                       {"PIPELINK_AGG_BUILD_HIST", cub_hist ? "cub" : nullptr},
+                       {"PIPELINK_AGG_BUILD_HIST", cub_hist ? "cub" : scatter_hist ? "scatter" : nullptr},
                        {"PIPELINK_AGG_ONESHOT_SORT", "lsd"}});
         run(o, p, s1f);
       }
@@ -1043,6 +1045,11 @@ TEST_F(CudaAggregate, PlanBuildOnHopperCountsCubsDigitsInItsFirstPass) {
   };
   const std::string own = trace_of_build();
   EXPECT_NE(own.find(" sort_own_counts "), std::string::npos) << own;
+  {
+    ScopedEnv scatter_hist({{"PIPELINK_AGG_BUILD_HIST", "scatter"}});
+    const std::string by_scatter = trace_of_build();
+    EXPECT_NE(by_scatter.find(" sort_own_counts "), std::string::npos) << by_scatter;
+  }
   ScopedEnv cub_hist({{"PIPELINK_AGG_BUILD_HIST", "cub"}});
   const std::string cub = trace_of_build();
   EXPECT_EQ(cub.find("sort_own_counts"), std::string::npos) << cub;

@@ -499,11 +499,12 @@ __global__ void __launch_bounds__(kFirstThreads)
 // shift, KO: the digit is (dst >> shift) & mask; 0 and uint32 for the LSD first pass (the keys
 // whole), kFirstBits below the top bit and uint16 for the one-shot's MSD sort (the keys' low 16
 // bits: sort_narrow_msd).
-template <class I, int FW, bool WC, class KO = std::uint32_t>
+template <class I, int FW, bool WC, class KO = std::uint32_t, bool HS = false>
 __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
     const I* __restrict__ src, const I* __restrict__ dst, std::int64_t E, std::uint64_t N, std::uint32_t mask, int shift,
     const std::uint32_t* __restrict__ offsets, KO* __restrict__ keys, EdgePair<std::int32_t>* __restrict__ pairs,
-    unsigned long long* first_bad, const float* __restrict__ fw, const std::uint16_t* __restrict__ bases) {
+    unsigned long long* first_bad, const float* __restrict__ fw, const std::uint16_t* __restrict__ bases,
+    HistSpec hs) {
   extern __shared__ __align__(16) unsigned char first_smem[];
   auto* skeys = reinterpret_cast<std::uint32_t*>(first_smem);
   auto* spairs = reinterpret_cast<EdgePair<std::int32_t>*>(first_smem + kFirstTile * sizeof(std::uint32_t));
@@ -546,6 +547,12 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
   // warp waits for them at the barrier after the scan, 7% of its stall samples in session 21's
   // profile).
   std::uint32_t g_early = 0;
+  // HS (PIPELINK_AGG_BUILD_HIST=scatter, plan builds): the later passes' digit counts, taken at
+  // the write-out below (zeroed before either branch's barrier). A template argument so that
+  // the other forms keep their code (64 registers, two blocks an SM).
+  __shared__ std::uint32_t hh[HS ? kHistPasses * kHistDigits : 1];
+  if constexpr (HS)
+    for (int i = threadIdx.x; i < hs.hp * kHistDigits; i += kFirstThreads) hh[i] = 0;
   if constexpr (WC) {
     // Each warp's bases, already offset by the tile's digit starts (warp 0's are those starts).
     const std::uint16_t* const b = bases + std::int64_t(blockIdx.x) * kFirstWarps * kFirstDigits;
@@ -623,6 +630,16 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
     EdgePair<std::int32_t> p = spairs[i];
     if constexpr (FW == 2) p.id = __float_as_int(fw[p.id]);  // the edge's weight bits in place of its id
     pairs[g] = p;
+    if constexpr (HS)
+      for (int q = 0; q < hs.hp; ++q) {
+        const int b = hs.hb + 8 * q;
+        atomicAdd(&hh[q * kHistDigits + ((key_i >> b) & ((1u << min(8, hs.hend - b)) - 1u))], 1u);
+      }
+  }
+  if (HS && hs.hp > 0) {  // the block's counts out, once
+    __syncthreads();
+    for (int i = threadIdx.x; i < hs.hp * kHistDigits; i += kFirstThreads)
+      if (const std::uint32_t c = hh[i]) atomicAdd(hs.hist + i, c);
   }
 }
 
@@ -887,10 +904,12 @@ struct PlanKnobs {
   // products-like, v35) or 'count' (v34: level_rows_kernel counts every sub-bucket's rows in a
   // pass of its own, then ranks it a tile at a time, as it still does past a tile).
   bool msd_one_tile_direct = true;
-  // PIPELINK_AGG_BUILD_HIST: 'own' (the default since v38: the one sort's CUB passes take their
-  // digit counts from the first pass's counts kernel, see own_onesweep) or 'cub' (CUB's public
-  // SortPairs, which counts them in a histogram kernel of its own: a read of every key).
-  bool build_hist_own = true;
+  // PIPELINK_AGG_BUILD_HIST: 'own' (0, the default since v38: the one sort's CUB passes take
+  // their digit counts from the first pass's counts kernel, see own_onesweep), 'cub' (1: CUB's
+  // public SortPairs, which counts them in a histogram kernel of its own: a read of every key) or
+  // 'scatter' (2, opt-in, not yet measured: the first pass's scatter counts them at its
+  // write-out instead of the counts kernel).
+  int build_hist = 0;
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -923,7 +942,7 @@ PlanKnobs plan_knobs() {
   k.msd_streams = int(read("PIPELINK_AGG_MSD_STREAMS", 1, kMsdStreams, 2));
   k.msd_last = msd::Last(knob_choice("PIPELINK_AGG_MSD_LAST", {"auto", "rows", "level"}));
   k.msd_one_tile_direct = !knob_is_second("PIPELINK_AGG_MSD_ONE_TILE", "direct", "count");
-  k.build_hist_own = !knob_is_second("PIPELINK_AGG_BUILD_HIST", "own", "cub");
+  k.build_hist = knob_choice("PIPELINK_AGG_BUILD_HIST", {"own", "cub", "scatter"});
   return k;
 }
 
@@ -1770,7 +1789,8 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   auto* scatter = fw ? first_digit_scatter_kernel<I, 1, true, K16> : first_digit_scatter_kernel<I, 0, true, K16>;
   PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(scatter, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFirstSmem)));
   scatter<<<int(tiles), kFirstThreads, kFirstSmem, s>>>(src.data_as<const I>(), dst.data_as<const I>(), E, std::uint64_t(N),
-                                                       mask, shift, offsets, keys.as<K16>(), kept.as<Pair>(), flag, fw, bases);
+                                                       mask, shift, offsets, keys.as<K16>(), kept.as<Pair>(), flag, fw, bases,
+                                                       HistSpec{});
   check_launch();
   // The buckets' starts (digit d's first place is tile 0's, offsets[d * tiles]) are final after
   // the scan, which the scatter only reads: copied on a side stream while the scatter runs, so
@@ -2094,7 +2114,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // warp form's counts kernel, 1-3 passes of 8 bits, one portion, more than a single tile.
   const int hp = (end_bit - first_bits + 7) / 8;
   OnesweepShape osh;
-  if (warp_counts && knobs.build_hist_own && hp >= 1 && hp <= kHistPasses) osh = onesweep_shape();
+  if (warp_counts && knobs.build_hist != 1 && hp >= 1 && hp <= kHistPasses) osh = onesweep_shape();
   const bool own_hist = osh.ok && E > osh.single_tile && E <= osh.portion;
   // CUB's temp size depends only on the sizes: ask with null buffers first. The first pass's scan
   // shares the region (it is done before CUB starts); own_onesweep's counts and tables follow the
@@ -2222,37 +2242,43 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     const std::uint32_t mask = (1u << first_bits) - 1;
     auto* bases = reinterpret_cast<std::uint16_t*>(offsets + cells);
     char* const own_temp = static_cast<char*>(temp) + up(scan_bytes);
-    HistSpec hs;
+    // The digit counts for own_onesweep: by the counts kernel (PIPELINK_AGG_BUILD_HIST=own) or
+    // by the scatter at its write-out (=scatter); summed after whichever counts them.
+    HistSpec hs, hs_counts, hs_scatter;
     if (own_hist) {
       hs = HistSpec{reinterpret_cast<std::uint32_t*>(own_temp), first_bits, end_bit, hp};
+      (knobs.build_hist == 2 && !fw ? hs_scatter : hs_counts) = hs;  // one-shot builds: the counts kernel
       PIPELINK_CUDA_CHECK(cudaMemsetAsync(hs.hist, 0, std::size_t(hp) * kHistDigits * sizeof(std::uint32_t), s));
     }
+    auto sum_hist = [&] {
+      hist_exclusive_kernel<<<hp, kHistDigits, 0, s>>>(hs.hist);
+      check_launch();
+    };
     if (warp_counts)
       first_digit_warp_counts_kernel<I><<<int(tiles), kFirstThreads, 0, s>>>(
-          dst.data_as<const I>(), E, std::uint64_t(N), mask, 0, counts, bases, flag, hs);
+          dst.data_as<const I>(), E, std::uint64_t(N), mask, 0, counts, bases, flag, hs_counts);
     else
       first_digit_counts_kernel<I><<<int(tiles), 256, 0, s>>>(dst.data_as<const I>(), E, mask, counts);
     check_launch();
-    if (own_hist) {
-      hist_exclusive_kernel<<<hp, kHistDigits, 0, s>>>(hs.hist);
-      check_launch();
-    }
+    if (hs_counts.hp > 0) sum_hist();
     PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp, scan_bytes, counts, offsets, cells, s));
     // The attribute belongs to the function: one value for every plan (see the bucket kernel's).
     auto scatter = [&](auto kernel) {
       PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kFirstSmem)));
       kernel<<<int(tiles), kFirstThreads, kFirstSmem, s>>>(src.data_as<const I>(), dst.data_as<const I>(), E, std::uint64_t(N),
-                                                         mask, 0, offsets, keys_a, first_out, flag, fw, bases);
+                                                         mask, 0, offsets, keys_a, first_out, flag, fw, bases, hs_scatter);
     };
     if (warp_counts) {
       if (fw && knobs.oneshot_w_late) scatter(first_digit_scatter_kernel<I, 2, true>);
       else if (fw) scatter(first_digit_scatter_kernel<I, 1, true>);
+      else if (hs_scatter.hp > 0) scatter(first_digit_scatter_kernel<I, 0, true, std::uint32_t, true>);
       else scatter(first_digit_scatter_kernel<I, 0, true>);
     } else {
       if (fw) scatter(first_digit_scatter_kernel<I, 1, false>);
       else scatter(first_digit_scatter_kernel<I, 0, false>);
     }
     check_launch();
+    if (hs_scatter.hp > 0) sum_hist();
     trace.mark(warp_counts ? "first_pass_warp" : "first_pass");  // the name tells the forms apart in an A/B's trace
   }
   // CUB over the bits the first pass left (all of them without it); the result to `kept`.
