@@ -85,7 +85,7 @@ mutations=(
   "build pool knob ignored by the sort's arena@src/cuda/aggregate.cu@const ScratchPoolScope scratch(knobs.build_own_pool);@const ScratchPoolScope scratch(false);@3@CudaAggregate.BuildPoolKnobPutsTheBuildArenasInTheScratchPool"
   "msd sample finds no skew@src/cuda/aggregate.cu@mine += c > s.big ? c : 0u;@mine += 0u;@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"
   "own hist misses each warp's last round@src/cuda/aggregate.cu@if (32 * r < lim) atomicAdd(&hh[@if (32 * r + 32 < lim) atomicAdd(&hh[@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
-  "scatter hist flushes nothing@src/cuda/aggregate.cu@atomicAdd(hs.hist + i, c);@(void)c;@2@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
+  "scatter hist flushes nothing@src/cuda/aggregate.cu@hs.template flush<kFirstThreads>(hh);  // the block's counts out, once@(void)hh;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "build pool knob ignored by the msd build's keys@src/cuda/aggregate.cu@const ScratchPoolScope scratch(knobs.build_own_pool);@const ScratchPoolScope scratch(false);@1@CudaAggregate.BuildPoolKnobPutsTheBuildArenasInTheScratchPool"
 )
 

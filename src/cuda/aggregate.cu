@@ -424,6 +424,15 @@ constexpr int kHistPasses = 3, kHistDigits = 256;
 struct HistSpec {
   std::uint32_t* hist = nullptr;
   int hb = 0, hend = 0, hp = 0;
+  // Pass p's digit of key k: (k >> shift(p)) & mask(p).
+  __device__ int shift(int p) const { return hb + 8 * p; }
+  __device__ std::uint32_t mask(int p) const { return (1u << min(8, hend - shift(p))) - 1u; }
+  // A block's shared counts hh[pass][digit] added to hist, once a block (after a barrier).
+  template <int Threads>
+  __device__ void flush(const std::uint32_t* hh) const {
+    for (int i = threadIdx.x; i < hp * kHistDigits; i += Threads)
+      if (const std::uint32_t c = hh[i]) atomicAdd(hist + i, c);
+  }
 };
 template <class I>
 __global__ void __launch_bounds__(kFirstThreads)
@@ -455,15 +464,14 @@ __global__ void __launch_bounds__(kFirstThreads)
   }
   if (bad_bits) atomicMin(first_bad, (unsigned long long)(w0 + 32 * (__ffs(bad_bits) - 1)));
   for (int p = 0; p < hs.hp; ++p) {
-    const int b = hs.hb + 8 * p, bits = min(8, hs.hend - b);
-    const std::uint32_t m = (1u << bits) - 1u;
+    const int b = hs.shift(p);
+    const std::uint32_t m = hs.mask(p);
 #pragma unroll
     for (int r = 0; r < R; ++r)
       if (32 * r < lim) atomicAdd(&hh[p * kHistDigits + ((std::uint32_t(dv[r]) >> b) & m)], 1u);
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < hs.hp * kHistDigits; i += kFirstThreads)
-    if (const std::uint32_t c = hh[i]) atomicAdd(hs.hist + i, c);
+  hs.flush<kFirstThreads>(hh);
   std::uint32_t total = 0;
   if (threadIdx.x < kFirstDigits) {
     total = warp_bases_in_place(wh, threadIdx.x);
@@ -631,15 +639,11 @@ __global__ void __launch_bounds__(kFirstThreads, 2) first_digit_scatter_kernel(
     if constexpr (FW == 2) p.id = __float_as_int(fw[p.id]);  // the edge's weight bits in place of its id
     pairs[g] = p;
     if constexpr (HS)
-      for (int q = 0; q < hs.hp; ++q) {
-        const int b = hs.hb + 8 * q;
-        atomicAdd(&hh[q * kHistDigits + ((key_i >> b) & ((1u << min(8, hs.hend - b)) - 1u))], 1u);
-      }
+      for (int q = 0; q < hs.hp; ++q) atomicAdd(&hh[q * kHistDigits + ((key_i >> hs.shift(q)) & hs.mask(q))], 1u);
   }
-  if (HS && hs.hp > 0) {  // the block's counts out, once
+  if (HS && hs.hp > 0) {
     __syncthreads();
-    for (int i = threadIdx.x; i < hs.hp * kHistDigits; i += kFirstThreads)
-      if (const std::uint32_t c = hh[i]) atomicAdd(hs.hist + i, c);
+    hs.template flush<kFirstThreads>(hh);  // the block's counts out, once
   }
 }
 
@@ -2028,22 +2032,27 @@ __global__ void __launch_bounds__(kHistDigits) hist_exclusive_kernel(std::uint32
   Scan(temp).ExclusiveSum(v, v);
   h[threadIdx.x] = v;
 }
+// own_onesweep's region: the counts (hp x 256, exclusive-summed), then hp tile counters and the
+// look-back table (tiles x 256), each 256-byte aligned.
+struct OwnLayout {
+  std::int64_t blocks;                // onesweep tiles
+  std::size_t ctrs, lookback, bytes;  // offsets and size
+  OwnLayout(const OnesweepShape& sh, std::int64_t E, int hp)
+      : blocks((E + sh.tile - 1) / sh.tile),
+        ctrs(round_up_256(std::size_t(hp) * kHistDigits * sizeof(std::uint32_t))),
+        lookback(ctrs + round_up_256(std::size_t(hp) * sizeof(OwnPortion))),
+        bytes(lookback + round_up_256(std::size_t(blocks) * kHistDigits * sizeof(OwnPortion))) {}
+};
 // The passes over bits [begin, end), 8 at a time, from keys/pairs' current buffers (flipped per
-// pass, as SortPairs does). temp: the counts (hp x 256, exclusive-summed), then hp counters and
-// the look-back table (tiles x 256), as own_onesweep_bytes lays them out.
-std::size_t own_onesweep_bytes(const OnesweepShape& sh, std::int64_t E, int hp) {
-  const std::int64_t blocks = (E + sh.tile - 1) / sh.tile;
-  return round_up_256(std::size_t(hp) * kHistDigits * 4) + round_up_256(std::size_t(hp) * sizeof(OwnPortion)) +
-         round_up_256(std::size_t(blocks) * kHistDigits * sizeof(OwnPortion));
-}
+// pass, as SortPairs does), on the counts at `temp` (OwnLayout).
 void own_onesweep(const OnesweepShape& sh, cub::DoubleBuffer<std::uint32_t>& keys,
                   cub::DoubleBuffer<EdgePair<std::int32_t>>& pairs, std::int64_t E, int begin, int end, int hp,
                   char* temp, cudaStream_t s) {
+  const OwnLayout at(sh, E, hp);
   auto* const hist = reinterpret_cast<std::uint32_t*>(temp);
-  auto* const ctrs = reinterpret_cast<OwnPortion*>(temp + round_up_256(std::size_t(hp) * kHistDigits * 4));
-  auto* const lookback =
-      reinterpret_cast<OwnPortion*>(reinterpret_cast<char*>(ctrs) + round_up_256(std::size_t(hp) * sizeof(OwnPortion)));
-  const std::int64_t blocks = (E + sh.tile - 1) / sh.tile;
+  auto* const ctrs = reinterpret_cast<OwnPortion*>(temp + at.ctrs);
+  auto* const lookback = reinterpret_cast<OwnPortion*>(temp + at.lookback);
+  const std::int64_t blocks = at.blocks;
 #if PIPELINK_OWN_ONESWEEP
   auto kernel = cub::detail::radix_sort::DeviceRadixSortOnesweepKernel<SortHub::MaxPolicy, cub::SortOrder::Ascending,
                                                                        std::uint32_t, EdgePair<std::int32_t>,
@@ -2134,7 +2143,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   const std::size_t first_scratch = 2 * cells * sizeof(std::uint32_t) +
                                     (warp_counts ? std::size_t(tiles) * kFirstWarps * kFirstDigits * sizeof(std::uint16_t) : 0);
   // Own passes: their region stands for CUB's temp below (the arena; the short-memory estimates).
-  if (own_hist) temp_bytes = up(scan_bytes) + own_onesweep_bytes(osh, E, hp);
+  if (own_hist) temp_bytes = up(scan_bytes) + OwnLayout(osh, E, hp).bytes;
   const std::size_t kb = up(std::max<std::size_t>(E * sizeof(K), first_scratch)), pb = up(E * sizeof(Pair)),
                     arena_bytes = 2 * kb + pb + up(std::max(temp_bytes, scan_bytes));
   const bool capped = chunks == 0 && knobs.build_memory > 0 && arena_bytes > knobs.build_memory;
@@ -2216,6 +2225,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   K* keys_b = reinterpret_cast<K*>(base + kb);
   Pair* pairs_t = reinterpret_cast<Pair*>(base + 2 * kb);
   void* temp = base + 2 * kb + pb;
+  char* const own_temp = static_cast<char*>(temp) + up(scan_bytes);  // own_onesweep's region (own_hist)
   // Bad indices make garbage keys, but the sort only reads bits [0, end_bit) and nothing below
   // writes outside the plan's buffers; the error is raised at the synchronization in finish_plan.
   cub::DoubleBuffer<K> keys(keys_a, keys_b);
@@ -2241,7 +2251,6 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     std::uint32_t* offsets = counts + cells;
     const std::uint32_t mask = (1u << first_bits) - 1;
     auto* bases = reinterpret_cast<std::uint16_t*>(offsets + cells);
-    char* const own_temp = static_cast<char*>(temp) + up(scan_bytes);
     // The digit counts for own_onesweep: by the counts kernel (PIPELINK_AGG_BUILD_HIST=own) or
     // by the scatter at its write-out (=scatter); summed after whichever counts them.
     HistSpec hs, hs_counts, hs_scatter;
@@ -2284,7 +2293,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // CUB over the bits the first pass left (all of them without it); the result to `kept`.
   cub::DoubleBuffer<Pair> pairs(first_out, first_out == pairs_t ? kept.as<Pair>() : pairs_t);
   if (own_hist)
-    own_onesweep(osh, keys, pairs, E, first_bits, end_bit, hp, static_cast<char*>(temp) + up(scan_bytes), s);
+    own_onesweep(osh, keys, pairs, E, first_bits, end_bit, hp, own_temp, s);
   else if (first_bits < end_bit)
     PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, n32, first_bits, end_bit, s));
   if (pairs.Current() != kept.as<Pair>())
