@@ -756,11 +756,14 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
 }
 
 TEST_F(CudaAggregate, RowStartsScanIsTheSearch) {
-  // The narrow one sort's row_ptr from row starts and a suffix minimum (the default from v26;
-  // PIPELINK_AGG_ROW_PTR=scan names it) against a binary search a row (=search, the default
-  // until v25): the same planned output bitwise, and the unnamed default's bits too; rows
-  // without edges zero, on graphs whose empty rows come first, last, in one long run, or
-  // everywhere (a few edges on many rows), one row holding every edge, and N = 1.
+  // The narrow one sort's row_ptr from row runs (PIPELINK_AGG_ROW_PTR=runs, the default from v39;
+  // runs of more than 32 empty rows filled by a kernel of their own) and from row starts and a
+  // suffix minimum (=scan, v26-v38) against a binary search a row (=search, the default until
+  // v25): the same planned output bitwise, and the unnamed default's bits too; rows without
+  // edges zero, on graphs whose empty rows come first, last, in one long run, in runs of 39
+  // (listed) and shorter (a 40th of the rows with edges, a few between), or everywhere (a few
+  // edges on many rows: runs fall back to the scan, which falls back to the search below ~128
+  // edges), one row holding every edge, and N = 1.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ROW_PTR", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
                        "PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
@@ -771,12 +774,13 @@ TEST_F(CudaAggregate, RowStartsScanIsTheSearch) {
   struct G {
     std::int64_t N, E;
     DType index;
-    int shape;  // 0: uniform; 1: dst in [N/2, N/2 + 7]; 2: every dst N - 1; 3: dst 0 or N - 1
+    int shape;  // 0: uniform; 1: dst in [N/2, N/2 + 7]; 2: every dst N - 1; 3: dst 0 or N - 1;
+                // 4: dst a multiple of 40 (plus 0-39 in one case of 100)
   };
   // {1, 1}: too few edges for the scan's temp storage (~128 edges' keys): the search's fallback.
-  const G cases[] = {{1, 1, DType::i32, 0},        {1, 5000, DType::i64, 0},      {1000000, 4100, DType::i32, 0},
+  const G cases[] = {{1, 1, DType::i32, 0},          {1, 5000, DType::i64, 0},       {1000000, 4100, DType::i32, 0},
                      {70000, 300000, DType::i64, 0}, {200000, 50000, DType::i32, 1}, {4097, 20000, DType::i64, 2},
-                     {300000, 9000, DType::i32, 3},   {50, 8195, DType::i64, 0}};
+                     {300000, 9000, DType::i32, 3},  {50, 8195, DType::i64, 0},      {200000, 100000, DType::i64, 4}};
   for (const G& c : cases) {
     const std::int64_t N = c.N, E = c.E, F = 5;
     SCOPED_TRACE("N=" + std::to_string(N) + " E=" + std::to_string(E) + " shape=" + std::to_string(c.shape));
@@ -784,7 +788,10 @@ TEST_F(CudaAggregate, RowStartsScanIsTheSearch) {
     for (std::int64_t e = 0; e < E && c.shape; ++e) {
       auto set = [&](auto* d) {
         using T = std::remove_reference_t<decltype(d[0])>;
-        d[e] = T(c.shape == 1 ? N / 2 + d[e] % 8 : c.shape == 2 ? N - 1 : (d[e] % 2) * (N - 1));
+        d[e] = T(c.shape == 1   ? N / 2 + d[e] % 8
+                 : c.shape == 2 ? N - 1
+                 : c.shape == 3 ? (d[e] % 2) * (N - 1)
+                                : d[e] / 40 * 40 + (d[e] % 100 == 7 ? d[e] % 40 : 0));
       };
       if (c.index == DType::i32) set(g.dst.data_as<std::int32_t>());
       else set(g.dst.data_as<std::int64_t>());
@@ -797,7 +804,7 @@ TEST_F(CudaAggregate, RowStartsScanIsTheSearch) {
       aggregate(plan, x, w.view(), o);
       return host(o);
     };
-    Tensor a, b;
+    Tensor a, b, u;
     {
       ScopedEnv env({{"PIPELINK_AGG_ROW_PTR", "search"}});
       a = run();
@@ -806,8 +813,13 @@ TEST_F(CudaAggregate, RowStartsScanIsTheSearch) {
       ScopedEnv env({{"PIPELINK_AGG_ROW_PTR", "scan"}});
       b = run();
     }
+    {
+      ScopedEnv env({{"PIPELINK_AGG_ROW_PTR", "runs"}});
+      u = run();
+    }
     EXPECT_TRUE(bitwise_equal(a, b)) << "row starts and the search give other bits";
-    EXPECT_TRUE(bitwise_equal(b, run())) << "the unnamed default and =scan give other bits";
+    EXPECT_TRUE(bitwise_equal(a, u)) << "row runs and the search give other bits";
+    EXPECT_TRUE(bitwise_equal(u, run())) << "the unnamed default and =runs give other bits";
     // And against the float64 oracle (the search could share a fault with the plan's later steps).
     VerifyReport r = verify_aggregate(b, aggregate_oracle(xh, g.src, g.dst, wh.view()));
     EXPECT_TRUE(r.within_tolerance) << r.summary();
@@ -817,7 +829,7 @@ TEST_F(CudaAggregate, RowStartsScanIsTheSearch) {
   // write no row start, and the build still names the first bad edge (memcheck: no stray write).
   // The search keeps a case here since it stopped being the default (the other bad-edge tests
   // take the default).
-  for (const char* form : {"scan", "search"}) {
+  for (const char* form : {"runs", "scan", "search"}) {
     for (DType t : {DType::i32, DType::i64}) {
       SCOPED_TRACE(std::string(form) + (t == DType::i32 ? ", int32, bad dst" : ", int64, bad dst"));
       EdgeList g = uniform_graph(3000, 20000, seed + 7, t);
@@ -830,6 +842,72 @@ TEST_F(CudaAggregate, RowStartsScanIsTheSearch) {
       ScopedEnv env({{"PIPELINK_AGG_ROW_PTR", form}});
       expect_build_names_bad_edge(g, 3000, 15000, "dst");
     }
+  }
+}
+
+TEST_F(CudaAggregate, PlanTailOneKernelIsTheTwo) {
+  // The build's tail as one kernel whose last block writes the status (first bad edge, the totals
+  // of segments and long rows) into host-mapped memory (PIPELINK_AGG_PLAN_TAIL=fused, the default)
+  // against v38's two kernels and a copy (=split): the same plan (its bytes: the totals size the
+  // tables) and the same bits, float32 and float64 (staged and lane-group walks), on graphs with
+  // neither, with split rows (past 1024 edges) and long rows (65-1024) in many blocks' rows, and
+  // N = 1; a bad index named by either; and more builds than a page of slots, one after another.
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_PLAN_TAIL", "PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_LONG_ROW",
+                       "PIPELINK_AGG_FORCE_WIDE");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  struct G {
+    std::int64_t N, E;
+    bool hubs;
+  };
+  for (const G& c : {G{300000, 400000, false}, G{300000, 400000, true}, G{1, 3000, false}}) {
+    SCOPED_TRACE("N=" + std::to_string(c.N) + (c.hubs ? " hubs" : ""));
+    EdgeList g = uniform_graph(c.N, c.E, seed + std::uint64_t(c.N), DType::i32);
+    if (c.hubs)  // every 7th edge to one of 30 rows spread over the ids: ~1900 edges each, split;
+      for (std::int64_t e = 0; e < c.E; e += 7)  // every 5th of the rest to one of 1000: ~70, long
+        g.dst.data_as<std::int32_t>()[e] = std::int32_t((e / 7 % 30) * 9973);
+    if (c.hubs)
+      for (std::int64_t e = 1; e < c.E; e += 5)
+        if (e % 7) g.dst.data_as<std::int32_t>()[e] = std::int32_t((e % 1000) * 299 + 1);
+    const Tensor sg = gpu(g.src), dg = gpu(g.dst);
+    for (DType t : {DType::f32, DType::f64}) {
+      SCOPED_TRACE(t == DType::f32 ? "float32" : "float64");
+      const std::int64_t F = t == DType::f32 ? 64 : 6;
+      const Tensor xh = random_tensor({c.N, F}, t, seed + 1, -2, 2), x = gpu(xh);
+      const Tensor wh = random_tensor({c.E}, t, seed + 2), wt = gpu(wh);
+      auto run = [&](const char* tail, std::size_t* bytes) {
+        ScopedEnv env({{"PIPELINK_AGG_PLAN_TAIL", tail}});
+        AggregatePlan plan = AggregatePlan::build(sg, dg, c.N);
+        *bytes = plan.bytes();
+        Tensor o = poisoned_gpu(c.N, F, t);
+        aggregate(plan, x, wt.view(), o);
+        return host(o);
+      };
+      std::size_t fused_bytes = 0, split_bytes = 0;
+      const Tensor fused = run("fused", &fused_bytes), split = run("split", &split_bytes);
+      EXPECT_EQ(fused_bytes, split_bytes) << "the totals differ";
+      EXPECT_TRUE(bitwise_equal(fused, split)) << "one kernel's plan gives other bits";
+      const VerifyReport r = verify_aggregate(fused, aggregate_oracle(xh, g.src, g.dst, wh.view()));
+      EXPECT_TRUE(r.within_tolerance) << r.summary();
+      EXPECT_EQ(r.unwritten, 0) << r.summary();
+    }
+  }
+  for (const char* tail : {"fused", "split"}) {
+    SCOPED_TRACE(tail);
+    ScopedEnv env({{"PIPELINK_AGG_PLAN_TAIL", tail}});
+    EdgeList g = uniform_graph(3000, 20000, seed + 7, DType::i64);
+    g.src.data_as<std::int64_t>()[12000] = 3000;
+    g.dst.data_as<std::int64_t>()[16000] = -1;
+    expect_build_names_bad_edge(g, 3000, 12000, "src");
+  }
+  // 70 builds: past one 4 KiB page of 64 slots if the slots were not given back.
+  EdgeList g = uniform_graph(500, 3000, seed + 8, DType::i32);
+  const Tensor sg = gpu(g.src), dg = gpu(g.dst);
+  std::size_t first = 0;
+  for (int i = 0; i < 70; ++i) {
+    const AggregatePlan plan = AggregatePlan::build(sg, dg, 500);
+    if (i == 0) first = plan.bytes();
+    ASSERT_EQ(plan.bytes(), first) << "build " << i;
   }
 }
 
@@ -969,18 +1047,21 @@ TEST_F(CudaAggregate, FusedFirstRadixPassIsTheSamePlan) {
     // read at the write-out (PIPELINK_AGG_ONESHOT_W=late; plain builds are the warp form's). The
     // one-shot calls by the one sort (PIPELINK_AGG_ONESHOT_SORT=lsd): unnamed, they take the MSD
     // sort where it applies (N in (64, 2^22]). "cub-hist": the warp form with CUB's public
-    // SortPairs after it (PIPELINK_AGG_BUILD_HIST=cub) instead of its passes on the counts
-    // kernel's digit counts (own_onesweep, the default: 1-3 passes past CUB's single tile);
-    // "scatter-hist": those counts taken by the scatter instead (=scatter; plan builds only).
-    for (const char* form : {"fused", "warp", "late", "cub-hist", "scatter-hist"}) {
+    // SortPairs after it (PIPELINK_AGG_BUILD_HIST=cub) instead of its passes on the digit counts
+    // the scatter takes at its write-out (own_onesweep, the default for plan builds: 1-3 passes
+    // past CUB's single tile); "own-hist": those counts taken by the counts kernel instead (=own;
+    // a one-shot build by the one sort takes these in every form).
+    for (const char* form : {"fused", "warp", "late", "cub-hist", "own-hist"}) {
       SCOPED_TRACE(form);
       Tensor o, p, s1f;
       {
         const std::string_view f = form;
-        const bool late = f == "late", cub_hist = f == "cub-hist", scatter_hist = f == "scatter-hist";
-        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", late || cub_hist || scatter_hist ? "warp" : form},
+        const bool late = f == "late", cub_hist = f == "cub-hist", own_hist = f == "own-hist";
+        ScopedEnv env({{"PIPELINK_AGG_BUILD_FIRST", late || cub_hist || own_hist ? "warp" : form},
                        {"PIPELINK_AGG_ONESHOT_W", late ? "late" : nullptr},
-                       {"PIPELINK_AGG_BUILD_HIST", cub_hist ? "cub" : scatter_hist ? "scatter" : nullptr},
+                       {"PIPELINK_AGG_BUILD_HIST", cub_hist   ? "cub"
+                                                   : own_hist ? "own"
+                                                              : nullptr},
                        {"PIPELINK_AGG_ONESHOT_SORT", "lsd"}});
         run(o, p, s1f);
       }
@@ -1043,12 +1124,12 @@ TEST_F(CudaAggregate, PlanBuildOnHopperCountsCubsDigitsInItsFirstPass) {
     set_log_level(before);
     return testing::internal::GetCapturedStderr();
   };
-  const std::string own = trace_of_build();
-  EXPECT_NE(own.find(" sort_own_counts "), std::string::npos) << own;
+  const std::string dflt = trace_of_build();
+  EXPECT_NE(dflt.find(" sort_own_counts "), std::string::npos) << dflt;
   {
-    ScopedEnv scatter_hist({{"PIPELINK_AGG_BUILD_HIST", "scatter"}});
-    const std::string by_scatter = trace_of_build();
-    EXPECT_NE(by_scatter.find(" sort_own_counts "), std::string::npos) << by_scatter;
+    ScopedEnv own_hist({{"PIPELINK_AGG_BUILD_HIST", "own"}});
+    const std::string by_counts = trace_of_build();
+    EXPECT_NE(by_counts.find(" sort_own_counts "), std::string::npos) << by_counts;
   }
   ScopedEnv cub_hist({{"PIPELINK_AGG_BUILD_HIST", "cub"}});
   const std::string cub = trace_of_build();
@@ -1169,7 +1250,7 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
     GTEST_SKIP() << "sm_" << sm << ": the fused first pass (and so the MSD sort) does not run here";
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
-  enum Skew { none, hub, low_rows };
+  enum Skew { none, hub, low_rows, gaps };
   struct MsdCase {
     std::int64_t N, E;
     DType index;
@@ -1182,16 +1263,26 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
                            {5000, 60000, DType::i32, none},                          // 40 buckets of ~1.5K: one tile
                            // 16 bits, two thirds in rows 0-599 (bucket 0: a mean sub-bucket of ~67K
                            // edges, past msd::kRowsMeanTiles, so the default runs level passes there)
-                           {40000, 400000, DType::i32, low_rows}};
+                           {40000, 400000, DType::i32, low_rows},
+                           // 17 bits (buckets of 2048 rows), dst in [30000, 50000) and [70000, 100000):
+                           // empty buckets before the first batch's and between, whose rows by rows
+                           // no sub-bucket's ranking writes
+                           {100000, 300000, DType::i64, gaps}};
   for (const MsdCase& c : cases) {
     SCOPED_TRACE("N=" + std::to_string(c.N) + " E=" + std::to_string(c.E) + (c.skew == hub ? " hub" : "") +
-                 (c.skew == low_rows ? " low rows" : ""));
+                 (c.skew == low_rows ? " low rows" : "") + (c.skew == gaps ? " gaps" : ""));
     EdgeList g = uniform_graph(c.N, c.E, seed, c.index);
     if (c.skew == hub)
       for (std::int64_t e = 0; e < c.E; e += 3) g.dst.data_as<std::int32_t>()[e] = std::int32_t(c.N / 2 + e % 5);
     if (c.skew == low_rows)
       for (std::int64_t e = 0; e < c.E; ++e)
         if (e % 3 != 0) g.dst.data_as<std::int32_t>()[e] = std::int32_t(e % 600);
+    if (c.skew == gaps)
+      for (std::int64_t e = 0; e < c.E; ++e) {
+        std::int64_t& d = g.dst.data_as<std::int64_t>()[e];
+        d = d % 50000;
+        d += d < 20000 ? 30000 : 50000;  // [0, 20000) -> [30000, 50000); [20000, 50000) -> [70000, 100000)
+      }
     Tensor sg = gpu(g.src), dg = gpu(g.dst), wg = gpu(random_tensor({c.E}, DType::f32, seed + 1));
     for (std::int64_t F : {64, 3}) {
       SCOPED_TRACE("F=" + std::to_string(F));
@@ -1453,19 +1544,20 @@ TEST_F(CudaAggregate, OneShotOnAFullDeviceRunsEdgeRanges) {
 TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
   EdgeList g = uniform_graph(100, 1000, fresh_seed(), DType::i32);
   Tensor sg = gpu(g.src), dg = gpu(g.dst);
-  for (auto [name, value] : {std::pair{"PIPELINK_AGG_SEGMENT", "16"}, std::pair{"PIPELINK_AGG_CHUNK", "12x"},
-                             std::pair{"PIPELINK_AGG_ROWS_PER_EDGE", "-1"}, std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "5000"},
-                             std::pair{"PIPELINK_AGG_ONESHOT_CHUNKS", "-1"}, std::pair{"PIPELINK_AGG_ONESHOT_CHUNKS", "4097"},
-                             std::pair{"PIPELINK_AGG_BUILD_MEMORY", "0"}, std::pair{"PIPELINK_AGG_BUILD_MEMORY", "1G"},
-                             std::pair{"PIPELINK_AGG_BUILD_FIRST", "fast"},
-                             std::pair{"PIPELINK_AGG_ROW_PTR", "fast"}, std::pair{"PIPELINK_AGG_ONESHOT_W", "early"},
-                             std::pair{"PIPELINK_AGG_ONESHOT_POOL", "mine"}, std::pair{"PIPELINK_AGG_BUILD_POOL", "scratch"},
-                             std::pair{"PIPELINK_AGG_ONESHOT_SORT", "radix"}, std::pair{"PIPELINK_AGG_ONESHOT_SORT", "msd1"},
-                             std::pair{"PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", "2"}, std::pair{"PIPELINK_AGG_MSD_BATCH", "0"},
-                             std::pair{"PIPELINK_AGG_MSD_BATCH", "65"}, std::pair{"PIPELINK_AGG_MSD_STREAMS", "0"},
-                             std::pair{"PIPELINK_AGG_MSD_STREAMS", "5"}, std::pair{"PIPELINK_AGG_MSD_LAST", "row"},
-                             std::pair{"PIPELINK_AGG_MSD_ONE_TILE", "fast"},
-                             std::pair{"PIPELINK_AGG_BUILD_SORT", "radix"}, std::pair{"PIPELINK_AGG_BUILD_HIST", "both"}}) {
+  for (auto [name, value] :
+       {std::pair{"PIPELINK_AGG_SEGMENT", "16"},         std::pair{"PIPELINK_AGG_CHUNK", "12x"},
+        std::pair{"PIPELINK_AGG_ROWS_PER_EDGE", "-1"},   std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "5000"},
+        std::pair{"PIPELINK_AGG_ONESHOT_CHUNKS", "-1"},  std::pair{"PIPELINK_AGG_ONESHOT_CHUNKS", "4097"},
+        std::pair{"PIPELINK_AGG_BUILD_MEMORY", "0"},     std::pair{"PIPELINK_AGG_BUILD_MEMORY", "1G"},
+        std::pair{"PIPELINK_AGG_BUILD_FIRST", "fast"},   std::pair{"PIPELINK_AGG_ROW_PTR", "fast"},
+        std::pair{"PIPELINK_AGG_ONESHOT_W", "early"},    std::pair{"PIPELINK_AGG_ONESHOT_POOL", "mine"},
+        std::pair{"PIPELINK_AGG_BUILD_POOL", "scratch"}, std::pair{"PIPELINK_AGG_ONESHOT_SORT", "radix"},
+        std::pair{"PIPELINK_AGG_ONESHOT_SORT", "msd1"},  std::pair{"PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", "2"},
+        std::pair{"PIPELINK_AGG_MSD_BATCH", "0"},        std::pair{"PIPELINK_AGG_MSD_BATCH", "65"},
+        std::pair{"PIPELINK_AGG_MSD_STREAMS", "0"},      std::pair{"PIPELINK_AGG_MSD_STREAMS", "5"},
+        std::pair{"PIPELINK_AGG_MSD_LAST", "row"},       std::pair{"PIPELINK_AGG_MSD_ONE_TILE", "fast"},
+        std::pair{"PIPELINK_AGG_BUILD_SORT", "radix"},   std::pair{"PIPELINK_AGG_BUILD_HIST", "both"},
+        std::pair{"PIPELINK_AGG_PLAN_TAIL", "one"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);

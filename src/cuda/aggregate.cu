@@ -703,6 +703,83 @@ __global__ void __launch_bounds__(256) row_starts_kernel(const std::uint32_t* __
   if (blockIdx.x == 0 && threadIdx.x == 0) row_ptr[N] = std::uint32_t(E);
 }
 
+// PIPELINK_AGG_ROW_PTR=runs (the default since v39): the row offsets from the sorted keys in one
+// pass, with no fill before it and no suffix minimum after. Where row a's last edge at p - 1 is
+// followed by row b > a, rows a + 1..b (those without edges, then b) get p; before the first
+// edge rows 0..b get 0; after the last, rows a + 1..N - 1 get E. A run of at most kRunInline
+// rows is written by its thread; a longer one (power-law's thousands of empty rows) is listed
+// (RowRun) for fill_row_runs_kernel, a block a run, so that no thread writes a long run alone
+// (c02714dc5981's streaming form left a long run to one thread). Valid keys ascend, so the runs
+// are disjoint and at most N / (kRunInline + 1) + 2 are listed. A key >= N (a bad index, sorted
+// on its low bits; the build throws) makes no run, and the key after it writes its own row only,
+// so bad keys cannot make the runs overlap or the list overflow (which drops runs anyway).
+// Why: the 0xFF fill of N + 1 offsets and CUB's suffix minimum took ~0.015 ms of the build's
+// 0.087 ms row offsets (v38 trace, products-like, H200), where the fill kernel, with no run
+// listed there, is a launch.
+constexpr std::uint32_t kRunInline = 32;
+struct alignas(16) RowRun {
+  std::uint32_t first, end, value, unused;  // rows [first, end) start at `value`
+};
+std::int64_t row_run_capacity(std::int64_t N) { return N / (kRunInline + 1) + 2; }
+__global__ void __launch_bounds__(256)
+    row_runs_kernel(const std::uint32_t* __restrict__ keys, std::int64_t E, std::int64_t N, std::uint32_t* row_ptr,
+                    std::uint32_t* run_count, RowRun* runs, std::uint32_t run_cap) {
+  constexpr int V = kRowStartKeys;
+  const auto n32 = std::uint32_t(N);                                     // narrow plans: N < 2^31
+  auto put = [&](std::uint32_t lo, std::uint32_t hi, std::uint32_t v) {  // rows [lo, hi) start at v
+    if (hi - lo <= kRunInline) {
+      for (std::uint32_t r = lo; r < hi; ++r) row_ptr[r] = v;
+    } else if (const std::uint32_t i = atomicAdd(run_count, 1u); i < run_cap) {
+      runs[i] = RowRun{lo, hi, v, 0u};
+    }
+  };
+  const std::int64_t chunks = (E + V - 1) / V, stride = std::int64_t(gridDim.x) * blockDim.x;
+  for (std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; c < chunks; c += stride) {
+    const std::int64_t i0 = c * V;
+    const int n = int(E - i0 < V ? E - i0 : V);
+    std::uint32_t k[V];
+    if (n == V) {  // keys come from the build's arena: 256-byte aligned, so chunk c is 32 bytes in
+      const uint4 lo = reinterpret_cast<const uint4*>(keys)[2 * c],
+                  hi = reinterpret_cast<const uint4*>(keys)[2 * c + 1];
+      k[0] = lo.x, k[1] = lo.y, k[2] = lo.z, k[3] = lo.w, k[4] = hi.x, k[5] = hi.y, k[6] = hi.z, k[7] = hi.w;
+    } else {
+#pragma unroll
+      for (int j = 0; j < V; ++j) k[j] = j < n ? keys[i0 + j] : 0u;
+    }
+    std::uint32_t prev = i0 > 0 ? keys[i0 - 1] : 0u;
+    bool prev_ok = i0 == 0 || prev < n32;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+      if (j < n) {
+        const std::uint32_t b = k[j], p = std::uint32_t(i0 + j);
+        const bool ok = b < n32;
+        if (ok) {
+          if (p == 0)
+            put(0, b + 1, 0);
+          else if (!prev_ok)
+            row_ptr[b] = p;
+          else if (b > prev)
+            put(prev + 1, b + 1, p);
+        }
+        prev = b;
+        prev_ok = ok;
+      }
+    }
+    if (i0 + n == E && prev_ok && prev + 1 < n32) put(prev + 1, n32, std::uint32_t(E));
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) row_ptr[N] = std::uint32_t(E);
+}
+// The listed runs, a block each (grid-stride over the list; none listed: each block reads the
+// count and leaves).
+__global__ void __launch_bounds__(256) fill_row_runs_kernel(const std::uint32_t* run_count, const RowRun* runs,
+                                                            std::uint32_t run_cap, std::uint32_t* row_ptr) {
+  const std::uint32_t n = min(*run_count, run_cap);
+  for (std::uint32_t i = blockIdx.x; i < n; i += gridDim.x) {
+    const RowRun r = runs[i];
+    for (std::uint32_t row = r.first + threadIdx.x; row < r.end; row += blockDim.x) row_ptr[row] = r.value;
+  }
+}
+
 // The suffix minimum after a row-starts kernel (row_starts_kernel, msd_row_starts_kernel): rows
 // without edges take their next row's start. With temp null: returns the temp bytes it needs.
 std::size_t row_ptr_suffix_min(std::uint32_t* rp, std::int64_t N, void* temp, std::size_t bytes, cudaStream_t s) {
@@ -770,11 +847,11 @@ __global__ void __launch_bounds__(256) msd_row_starts_kernel(const std::uint16_t
 // model in bench/micro/balance_model.py puts runs of thousands at one edge position) is spread over
 // groups instead of landing on one warp. key(N) = E + N / k, and groups = key(N) / C + 1, so the
 // trailing rows belong to the last group. The kernels take any such split of rows into groups.
+// Block `block` of `blocks` (group_rows_kernel's grid, or plan_tail_kernel's part).
 template <class P>
-__global__ void group_rows_kernel(const P* row_ptr, std::int64_t N, std::int64_t groups, std::int64_t C,
-                                  std::int64_t rows_per_edge, P* first_row) {
-  for (std::int64_t g = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; g <= groups;
-       g += std::int64_t(gridDim.x) * blockDim.x) {
+__device__ void group_rows_part(const P* row_ptr, std::int64_t N, std::int64_t groups, std::int64_t C,
+                                std::int64_t rows_per_edge, P* first_row, std::int64_t block, std::int64_t blocks) {
+  for (std::int64_t g = block * blockDim.x + threadIdx.x; g <= groups; g += blocks * blockDim.x) {
     std::int64_t lo = 0, hi = N;
     const std::int64_t key = g * C;
     while (lo < hi) {
@@ -785,6 +862,11 @@ __global__ void group_rows_kernel(const P* row_ptr, std::int64_t N, std::int64_t
     }
     first_row[g] = P(g == groups ? N : lo);
   }
+}
+template <class P>
+__global__ void group_rows_kernel(const P* row_ptr, std::int64_t N, std::int64_t groups, std::int64_t C,
+                                  std::int64_t rows_per_edge, P* first_row) {
+  group_rows_part(row_ptr, N, groups, C, rows_per_edge, first_row, blockIdx.x, gridDim.x);
 }
 
 // Rows longer than kSegment edges (power-law hubs reach ~198k) are split into segments of
@@ -847,14 +929,19 @@ std::int64_t long_row_threshold() {
 //     'fused' (the same pass counting in its own first phase; the default v23-v24) or 'cub'
 //     (v1-v22's init kernel, then CUB over every bit). Narrow plans' one sort only; ranges and
 //     wide plans sort as before.
-//   PIPELINK_AGG_ROW_PTR: 'scan' (the default from v26: row starts from one pass over the sorted
-//     keys, then a suffix minimum; see row_starts_kernel) or 'search' (a binary search a row).
-//     The narrow one sort only; ranges and wide plans search.
+//   PIPELINK_AGG_ROW_PTR: 'runs' (the default from v39: every row's offset from one pass over the
+//     sorted keys, long runs of empty rows listed for a fill kernel; see row_runs_kernel), 'scan'
+//     (v26-v38: row starts, then a suffix minimum; see row_starts_kernel) or 'search' (a binary
+//     search a row). The narrow one sort only; ranges and wide plans search.
 //   PIPELINK_AGG_ONESHOT_W: 'ranked' (the default: a one-shot build's first pass loads w with the
 //     indices and ranks it with them) or 'late' (it ranks the edge id and reads w at its
 //     write-out; see first_digit_scatter_kernel, FW = 2; 1.028x the time, v26). Warp form only.
 // Side streams the MSD sort's batches may go round (PIPELINK_AGG_MSD_STREAMS).
 constexpr int kMsdStreams = 4;
+// Where a plan build's CUB passes get their digit counts (PIPELINK_AGG_BUILD_HIST, PlanKnobs).
+enum class BuildHist { scatter, own, cub };
+// How the narrow one sort's row offsets are made (PIPELINK_AGG_ROW_PTR, PlanKnobs).
+enum class RowPtr { runs, scan, search };
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
@@ -865,7 +952,7 @@ struct PlanKnobs {
   // out of memory, after its first pass, so that its hand-back to the one sort runs.
   bool test_msd_scratch_fail = false;
   int build_first = 0;  // PIPELINK_AGG_BUILD_FIRST: 0 warp, 1 fused, 2 cub
-  bool row_ptr_scan = true;  // PIPELINK_AGG_ROW_PTR: 'scan' (the default) or 'search'
+  RowPtr row_ptr = RowPtr::runs;  // PIPELINK_AGG_ROW_PTR: 'runs' (the default), 'scan' or 'search'
   bool oneshot_w_late = false;  // PIPELINK_AGG_ONESHOT_W=late: w read at the first pass's write-out (opt-in)
   // PIPELINK_AGG_ONESHOT_POOL: 'own' (the default: one-shot calls allocate from PipeLink's
   // scratch pool, see ScratchPoolScope) or 'default' (the device's default pool, as before v30).
@@ -908,12 +995,19 @@ struct PlanKnobs {
   // products-like, v35) or 'count' (v34: level_rows_kernel counts every sub-bucket's rows in a
   // pass of its own, then ranks it a tile at a time, as it still does past a tile).
   bool msd_one_tile_direct = true;
-  // PIPELINK_AGG_BUILD_HIST: 'own' (0, the default since v38: the one sort's CUB passes take
-  // their digit counts from the first pass's counts kernel, see own_onesweep), 'cub' (1: CUB's
-  // public SortPairs, which counts them in a histogram kernel of its own: a read of every key) or
-  // 'scatter' (2, opt-in, not yet measured: the first pass's scatter counts them at its
-  // write-out instead of the counts kernel).
-  int build_hist = 0;
+  // PIPELINK_AGG_BUILD_HIST: 'scatter' (the default since v39: the first pass's scatter counts
+  // the later passes' digits at its write-out, for own_onesweep; plan builds 2.00 against 2.06 ms
+  // for 'own' in the same rounds, 0.972x, H200, products-like, v39), 'own' (v38's default: the
+  // first pass's counts kernel counts them, two more shared-memory atomics a key there) or 'cub'
+  // (CUB's public SortPairs, which counts them in a histogram kernel of its own: a read of every
+  // key; 2.09 ms in those rounds). One-shot builds by the one sort take the counts kernel's.
+  BuildHist build_hist = BuildHist::scatter;
+  // PIPELINK_AGG_PLAN_TAIL: 'fused' (the default since v39: the work split and the segment
+  // totals as one kernel, whose last block writes the build's status into host-mapped pinned
+  // memory; see plan_tail_kernel) or 'split' (v38: two kernels, then the status copied to
+  // pageable memory). Predicted -0.01 to -0.02 ms of every build (v38 trace: the kernels ~0.010
+  // each, the verdict's round trip 0.017-0.021).
+  bool plan_tail_split = false;
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -936,7 +1030,7 @@ PlanKnobs plan_knobs() {
   k.test_range_oom_above = read("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", 0, std::int64_t(1) << 62, 0);
   k.test_msd_scratch_fail = read("PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", 0, 1, 0) == 1;
   k.build_first = knob_choice("PIPELINK_AGG_BUILD_FIRST", {"warp", "fused", "cub"});
-  k.row_ptr_scan = !knob_is_second("PIPELINK_AGG_ROW_PTR", "scan", "search");
+  k.row_ptr = RowPtr(knob_choice("PIPELINK_AGG_ROW_PTR", {"runs", "scan", "search"}));
   k.oneshot_w_late = knob_is_second("PIPELINK_AGG_ONESHOT_W", "ranked", "late");
   k.oneshot_own_pool = !knob_is_second("PIPELINK_AGG_ONESHOT_POOL", "own", "default");
   k.build_own_pool = knob_is_second("PIPELINK_AGG_BUILD_POOL", "default", "own");
@@ -946,7 +1040,8 @@ PlanKnobs plan_knobs() {
   k.msd_streams = int(read("PIPELINK_AGG_MSD_STREAMS", 1, kMsdStreams, 2));
   k.msd_last = msd::Last(knob_choice("PIPELINK_AGG_MSD_LAST", {"auto", "rows", "level"}));
   k.msd_one_tile_direct = !knob_is_second("PIPELINK_AGG_MSD_ONE_TILE", "direct", "count");
-  k.build_hist = knob_choice("PIPELINK_AGG_BUILD_HIST", {"own", "cub", "scatter"});
+  k.build_hist = BuildHist(knob_choice("PIPELINK_AGG_BUILD_HIST", {"scatter", "own", "cub"}));
+  k.plan_tail_split = knob_is_second("PIPELINK_AGG_PLAN_TAIL", "fused", "split");
   return k;
 }
 
@@ -972,9 +1067,10 @@ __device__ __forceinline__ RowClass classify_row(std::int64_t d, std::int64_t lo
 // The counts are count_segments_kernel's (both classify by classify_row): finish_plan sizes seg_row
 // and long_rows by these totals, and fill_segment_rows_kernel writes them at that kernel's
 // scanned offsets.
+// Block `block` of `blocks` (segment_totals_kernel's grid, or plan_tail_kernel's part).
 template <class P>
-__global__ void __launch_bounds__(256) segment_totals_kernel(const P* row_ptr, std::int64_t N, std::int64_t long_row,
-                                                             std::int64_t seg_len, unsigned long long* totals) {
+__device__ void segment_totals_part(const P* row_ptr, std::int64_t N, std::int64_t long_row, std::int64_t seg_len,
+                                    unsigned long long* totals, std::int64_t block, std::int64_t blocks) {
   using Reduce = cub::BlockReduce<unsigned long long, 256>;
   __shared__ typename Reduce::TempStorage tmp[2];
   unsigned long long segs = 0, lng = 0;
@@ -982,8 +1078,7 @@ __global__ void __launch_bounds__(256) segment_totals_kernel(const P* row_ptr, s
   // blocks on products-like, each one load deep) the kernel took 21 us (trace, H200, b8f79e7).
   constexpr int R = 8;
   const std::int64_t chunks = (N + R - 1) / R;
-  for (std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; c < chunks;
-       c += std::int64_t(gridDim.x) * blockDim.x) {
+  for (std::int64_t c = block * blockDim.x + threadIdx.x; c < chunks; c += blocks * blockDim.x) {
     const std::int64_t r0 = c * R;
     std::int64_t o[R + 1];
 #pragma unroll
@@ -1001,6 +1096,40 @@ __global__ void __launch_bounds__(256) segment_totals_kernel(const P* row_ptr, s
   if (threadIdx.x == 0) {
     if (segs) atomicAdd(totals, segs);
     if (lng) atomicAdd(totals + 1, lng);
+  }
+}
+template <class P>
+__global__ void __launch_bounds__(256) segment_totals_kernel(const P* row_ptr, std::int64_t N, std::int64_t long_row,
+                                                             std::int64_t seg_len, unsigned long long* totals) {
+  segment_totals_part(row_ptr, N, long_row, seg_len, totals, blockIdx.x, gridDim.x);
+}
+
+// The build's tail as one kernel (PIPELINK_AGG_PLAN_TAIL=fused): blocks [0, split_blocks) the work
+// split (group_rows_part), the rest the segment totals (segment_totals_part, into status[1] and
+// status[2]); the last block to finish (status[3] counts them, zeroed before) copies status[0..2]
+// (the first bad edge, then the two totals) to `host`, host-mapped pinned memory the host reads
+// once the stream is done. Why: the two kernels were ~0.010 ms each, mostly launch and drain,
+// and the verdict's copy to pageable memory a round trip of 0.017-0.021 ms after them (v38 trace,
+// products-like, H200).
+template <class P>
+__global__ void __launch_bounds__(256)
+    plan_tail_kernel(const P* row_ptr, std::int64_t N, std::int64_t groups, std::int64_t C, std::int64_t rows_per_edge,
+                     P* first_row, int split_blocks, std::int64_t long_row, std::int64_t seg_len,
+                     unsigned long long* status, unsigned long long* host) {
+  if (int(blockIdx.x) < split_blocks)
+    group_rows_part(row_ptr, N, groups, C, rows_per_edge, first_row, blockIdx.x, split_blocks);
+  else
+    segment_totals_part(row_ptr, N, long_row, seg_len, status + 1, blockIdx.x - split_blocks, gridDim.x - split_blocks);
+  __shared__ bool last;
+  if (threadIdx.x == 0) {  // the totals' atomics (thread 0's) before the count that orders them
+    __threadfence();
+    last = atomicAdd(status + 3, 1ull) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (last && threadIdx.x < 3) {
+    __threadfence();
+    host[threadIdx.x] = atomicAdd(status + threadIdx.x, 0ull);  // from L2, past any stale line
+    __threadfence_system();
   }
 }
 
@@ -1570,8 +1699,11 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_scatter_kernel(
 // range of the list's pairs (the keys are not needed after it), in chunks of a tile: its row counts first, their sum
 // gives each row's start, written to row_ptr (rows < N; an empty row gets the next row's start),
 // then each chunk ranked as a level tile and written at its rows' running places, so that a
-// sub-bucket larger than a tile (hub rows) is sorted too, stably. Empty buckets' blocks return at
-// once (their rows keep the 0xFF fill for the suffix minimum). Block 0 writes row_ptr[N] = E.
+// sub-bucket larger than a tile (hub rows) is sorted too, stably. Empty buckets' blocks write
+// their rows the bucket's start (the next edge's place) and return. Block 0 writes row_ptr[N] = E.
+// So every row < N of the batches' buckets is written (the host zeroes the rows of the empty
+// buckets before the first batch's), with no fill and no suffix minimum after: those took
+// 0.015-0.016 ms of the one-shot's build (v38 trace, products-like, H200).
 // Why (perf-notes v33): the second level's pass 2 then needs no counts, no sum, no row-starts
 // kernel, and writes whole ranges instead of ~32-entry runs (v34: 6.23 against the level passes'
 // 6.45 ms, H200, products-like).
@@ -1595,11 +1727,14 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_rows_kernel(
   constexpr std::uint32_t dmask = kLevelDigits - 1;
   if (blockIdx.x == 0 && threadIdx.x == 0) row_ptr[N] = std::uint32_t(E);
   const int j = d0 + int(blockIdx.x) / subs, h = int(blockIdx.x) % subs;
-  if (bt.start[j] == bt.start[j + 1]) return;  // the whole block: an empty bucket has no cells
+  auto row_of = [&](std::uint32_t d) { return std::int64_t(j) << shift | std::int64_t(h) << kLevelBits | d; };
+  if (bt.start[j] == bt.start[j + 1]) {  // the whole block: an empty bucket has no cells
+    if (threadIdx.x < kLevelDigits && row_of(threadIdx.x) < N) row_ptr[row_of(threadIdx.x)] = bt.start[j];
+    return;
+  }
   const msd::Range range = msd::sub_bucket_range(bt, offsets, j, h, subs);
   const std::int64_t first = range.first, n = range.end - range.first;
   const int w0 = (threadIdx.x / 32) * 32 * kFirstRounds + threadIdx.x % 32;
-  auto row_of = [&](std::uint32_t d) { return std::int64_t(j) << shift | std::int64_t(h) << kLevelBits | d; };
   if (direct && n <= kFirstTile) {
     for (int i = threadIdx.x; i < kFirstWarps * kLevelDigits; i += kFirstThreads) (&st.wh[0][0])[i] = 0;
     __syncthreads();  // wh zeroed
@@ -1859,13 +1994,15 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   check_launch();
   PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan1, temp1, counts1, cells1, s));  // in place: absolute positions
   PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(level_scatter_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kLevelSmem)));
-  // By rows the row offsets are written by the blocks: filled for the suffix minimum (empty
-  // buckets' rows) before the batches.
+  // By rows the row offsets are written by the blocks, every row of the batches' buckets (see
+  // level_rows_kernel); the empty buckets before the first batch's (no batch starts with an empty
+  // one, and one absorbs those after it) hold rows without edges: their start is 0.
   std::uint32_t* rp = nullptr;
   if (by_rows) {
     PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(level_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kLevelSmem)));
     rp = rows_rp.as<std::uint32_t>();
-    PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0xFF, (N + 1) * sizeof(std::uint32_t), s));
+    const std::int64_t lead = batches.empty() ? N : std::min(std::int64_t(batches.front().d0) << shift, N);
+    if (lead > 0) PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0, lead * sizeof(std::uint32_t), s));
   }
   PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev.fork, cudaEventDisableTiming));
   for (int k = 0; k < streams; ++k) PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev.joins[k], cudaEventDisableTiming));
@@ -1919,16 +2056,17 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   arena.reset();  // stream-ordered on s, after the joins
   if (error) std::rethrow_exception(error);
   trace.mark("msd_levels");
-  if (by_rows) {  // the blocks wrote the row starts
+  plan.pairs = std::move(kept);
+  if (by_rows) {  // the blocks wrote the row offsets, every row's
     plan.row_ptr = std::move(rows_rp);
-  } else {
-    plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
-    rp = reinterpret_cast<std::uint32_t*>(plan.row_ptr.as<std::int32_t>());
-    PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0xFF, (N + 1) * sizeof(std::uint32_t), s));
-    msd_row_starts_kernel<<<grid_for((E + kRowStartKeys - 1) / kRowStartKeys, 256), 256, 0, s>>>(keys.as<K16>(), starts, shift,
-                                                                                                 E, N, rp);
-    check_launch();
+    return true;
   }
+  plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
+  rp = reinterpret_cast<std::uint32_t*>(plan.row_ptr.as<std::int32_t>());
+  PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0xFF, (N + 1) * sizeof(std::uint32_t), s));
+  msd_row_starts_kernel<<<grid_for((E + kRowStartKeys - 1) / kRowStartKeys, 256), 256, 0, s>>>(keys.as<K16>(), starts,
+                                                                                               shift, E, N, rp);
+  check_launch();
   const std::size_t min_bytes = row_ptr_suffix_min(rp, N, nullptr, 0, s);
   DeviceBuffer min_temp;
   {
@@ -1937,7 +2075,6 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   }
   (void)row_ptr_suffix_min(rp, N, min_temp.get(), min_bytes, s);
   trace.mark("row_ptr_scan");
-  plan.pairs = std::move(kept);
   return true;
 }
 
@@ -1961,7 +2098,7 @@ bool first_pass_fits() {
   return fits[device] = 2 * (fa.sharedSizeBytes + kFirstSmem + std::size_t(reserved)) <= std::size_t(per_sm);
 }
 
-// The one sort's CUB passes with the digit counts from the first pass (PIPELINK_AGG_BUILD_HIST=own).
+// The one sort's CUB passes with the digit counts from the first pass (PIPELINK_AGG_BUILD_HIST=scatter or own).
 // CUB's SortPairs runs, for these sizes (CCCL 3.x in CUDA 13.0, sm_90): two memsets, a histogram
 // kernel that reads every key (78 us on products-like, H200, v38 trace: the build's sort step
 // 1.20 ms), an exclusive sum of the counts, then per 8-bit pass a memset of its look-back table
@@ -2123,7 +2260,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   // warp form's counts kernel, 1-3 passes of 8 bits, one portion, more than a single tile.
   const int hp = (end_bit - first_bits + 7) / 8;
   OnesweepShape osh;
-  if (warp_counts && knobs.build_hist != 1 && hp >= 1 && hp <= kHistPasses) osh = onesweep_shape();
+  if (warp_counts && knobs.build_hist != BuildHist::cub && hp >= 1 && hp <= kHistPasses) osh = onesweep_shape();
   const bool own_hist = osh.ok && E > osh.single_tile && E <= osh.portion;
   // CUB's temp size depends only on the sizes: ask with null buffers first. The first pass's scan
   // shares the region (it is done before CUB starts); own_onesweep's counts and tables follow the
@@ -2251,12 +2388,13 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     std::uint32_t* offsets = counts + cells;
     const std::uint32_t mask = (1u << first_bits) - 1;
     auto* bases = reinterpret_cast<std::uint16_t*>(offsets + cells);
-    // The digit counts for own_onesweep: by the counts kernel (PIPELINK_AGG_BUILD_HIST=own) or
-    // by the scatter at its write-out (=scatter); summed after whichever counts them.
+    // The digit counts for own_onesweep: by the scatter at its write-out (PIPELINK_AGG_BUILD_HIST=scatter, the
+    // default) or by the counts kernel (=own); summed after whichever counts them.
     HistSpec hs, hs_counts, hs_scatter;
     if (own_hist) {
       hs = HistSpec{reinterpret_cast<std::uint32_t*>(own_temp), first_bits, end_bit, hp};
-      (knobs.build_hist == 2 && !fw ? hs_scatter : hs_counts) = hs;  // one-shot builds: the counts kernel
+      (knobs.build_hist == BuildHist::scatter && !fw ? hs_scatter : hs_counts) =
+          hs;  // one-shot builds: the counts kernel
       PIPELINK_CUDA_CHECK(cudaMemsetAsync(hs.hist, 0, std::size_t(hp) * kHistDigits * sizeof(std::uint32_t), s));
     }
     auto sum_hist = [&] {
@@ -2300,14 +2438,28 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
   trace.mark(own_hist ? "sort_own_counts" : "sort");  // the name tells the forms apart (a test reads it)
   plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
-  // Row starts and a suffix minimum (row_starts_kernel; 0.086 ms on products-like, H200), or under
-  // PIPELINK_AGG_ROW_PTR=search a binary search a row (0.122 ms); the scan's temp storage in CUB's
-  // other keys buffer (free now: E keys' bytes, against a few KB; the search where that room is
-  // short).
+  // Row runs (row_runs_kernel, PIPELINK_AGG_ROW_PTR=runs), row starts and a suffix minimum
+  // (row_starts_kernel, =scan; 0.086 ms on products-like, H200) or a binary search a row (=search;
+  // 0.122 ms). The runs' list, or the scan's temp storage, in CUB's other keys buffer (free now: E
+  // keys' bytes); where it is short, runs fall back to the scan (a list of N / 33 runs against E
+  // keys' bytes: graphs of ~10 rows an edge), the scan to the search (below ~128 edges).
   auto* rp = reinterpret_cast<std::uint32_t*>(plan.row_ptr.as<std::int32_t>());
-  const std::size_t min_bytes = knobs.row_ptr_scan && E > 0 ? row_ptr_suffix_min(rp, N, nullptr, 0, s) : 0;
-  // The trace names the form that ran (the scan falls back to the search below ~128 edges).
-  if (knobs.row_ptr_scan && E > 0 && min_bytes <= std::size_t(E) * sizeof(K)) {
+  const std::size_t room = std::size_t(E) * sizeof(K), run_cap = std::size_t(row_run_capacity(N));
+  const bool runs = knobs.row_ptr == RowPtr::runs && E > 0 && sizeof(RowRun) * (run_cap + 1) <= room;
+  const std::size_t min_bytes =
+      knobs.row_ptr != RowPtr::search && !runs && E > 0 ? row_ptr_suffix_min(rp, N, nullptr, 0, s) : 0;
+  // The trace names the form that ran.
+  if (runs) {
+    auto* const count = reinterpret_cast<std::uint32_t*>(keys.Alternate());
+    auto* const list = reinterpret_cast<RowRun*>(keys.Alternate()) + 1;  // after the count's 16 bytes
+    PIPELINK_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(std::uint32_t), s));
+    row_runs_kernel<<<grid_for((E + kRowStartKeys - 1) / kRowStartKeys, 256), 256, 0, s>>>(
+        keys.Current(), E, N, rp, count, list, std::uint32_t(run_cap));
+    check_launch();
+    fill_row_runs_kernel<<<256, 256, 0, s>>>(count, list, std::uint32_t(run_cap), rp);
+    check_launch();
+    trace.mark("row_ptr_runs");
+  } else if (knobs.row_ptr != RowPtr::search && E > 0 && min_bytes <= room) {
     PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0xFF, (N + 1) * sizeof(std::uint32_t), s));
     row_starts_kernel<<<grid_for((E + kRowStartKeys - 1) / kRowStartKeys, 256), 256, 0, s>>>(keys.Current(), E, N, rp);
     check_launch();
@@ -2357,32 +2509,102 @@ void sort_wide(CudaPlan& plan, const TensorView& src, const TensorView& dst, std
   plan.src_bits = src_bits;
 }
 
+// Host-mapped pinned slots for a build's status (plan_tail_kernel writes it, the host reads it
+// once the stream is done): taken from a process-wide free list, a 4 KiB page of 64-byte slots
+// allocated where none is free (kept for the process's life: a pinned allocation takes far
+// longer than a build's tail). A null slot (a device that cannot map host memory, or pinned
+// memory refused) tells finish_plan to copy the status as before.
+class StatusSlot {
+ public:
+  StatusSlot() {
+    const std::lock_guard lock(mu());
+    if (free_list().empty()) {
+      // Room for every slot first, so that the destructor's push_back never allocates.
+      free_list().reserve(slots() + kPage / kSlot);
+      void* page = nullptr;
+      if (cudaHostAlloc(&page, kPage, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+        (void)cudaGetLastError();  // not fatal: finish_plan copies instead
+        return;
+      }
+      slots() += kPage / kSlot;
+      for (std::size_t o = 0; o < kPage; o += kSlot)
+        free_list().push_back(reinterpret_cast<unsigned long long*>(static_cast<char*>(page) + o));
+    }
+    host_ = free_list().back();
+    void* dev = nullptr;
+    if (cudaHostGetDevicePointer(&dev, host_, 0) != cudaSuccess) {
+      (void)cudaGetLastError();
+      host_ = nullptr;  // still on the list
+      return;
+    }
+    free_list().pop_back();
+    device_ = static_cast<unsigned long long*>(dev);
+  }
+  ~StatusSlot() {
+    if (!host_) return;
+    const std::lock_guard lock(mu());
+    free_list().push_back(host_);  // no throw: reserved for every slot of every page
+  }
+  StatusSlot(const StatusSlot&) = delete;
+  StatusSlot& operator=(const StatusSlot&) = delete;
+  unsigned long long* device() const { return device_; }
+  unsigned long long read(int i) const { return static_cast<volatile const unsigned long long*>(host_)[i]; }
+
+ private:
+  static constexpr std::size_t kPage = 4096, kSlot = 64;
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<unsigned long long*>& free_list() {
+    static std::vector<unsigned long long*> v;
+    return v;
+  }
+  static std::size_t& slots() {  // allocated so far, free or taken
+    static std::size_t n = 0;
+    return n;
+  }
+  unsigned long long* host_ = nullptr;
+  unsigned long long* device_ = nullptr;
+};
+
 // The rest of the plan (work split, long rows, segments), then the index check's verdict.
 template <class P>
 void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
-                 unsigned long long* status, BuildTrace& trace) {
+                 unsigned long long* status, bool split_tail, BuildTrace& trace) {
   const std::int64_t E = plan.num_edges;
   plan.groups = (E + (plan.rows_per_edge > 0 ? N / plan.rows_per_edge : 0)) / plan.chunk + 1;
   plan.first_row = DeviceBuffer((plan.groups + 1) * sizeof(P), s);
-  group_rows_kernel<P><<<grid_for(plan.groups + 1, 256), 256, 0, s>>>(plan.row_ptr.as<const P>(), N, plan.groups,
-                                                                      plan.chunk, plan.rows_per_edge,
-                                                                      plan.first_row.as<P>());
-  check_launch();
-  trace.mark("work_split");
-
   // Segments of the rows longer than seg_len edges; the list of long rows. Their totals first,
-  // read with the index check's verdict in one copy (status: first bad edge, then the two
-  // totals); the per-row tables only where a total is not zero. Before: the per-row counts and
-  // two CUB scans in every build, and three 8-byte copies to pageable memory, each its own
-  // round trip (trace, products-like, H200: segment_scans 0.035 + verdict_wait 0.035 ms).
+  // read with the index check's verdict (status: first bad edge, then the two totals); the
+  // per-row tables only where a total is not zero. Before: the per-row counts and two CUB scans
+  // in every build, and three 8-byte copies to pageable memory, each its own round trip (trace,
+  // products-like, H200: segment_scans 0.035 + verdict_wait 0.035 ms).
   plan.long_row = std::min(long_row_threshold(), plan.seg_len);
-  segment_totals_kernel<P><<<grid_for((N + 7) / 8, 256), 256, 0, s>>>(plan.row_ptr.as<const P>(), N, plan.long_row,
-                                                                      plan.seg_len, status + 1);
-  check_launch();
-  trace.mark("segment_totals");
+  const int split_blocks = grid_for(plan.groups + 1, 256), total_blocks = grid_for((N + 7) / 8, 256);
   unsigned long long st[3] = {ULLONG_MAX, 0, 0};
-  PIPELINK_CUDA_CHECK(cudaMemcpyAsync(st, status, sizeof st, cudaMemcpyDeviceToHost, s));
-  PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
+  std::optional<StatusSlot> slot;
+  if (!split_tail) slot.emplace();
+  if (slot && slot->device()) {  // PIPELINK_AGG_PLAN_TAIL=fused (the default): one kernel
+    plan_tail_kernel<P><<<split_blocks + total_blocks, 256, 0, s>>>(
+        plan.row_ptr.as<const P>(), N, plan.groups, plan.chunk, plan.rows_per_edge, plan.first_row.as<P>(),
+        split_blocks, plan.long_row, plan.seg_len, status, slot->device());
+    check_launch();
+    trace.mark("plan_tail");
+    PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
+    for (int i = 0; i < 3; ++i) st[i] = slot->read(i);
+  } else {
+    group_rows_kernel<P><<<split_blocks, 256, 0, s>>>(plan.row_ptr.as<const P>(), N, plan.groups, plan.chunk,
+                                                      plan.rows_per_edge, plan.first_row.as<P>());
+    check_launch();
+    trace.mark("work_split");
+    segment_totals_kernel<P>
+        <<<total_blocks, 256, 0, s>>>(plan.row_ptr.as<const P>(), N, plan.long_row, plan.seg_len, status + 1);
+    check_launch();
+    trace.mark("segment_totals");
+    PIPELINK_CUDA_CHECK(cudaMemcpyAsync(st, status, sizeof st, cudaMemcpyDeviceToHost, s));
+    PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
   trace.mark("verdict_wait");
   report_bad_edge("aggregate", &src, &dst, N, st[0]);
   plan.num_segments = std::int64_t(st[1]);
@@ -2439,23 +2661,24 @@ std::shared_ptr<CudaPlan> build_plan_for(const TensorView& src, const TensorView
   trace.mark("start");
   if (plan->num_edges > 0) {
     const bool i32 = src.dtype() == DType::i32;
-    // The build's status, read back in one copy by finish_plan: the first bad edge (the sort's
-    // kernels' flag, ULLONG_MAX where none), then the totals of segments and long rows.
-    DeviceBuffer status(3 * sizeof(unsigned long long), s);
+    // The build's status, read back at once by finish_plan: the first bad edge (the sort's
+    // kernels' flag, ULLONG_MAX where none), then the totals of segments and long rows, then
+    // plan_tail_kernel's count of finished blocks.
+    DeviceBuffer status(4 * sizeof(unsigned long long), s);
     auto* f = status.as<unsigned long long>();
     PIPELINK_CUDA_CHECK(cudaMemsetAsync(f, 0xFF, sizeof(unsigned long long), s));
-    PIPELINK_CUDA_CHECK(cudaMemsetAsync(f + 1, 0, 2 * sizeof(unsigned long long), s));
+    PIPELINK_CUDA_CHECK(cudaMemsetAsync(f + 1, 0, 3 * sizeof(unsigned long long), s));
     if (plan->wide) {
       if (i32) sort_wide<std::int32_t>(*plan, src, dst, N, s, f, trace);
       else sort_wide<std::int64_t>(*plan, src, dst, N, s, f, trace);
-      finish_plan<std::int64_t>(*plan, src, dst, N, s, f, trace);
+      finish_plan<std::int64_t>(*plan, src, dst, N, s, f, knobs.plan_tail_split, trace);
     } else {
       const float* fw = fold_w && fold_w->dtype() == DType::f32 ? fold_w->data_as<const float>() : nullptr;
       plan->w_in_pairs = fw != nullptr;
       if (i32) sort_narrow<std::int32_t>(*plan, src, dst, N, knobs, s, f, trace, fw, edge_ranges_if_short);
       else sort_narrow<std::int64_t>(*plan, src, dst, N, knobs, s, f, trace, fw, edge_ranges_if_short);
       if (edge_ranges_if_short && *edge_ranges_if_short > 0) return nullptr;
-      finish_plan<std::int32_t>(*plan, src, dst, N, s, f, trace);
+      finish_plan<std::int32_t>(*plan, src, dst, N, s, f, knobs.plan_tail_split, trace);
     }
   } else {
     plan->row_ptr = DeviceBuffer((N + 1) * (plan->wide ? 8 : 4), s);
