@@ -704,35 +704,39 @@ __global__ void __launch_bounds__(256) row_starts_kernel(const std::uint32_t* __
 }
 
 // PIPELINK_AGG_ROW_PTR=runs (the default since v39): the row offsets from the sorted keys in one
-// pass, with no fill before it and no suffix minimum after. Where row a's last edge at p - 1 is
-// followed by row b > a, rows a + 1..b (those without edges, then b) get p; before the first
-// edge rows 0..b get 0; after the last, rows a + 1..N - 1 get E. A run of at most kRunInline
+// pass, with no fill before it and no suffix minimum after. As row_starts_kernel, the first
+// position of each row gets its row's offset; where row a's last edge at p - 1 is followed by
+// row b > a + 1, the rows a + 1..b - 1 between (without edges) get p too; before the first edge
+// rows 0..b - 1 get 0; after the last, rows a + 1..N - 1 get E. A gap of at most kRunInline
 // rows is written by its thread; a longer one (power-law's thousands of empty rows) is listed
 // (RowRun) for fill_row_runs_kernel, a block a run, so that no thread writes a long run alone
-// (c02714dc5981's streaming form left a long run to one thread). Valid keys ascend, so the runs
+// (c02714dc5981's streaming form left a long run to one thread). Valid keys ascend, so the gaps
 // are disjoint and at most N / (kRunInline + 1) + 2 are listed. A key >= N (a bad index, sorted
-// on its low bits; the build throws) makes no run, and the key after it writes its own row only,
-// so bad keys cannot make the runs overlap or the list overflow (which drops runs anyway).
+// on its low bits; the build throws) writes nothing, and the key after it its own row only (no
+// gap), so bad keys cannot make the gaps overlap or the list overflow (which drops runs anyway).
 // Why: the 0xFF fill of N + 1 offsets and CUB's suffix minimum took ~0.015 ms of the build's
 // 0.087 ms row offsets (v38 trace, products-like, H200), where the fill kernel, with no run
-// listed there, is a launch.
+// listed there, is a launch. A first form that wrote each row through a run of its own (a loop
+// a key) took 0.110 ms against the scan's 0.087 (v39 trace): issue-bound at ~30 instructions a
+// key; here the common key costs row_starts_kernel's compare and store.
 constexpr std::uint32_t kRunInline = 32;
 struct alignas(16) RowRun {
   std::uint32_t first, end, value, unused;  // rows [first, end) start at `value`
 };
 std::int64_t row_run_capacity(std::int64_t N) { return N / (kRunInline + 1) + 2; }
+__device__ __noinline__ void put_row_gap(std::uint32_t lo, std::uint32_t hi, std::uint32_t v, std::uint32_t* row_ptr,
+                                         std::uint32_t* run_count, RowRun* runs, std::uint32_t run_cap) {
+  if (hi - lo <= kRunInline) {
+    for (std::uint32_t r = lo; r < hi; ++r) row_ptr[r] = v;
+  } else if (const std::uint32_t i = atomicAdd(run_count, 1u); i < run_cap) {
+    runs[i] = RowRun{lo, hi, v, 0u};
+  }
+}
 __global__ void __launch_bounds__(256)
     row_runs_kernel(const std::uint32_t* __restrict__ keys, std::int64_t E, std::int64_t N, std::uint32_t* row_ptr,
                     std::uint32_t* run_count, RowRun* runs, std::uint32_t run_cap) {
   constexpr int V = kRowStartKeys;
-  const auto n32 = std::uint32_t(N);                                     // narrow plans: N < 2^31
-  auto put = [&](std::uint32_t lo, std::uint32_t hi, std::uint32_t v) {  // rows [lo, hi) start at v
-    if (hi - lo <= kRunInline) {
-      for (std::uint32_t r = lo; r < hi; ++r) row_ptr[r] = v;
-    } else if (const std::uint32_t i = atomicAdd(run_count, 1u); i < run_cap) {
-      runs[i] = RowRun{lo, hi, v, 0u};
-    }
-  };
+  const auto n32 = std::uint32_t(N);  // narrow plans: N < 2^31
   const std::int64_t chunks = (E + V - 1) / V, stride = std::int64_t(gridDim.x) * blockDim.x;
   for (std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; c < chunks; c += stride) {
     const std::int64_t i0 = c * V;
@@ -746,26 +750,25 @@ __global__ void __launch_bounds__(256)
 #pragma unroll
       for (int j = 0; j < V; ++j) k[j] = j < n ? keys[i0 + j] : 0u;
     }
-    std::uint32_t prev = i0 > 0 ? keys[i0 - 1] : 0u;
+    // The key before the chunk; before the first edge, "row -1" (the gap then starts at row 0).
+    std::uint32_t prev = i0 > 0 ? keys[i0 - 1] : ~0u;
     bool prev_ok = i0 == 0 || prev < n32;
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       if (j < n) {
         const std::uint32_t b = k[j], p = std::uint32_t(i0 + j);
         const bool ok = b < n32;
-        if (ok) {
-          if (p == 0)
-            put(0, b + 1, 0);
-          else if (!prev_ok)
-            row_ptr[b] = p;
-          else if (b > prev)
-            put(prev + 1, b + 1, p);
+        if (ok && b != prev) {
+          row_ptr[b] = p;
+          if (prev_ok && b != prev + 1 && (b > prev || p == 0))  // a gap (rare on uniform graphs)
+            put_row_gap(prev + 1, b, p, row_ptr, run_count, runs, run_cap);
         }
         prev = b;
         prev_ok = ok;
       }
     }
-    if (i0 + n == E && prev_ok && prev + 1 < n32) put(prev + 1, n32, std::uint32_t(E));
+    if (i0 + n == E && prev_ok && prev + 1 < n32)
+      put_row_gap(prev + 1, n32, std::uint32_t(E), row_ptr, run_count, runs, run_cap);
   }
   if (blockIdx.x == 0 && threadIdx.x == 0) row_ptr[N] = std::uint32_t(E);
 }
