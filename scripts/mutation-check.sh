@@ -86,8 +86,6 @@ mutations=(
   "msd sample finds no skew@src/cuda/aggregate.cu@mine += c > s.big ? c : 0u;@mine += 0u;@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"
   "own hist misses each warp's last round@src/cuda/aggregate.cu@if (32 * r < lim) atomicAdd(&hh[@if (32 * r + 32 < lim) atomicAdd(&hh[@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
   "scatter hist flushes nothing@src/cuda/aggregate.cu@hs.template flush<kFirstThreads>(hh);  // the block's counts out, once@(void)hh;@1@CudaAggregate.FusedFirstRadixPassIsTheSamePlan"
-  "row runs drop the listed gaps@src/cuda/aggregate.cu@const std::uint32_t n = min(*run_count, run_cap);@const std::uint32_t n = 0u * run_cap;@1@CudaAggregate.RowStartsScanIsTheSearch"
-  "row runs fill no gap@src/cuda/aggregate.cu@put_row_gap(prev + 1, b, p, row_ptr, run_count, runs, run_cap);@(void)run_count;@1@CudaAggregate.RowStartsScanIsTheSearch"
   "plan tail's last block reports a clean build@src/cuda/aggregate.cu@host[threadIdx.x] = atomicAdd(status + threadIdx.x, 0ull);@host[threadIdx.x] = threadIdx.x == 0 ? ~0ull : 0ull;@1@CudaAggregate.PlanTailOneKernelIsTheTwo"
   "msd empty buckets' rows unwritten@src/cuda/aggregate.cu@if (threadIdx.x < kLevelDigits && row_of(threadIdx.x) < N) row_ptr[row_of(threadIdx.x)] = bt.start[j];@(void)0;@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"
   "msd rows before the first batch's unwritten@src/cuda/aggregate.cu@if (lead > 0) PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0, lead * sizeof(std::uint32_t), s));@(void)lead;@1@CudaAggregate.OneShotMsdSortGivesTheOneSortsBits"

@@ -703,86 +703,6 @@ __global__ void __launch_bounds__(256) row_starts_kernel(const std::uint32_t* __
   if (blockIdx.x == 0 && threadIdx.x == 0) row_ptr[N] = std::uint32_t(E);
 }
 
-// PIPELINK_AGG_ROW_PTR=runs (the default since v39): the row offsets from the sorted keys in one
-// pass, with no fill before it and no suffix minimum after. As row_starts_kernel, the first
-// position of each row gets its row's offset; where row a's last edge at p - 1 is followed by
-// row b > a + 1, the rows a + 1..b - 1 between (without edges) get p too; before the first edge
-// rows 0..b - 1 get 0; after the last, rows a + 1..N - 1 get E. A gap of at most kRunInline
-// rows is written by its thread; a longer one (power-law's thousands of empty rows) is listed
-// (RowRun) for fill_row_runs_kernel, a block a run, so that no thread writes a long run alone
-// (c02714dc5981's streaming form left a long run to one thread). Valid keys ascend, so the gaps
-// are disjoint and at most N / (kRunInline + 1) + 2 are listed. A key >= N (a bad index, sorted
-// on its low bits; the build throws) writes nothing, and the key after it its own row only (no
-// gap), so bad keys cannot make the gaps overlap or the list overflow (which drops runs anyway).
-// Why: the 0xFF fill of N + 1 offsets and CUB's suffix minimum took ~0.015 ms of the build's
-// 0.087 ms row offsets (v38 trace, products-like, H200), where the fill kernel, with no run
-// listed there, is a launch. A first form that wrote each row through a run of its own (a loop
-// a key) took 0.110 ms against the scan's 0.087 (v39 trace): issue-bound at ~30 instructions a
-// key; here the common key costs row_starts_kernel's compare and store.
-constexpr std::uint32_t kRunInline = 32;
-struct alignas(16) RowRun {
-  std::uint32_t first, end, value, unused;  // rows [first, end) start at `value`
-};
-std::int64_t row_run_capacity(std::int64_t N) { return N / (kRunInline + 1) + 2; }
-__device__ __noinline__ void put_row_gap(std::uint32_t lo, std::uint32_t hi, std::uint32_t v, std::uint32_t* row_ptr,
-                                         std::uint32_t* run_count, RowRun* runs, std::uint32_t run_cap) {
-  if (hi - lo <= kRunInline) {
-    for (std::uint32_t r = lo; r < hi; ++r) row_ptr[r] = v;
-  } else if (const std::uint32_t i = atomicAdd(run_count, 1u); i < run_cap) {
-    runs[i] = RowRun{lo, hi, v, 0u};
-  }
-}
-__global__ void __launch_bounds__(256)
-    row_runs_kernel(const std::uint32_t* __restrict__ keys, std::int64_t E, std::int64_t N, std::uint32_t* row_ptr,
-                    std::uint32_t* run_count, RowRun* runs, std::uint32_t run_cap) {
-  constexpr int V = kRowStartKeys;
-  const auto n32 = std::uint32_t(N);  // narrow plans: N < 2^31
-  const std::int64_t chunks = (E + V - 1) / V, stride = std::int64_t(gridDim.x) * blockDim.x;
-  for (std::int64_t c = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; c < chunks; c += stride) {
-    const std::int64_t i0 = c * V;
-    const int n = int(E - i0 < V ? E - i0 : V);
-    std::uint32_t k[V];
-    if (n == V) {  // keys come from the build's arena: 256-byte aligned, so chunk c is 32 bytes in
-      const uint4 lo = reinterpret_cast<const uint4*>(keys)[2 * c],
-                  hi = reinterpret_cast<const uint4*>(keys)[2 * c + 1];
-      k[0] = lo.x, k[1] = lo.y, k[2] = lo.z, k[3] = lo.w, k[4] = hi.x, k[5] = hi.y, k[6] = hi.z, k[7] = hi.w;
-    } else {
-#pragma unroll
-      for (int j = 0; j < V; ++j) k[j] = j < n ? keys[i0 + j] : 0u;
-    }
-    // The key before the chunk; before the first edge, "row -1" (the gap then starts at row 0).
-    std::uint32_t prev = i0 > 0 ? keys[i0 - 1] : ~0u;
-    bool prev_ok = i0 == 0 || prev < n32;
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-      if (j < n) {
-        const std::uint32_t b = k[j], p = std::uint32_t(i0 + j);
-        const bool ok = b < n32;
-        if (ok && b != prev) {
-          row_ptr[b] = p;
-          if (prev_ok && b != prev + 1 && (b > prev || p == 0))  // a gap (rare on uniform graphs)
-            put_row_gap(prev + 1, b, p, row_ptr, run_count, runs, run_cap);
-        }
-        prev = b;
-        prev_ok = ok;
-      }
-    }
-    if (i0 + n == E && prev_ok && prev + 1 < n32)
-      put_row_gap(prev + 1, n32, std::uint32_t(E), row_ptr, run_count, runs, run_cap);
-  }
-  if (blockIdx.x == 0 && threadIdx.x == 0) row_ptr[N] = std::uint32_t(E);
-}
-// The listed runs, a block each (grid-stride over the list; none listed: each block reads the
-// count and leaves).
-__global__ void __launch_bounds__(256) fill_row_runs_kernel(const std::uint32_t* run_count, const RowRun* runs,
-                                                            std::uint32_t run_cap, std::uint32_t* row_ptr) {
-  const std::uint32_t n = min(*run_count, run_cap);
-  for (std::uint32_t i = blockIdx.x; i < n; i += gridDim.x) {
-    const RowRun r = runs[i];
-    for (std::uint32_t row = r.first + threadIdx.x; row < r.end; row += blockDim.x) row_ptr[row] = r.value;
-  }
-}
-
 // The suffix minimum after a row-starts kernel (row_starts_kernel, msd_row_starts_kernel): rows
 // without edges take their next row's start. With temp null: returns the temp bytes it needs.
 std::size_t row_ptr_suffix_min(std::uint32_t* rp, std::int64_t N, void* temp, std::size_t bytes, cudaStream_t s) {
@@ -932,10 +852,12 @@ std::int64_t long_row_threshold() {
 //     'fused' (the same pass counting in its own first phase; the default v23-v24) or 'cub'
 //     (v1-v22's init kernel, then CUB over every bit). Narrow plans' one sort only; ranges and
 //     wide plans sort as before.
-//   PIPELINK_AGG_ROW_PTR: 'runs' (the default from v39: every row's offset from one pass over the
-//     sorted keys, long runs of empty rows listed for a fill kernel; see row_runs_kernel), 'scan'
-//     (v26-v38: row starts, then a suffix minimum; see row_starts_kernel) or 'search' (a binary
-//     search a row). The narrow one sort only; ranges and wide plans search.
+//   PIPELINK_AGG_ROW_PTR: 'scan' (the default from v26: row starts from one pass over the sorted
+//     keys, then a suffix minimum; see row_starts_kernel) or 'search' (a binary search a row).
+//     The narrow one sort only; ranges and wide plans search. (v39 measured a third form, 'runs':
+//     each row's offset in one pass with the empty rows' gaps filled there, no fill or suffix
+//     minimum; plan build 1.98 ms either way, 1.000x in the same rounds, H200, products-like:
+//     removed.)
 //   PIPELINK_AGG_ONESHOT_W: 'ranked' (the default: a one-shot build's first pass loads w with the
 //     indices and ranks it with them) or 'late' (it ranks the edge id and reads w at its
 //     write-out; see first_digit_scatter_kernel, FW = 2; 1.028x the time, v26). Warp form only.
@@ -943,8 +865,6 @@ std::int64_t long_row_threshold() {
 constexpr int kMsdStreams = 4;
 // Where a plan build's CUB passes get their digit counts (PIPELINK_AGG_BUILD_HIST, PlanKnobs).
 enum class BuildHist { scatter, own, cub };
-// How the narrow one sort's row offsets are made (PIPELINK_AGG_ROW_PTR, PlanKnobs).
-enum class RowPtr { runs, scan, search };
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
@@ -955,7 +875,7 @@ struct PlanKnobs {
   // out of memory, after its first pass, so that its hand-back to the one sort runs.
   bool test_msd_scratch_fail = false;
   int build_first = 0;  // PIPELINK_AGG_BUILD_FIRST: 0 warp, 1 fused, 2 cub
-  RowPtr row_ptr = RowPtr::runs;  // PIPELINK_AGG_ROW_PTR: 'runs' (the default), 'scan' or 'search'
+  bool row_ptr_scan = true;     // PIPELINK_AGG_ROW_PTR: 'scan' (the default) or 'search'
   bool oneshot_w_late = false;  // PIPELINK_AGG_ONESHOT_W=late: w read at the first pass's write-out (opt-in)
   // PIPELINK_AGG_ONESHOT_POOL: 'own' (the default: one-shot calls allocate from PipeLink's
   // scratch pool, see ScratchPoolScope) or 'default' (the device's default pool, as before v30).
@@ -1033,7 +953,7 @@ PlanKnobs plan_knobs() {
   k.test_range_oom_above = read("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", 0, std::int64_t(1) << 62, 0);
   k.test_msd_scratch_fail = read("PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", 0, 1, 0) == 1;
   k.build_first = knob_choice("PIPELINK_AGG_BUILD_FIRST", {"warp", "fused", "cub"});
-  k.row_ptr = RowPtr(knob_choice("PIPELINK_AGG_ROW_PTR", {"runs", "scan", "search"}));
+  k.row_ptr_scan = !knob_is_second("PIPELINK_AGG_ROW_PTR", "scan", "search");
   k.oneshot_w_late = knob_is_second("PIPELINK_AGG_ONESHOT_W", "ranked", "late");
   k.oneshot_own_pool = !knob_is_second("PIPELINK_AGG_ONESHOT_POOL", "own", "default");
   k.build_own_pool = knob_is_second("PIPELINK_AGG_BUILD_POOL", "default", "own");
@@ -2441,28 +2361,14 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
   trace.mark(own_hist ? "sort_own_counts" : "sort");  // the name tells the forms apart (a test reads it)
   plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
-  // Row runs (row_runs_kernel, PIPELINK_AGG_ROW_PTR=runs), row starts and a suffix minimum
-  // (row_starts_kernel, =scan; 0.086 ms on products-like, H200) or a binary search a row (=search;
-  // 0.122 ms). The runs' list, or the scan's temp storage, in CUB's other keys buffer (free now: E
-  // keys' bytes); where it is short, runs fall back to the scan (a list of N / 33 runs against E
-  // keys' bytes: graphs of ~10 rows an edge), the scan to the search (below ~128 edges).
+  // Row starts and a suffix minimum (row_starts_kernel; 0.086 ms on products-like, H200), or under
+  // PIPELINK_AGG_ROW_PTR=search a binary search a row (0.122 ms); the scan's temp storage in CUB's
+  // other keys buffer (free now: E keys' bytes, against a few KB; the search where that room is
+  // short).
   auto* rp = reinterpret_cast<std::uint32_t*>(plan.row_ptr.as<std::int32_t>());
-  const std::size_t room = std::size_t(E) * sizeof(K), run_cap = std::size_t(row_run_capacity(N));
-  const bool runs = knobs.row_ptr == RowPtr::runs && E > 0 && sizeof(RowRun) * (run_cap + 1) <= room;
-  const std::size_t min_bytes =
-      knobs.row_ptr != RowPtr::search && !runs && E > 0 ? row_ptr_suffix_min(rp, N, nullptr, 0, s) : 0;
-  // The trace names the form that ran.
-  if (runs) {
-    auto* const count = reinterpret_cast<std::uint32_t*>(keys.Alternate());
-    auto* const list = reinterpret_cast<RowRun*>(keys.Alternate()) + 1;  // after the count's 16 bytes
-    PIPELINK_CUDA_CHECK(cudaMemsetAsync(count, 0, sizeof(std::uint32_t), s));
-    row_runs_kernel<<<grid_for((E + kRowStartKeys - 1) / kRowStartKeys, 256), 256, 0, s>>>(
-        keys.Current(), E, N, rp, count, list, std::uint32_t(run_cap));
-    check_launch();
-    fill_row_runs_kernel<<<256, 256, 0, s>>>(count, list, std::uint32_t(run_cap), rp);
-    check_launch();
-    trace.mark("row_ptr_runs");
-  } else if (knobs.row_ptr != RowPtr::search && E > 0 && min_bytes <= room) {
+  const std::size_t min_bytes = knobs.row_ptr_scan && E > 0 ? row_ptr_suffix_min(rp, N, nullptr, 0, s) : 0;
+  // The trace names the form that ran (the scan falls back to the search below ~128 edges).
+  if (knobs.row_ptr_scan && E > 0 && min_bytes <= std::size_t(E) * sizeof(K)) {
     PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0xFF, (N + 1) * sizeof(std::uint32_t), s));
     row_starts_kernel<<<grid_for((E + kRowStartKeys - 1) / kRowStartKeys, 256), 256, 0, s>>>(keys.Current(), E, N, rp);
     check_launch();
