@@ -50,6 +50,18 @@ void expect_build_names_bad_edge(const EdgeList& g, std::int64_t N, std::int64_t
   }
 }
 
+// What a plan build of (src, dst, N) logs at debug level: its trace, each step named (the bits
+// cannot tell a build's forms apart where they give the same plan).
+std::string build_trace(const Tensor& src, const Tensor& dst, std::int64_t N) {
+  const LogLevel before = log_level();
+  set_log_level(LogLevel::debug);
+  testing::internal::CaptureStderr();
+  (void)AggregatePlan::build(src, dst, N);
+  cuda::synchronize();
+  set_log_level(before);
+  return testing::internal::GetCapturedStderr();
+}
+
 enum class Path { one_shot, planned, plan_weights, lean, three_op };
 const char* path_name(Path p) {
   switch (p) {
@@ -760,7 +772,7 @@ TEST_F(CudaAggregate, RowStartsScanIsTheSearch) {
   // PIPELINK_AGG_ROW_PTR=scan names it) against a binary search a row (=search, the default
   // until v25): the same planned output bitwise, and the unnamed default's bits too; rows
   // without edges zero, on graphs whose empty rows come first, last, in one long run, in runs
-  // of 39 and shorter (a 40th of the rows with edges, a few between), or everywhere (a few
+  // of up to 39 (a 40th of the rows with edges, a few more between), or everywhere (a few
   // edges on many rows), one row holding every edge, and N = 1.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ROW_PTR", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
                        "PIPELINK_AGG_FORCE_WIDE");
@@ -773,7 +785,7 @@ TEST_F(CudaAggregate, RowStartsScanIsTheSearch) {
     std::int64_t N, E;
     DType index;
     int shape;  // 0: uniform; 1: dst in [N/2, N/2 + 7]; 2: every dst N - 1; 3: dst 0 or N - 1;
-                // 4: dst a multiple of 40 (plus 0-39 in one case of 100)
+                // 4: dst a multiple of 40 (plus 7 or 27 in one case of 100)
   };
   // {1, 1}: too few edges for the scan's temp storage (~128 edges' keys): the search's fallback.
   const G cases[] = {{1, 1, DType::i32, 0},          {1, 5000, DType::i64, 0},       {1000000, 4100, DType::i32, 0},
@@ -844,7 +856,8 @@ TEST_F(CudaAggregate, PlanTailOneKernelIsTheTwo) {
   // against v38's two kernels and a copy (=split): the same plan (its bytes: the totals size the
   // tables) and the same bits, float32 and float64 (staged and lane-group walks), on graphs with
   // neither, with split rows (past 1024 edges) and long rows (65-1024) in many blocks' rows, and
-  // N = 1; a bad index named by either; and more builds than a page of slots, one after another.
+  // N = 1; a bad index named by either; which form ran, by the build's trace; and more builds
+  // than a page of slots, one after another.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_PLAN_TAIL", "PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_LONG_ROW",
                        "PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
@@ -857,7 +870,7 @@ TEST_F(CudaAggregate, PlanTailOneKernelIsTheTwo) {
     SCOPED_TRACE("N=" + std::to_string(c.N) + (c.hubs ? " hubs" : ""));
     EdgeList g = uniform_graph(c.N, c.E, seed + std::uint64_t(c.N), DType::i32);
     if (c.hubs)  // every 7th edge to one of 30 rows spread over the ids: ~1900 edges each, split;
-      for (std::int64_t e = 0; e < c.E; e += 7)  // every 5th of the rest to one of 1000: ~70, long
+      for (std::int64_t e = 0; e < c.E; e += 7)  // e = 1 mod 5 of the rest to one of 200: ~340, long
         g.dst.data_as<std::int32_t>()[e] = std::int32_t((e / 7 % 30) * 9973);
     if (c.hubs)
       for (std::int64_t e = 1; e < c.E; e += 5)
@@ -893,9 +906,19 @@ TEST_F(CudaAggregate, PlanTailOneKernelIsTheTwo) {
     g.dst.data_as<std::int64_t>()[16000] = -1;
     expect_build_names_bad_edge(g, 3000, 12000, "src");
   }
-  // 70 builds: past one 4 KiB page of 64 slots if the slots were not given back.
+  // Which form ran, from the build's trace (the bits cannot tell): fused on every device that
+  // maps host memory (the split form is its fallback elsewhere), as asked under =split.
   EdgeList g = uniform_graph(500, 3000, seed + 8, DType::i32);
   const Tensor sg = gpu(g.src), dg = gpu(g.dst);
+  const std::string fused = build_trace(sg, dg, 500);
+  EXPECT_NE(fused.find(" plan_tail "), std::string::npos) << fused;
+  {
+    ScopedEnv env({{"PIPELINK_AGG_PLAN_TAIL", "split"}});
+    const std::string split = build_trace(sg, dg, 500);
+    EXPECT_NE(split.find(" work_split "), std::string::npos) << split;
+    EXPECT_EQ(split.find("plan_tail"), std::string::npos) << split;
+  }
+  // 70 builds one after another, each taking a slot and giving it back (a page holds 64).
   std::size_t first = 0;
   for (int i = 0; i < 70; ++i) {
     const AggregatePlan plan = AggregatePlan::build(sg, dg, 500);
@@ -1108,17 +1131,10 @@ TEST_F(CudaAggregate, PlanBuildOnHopperCountsCubsDigitsInItsFirstPass) {
   if (describe(Device::cuda(0)).sm != 90) GTEST_SKIP() << "the path is checked on sm_90 (the H200) only";
   EdgeList g = uniform_graph(3000000, 100000, fresh_seed(), DType::i64);  // 22 bits: two 8-bit CUB passes
   Tensor sg = gpu(g.src), dg = gpu(g.dst);
-  auto trace_of_build = [&] {
-    const LogLevel before = log_level();
-    set_log_level(LogLevel::debug);
-    testing::internal::CaptureStderr();
-    (void)AggregatePlan::build(sg, dg, 3000000);
-    cuda::synchronize();
-    set_log_level(before);
-    return testing::internal::GetCapturedStderr();
-  };
+  auto trace_of_build = [&] { return build_trace(sg, dg, 3000000); };
+  // The default: the counts taken by the scatter; =own: by the counts kernel; =cub: SortPairs.
   const std::string dflt = trace_of_build();
-  EXPECT_NE(dflt.find(" sort_own_counts "), std::string::npos) << dflt;
+  EXPECT_NE(dflt.find(" sort_scatter_counts "), std::string::npos) << dflt;
   {
     ScopedEnv own_hist({{"PIPELINK_AGG_BUILD_HIST", "own"}});
     const std::string by_counts = trace_of_build();
@@ -1126,7 +1142,7 @@ TEST_F(CudaAggregate, PlanBuildOnHopperCountsCubsDigitsInItsFirstPass) {
   }
   ScopedEnv cub_hist({{"PIPELINK_AGG_BUILD_HIST", "cub"}});
   const std::string cub = trace_of_build();
-  EXPECT_EQ(cub.find("sort_own_counts"), std::string::npos) << cub;
+  EXPECT_EQ(cub.find("_counts "), std::string::npos) << cub;
   EXPECT_NE(cub.find(" sort "), std::string::npos) << cub;
 }
 
@@ -1243,6 +1259,8 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
     GTEST_SKIP() << "sm_" << sm << ": the fused first pass (and so the MSD sort) does not run here";
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
+  // By rows every offset is written by the blocks (no fill): poisoned first, a row left out shows.
+  ScopedEnv poison({{"PIPELINK_AGG_TEST_POISON_ROWS", "1"}});
   enum Skew { none, hub, low_rows, gaps };
   struct MsdCase {
     std::int64_t N, E;
@@ -1258,9 +1276,10 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
                            // edges, past msd::kRowsMeanTiles, so the default runs level passes there)
                            {40000, 400000, DType::i32, low_rows},
                            // 17 bits (buckets of 2048 rows), dst in [30000, 50000) and [70000, 100000):
-                           // empty buckets before the first batch's and between, whose rows by rows
-                           // no sub-bucket's ranking writes
-                           {100000, 300000, DType::i64, gaps}};
+                           // empty buckets before the first batch's, between and after the last
+                           // non-empty one (rows 100000-119999), whose rows by rows no sub-bucket's
+                           // ranking writes
+                           {120000, 300000, DType::i64, gaps}};
   for (const MsdCase& c : cases) {
     SCOPED_TRACE("N=" + std::to_string(c.N) + " E=" + std::to_string(c.E) + (c.skew == hub ? " hub" : "") +
                  (c.skew == low_rows ? " low rows" : "") + (c.skew == gaps ? " gaps" : ""));
@@ -1550,7 +1569,7 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
         std::pair{"PIPELINK_AGG_MSD_STREAMS", "0"},      std::pair{"PIPELINK_AGG_MSD_STREAMS", "5"},
         std::pair{"PIPELINK_AGG_MSD_LAST", "row"},       std::pair{"PIPELINK_AGG_MSD_ONE_TILE", "fast"},
         std::pair{"PIPELINK_AGG_BUILD_SORT", "radix"},   std::pair{"PIPELINK_AGG_BUILD_HIST", "both"},
-        std::pair{"PIPELINK_AGG_PLAN_TAIL", "one"}}) {
+        std::pair{"PIPELINK_AGG_PLAN_TAIL", "one"},      std::pair{"PIPELINK_AGG_TEST_POISON_ROWS", "2"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);

@@ -147,8 +147,7 @@ std::vector<Item> run_rows(std::vector<Item> a, const std::vector<u32>& starts, 
   const int subs = int(lv.dmask2) + 1;
   row_ptr->assign(std::size_t(N) + 1, ~0u);
   (*row_ptr)[std::size_t(N)] = u32(E);
-  const i64 lead = lv.batches.empty() ? N : std::min(i64(lv.batches.front().d0) << shift, N);
-  std::fill(row_ptr->begin(), row_ptr->begin() + lead, 0u);
+  std::fill(row_ptr->begin(), row_ptr->begin() + msd::rows_before_batches(lv, shift, N), 0u);
   const std::vector<u32> offsets1 = level_offsets(lv.bt, 0, lv.bt.tile0[msd::kTopDigits], msd::kLevelBits, lv.dmask2, 0,
                                                   [&](i64 p) { return a[std::size_t(p)]; });
   if (offsets1.empty()) return a;
@@ -288,8 +287,8 @@ TEST(MsdLevels, BatchesStopAtTheirScratch) {
 TEST(MsdLevels, RowsLastLevelSortsAndWritesTheRowOffsets) {
   // PIPELINK_AGG_MSD_LAST=rows: the items in a stable sort's order by row (bucket << shift | low
   // key bits), and row_ptr[r] the first position of a row >= r, for shift 9-16, N cutting the
-  // last bucket's rows short, empty buckets (also before the first batch's), and a hub
-  // sub-bucket larger than a tile.
+  // last bucket's rows short, empty buckets (also before the first batch's, and the last ones
+  // before N), and a hub sub-bucket larger than a tile.
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
@@ -299,6 +298,7 @@ TEST(MsdLevels, RowsLastLevelSortsAndWritesTheRowOffsets) {
     std::vector<i64> sizes(msd::kTopDigits, 0);
     for (int d = 0; d < 40; ++d) sizes[std::size_t(d)] = d % 7 == 3 ? 0 : size(rng);
     if (shift == 12) sizes[0] = sizes[1] = 0;  // empty buckets before the first batch's
+    if (shift == 9) sizes[38] = sizes[39] = 0;  // empty buckets at the end that hold rows < N
     sizes[5] = 3 * msd::kTile;
     Graph g = make_graph(sizes, shift, rng);
     // A hub: most of bucket 5's edges in one row (one sub-bucket past a tile).

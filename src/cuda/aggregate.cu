@@ -874,6 +874,10 @@ struct PlanKnobs {
   // PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL=1 (tests only): the MSD sort's bucket scratch fails as if
   // out of memory, after its first pass, so that its hand-back to the one sort runs.
   bool test_msd_scratch_fail = false;
+  // PIPELINK_AGG_TEST_POISON_ROWS=1 (tests only): the MSD sort's by-rows offsets are filled with
+  // 0xAB bytes before the batches, so that a row no block writes shows (a fresh allocation may
+  // hold zeros, or the right offsets from the call before).
+  bool test_poison_rows = false;
   int build_first = 0;  // PIPELINK_AGG_BUILD_FIRST: 0 warp, 1 fused, 2 cub
   bool row_ptr_scan = true;     // PIPELINK_AGG_ROW_PTR: 'scan' (the default) or 'search'
   bool oneshot_w_late = false;  // PIPELINK_AGG_ONESHOT_W=late: w read at the first pass's write-out (opt-in)
@@ -952,6 +956,7 @@ PlanKnobs plan_knobs() {
   k.build_memory = std::size_t(read("PIPELINK_AGG_BUILD_MEMORY", 1, std::int64_t(1) << 30, 0)) << 20;
   k.test_range_oom_above = read("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", 0, std::int64_t(1) << 62, 0);
   k.test_msd_scratch_fail = read("PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", 0, 1, 0) == 1;
+  k.test_poison_rows = read("PIPELINK_AGG_TEST_POISON_ROWS", 0, 1, 0) == 1;
   k.build_first = knob_choice("PIPELINK_AGG_BUILD_FIRST", {"warp", "fused", "cub"});
   k.row_ptr_scan = !knob_is_second("PIPELINK_AGG_ROW_PTR", "scan", "search");
   k.oneshot_w_late = knob_is_second("PIPELINK_AGG_ONESHOT_W", "ranked", "late");
@@ -1924,7 +1929,8 @@ bool sort_narrow_msd(CudaPlan& plan, const TensorView& src, const TensorView& ds
   if (by_rows) {
     PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(level_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kLevelSmem)));
     rp = rows_rp.as<std::uint32_t>();
-    const std::int64_t lead = batches.empty() ? N : std::min(std::int64_t(batches.front().d0) << shift, N);
+    if (knobs.test_poison_rows) PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0xAB, (N + 1) * sizeof(std::uint32_t), s));
+    const std::int64_t lead = msd::rows_before_batches(lv, shift, N);
     if (lead > 0) PIPELINK_CUDA_CHECK(cudaMemsetAsync(rp, 0, lead * sizeof(std::uint32_t), s));
   }
   PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&ev.fork, cudaEventDisableTiming));
@@ -2179,8 +2185,9 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   const int first_bits = fused ? std::min(kFirstBits, end_bit) : 0;  // the bits the first pass sorts
   const std::int64_t tiles = fused ? (E + kFirstTile - 1) / kFirstTile : 0;
   const std::int64_t cells = tiles * kFirstDigits;  // the first pass's counts, [digit][tile]
-  // The CUB passes on the counts kernel's digit counts (own_onesweep) where its shape holds: the
-  // warp form's counts kernel, 1-3 passes of 8 bits, one portion, more than a single tile.
+  // The CUB passes on the first pass's digit counts (own_onesweep; taken by the scatter or, under
+  // PIPELINK_AGG_BUILD_HIST=own and in one-shot builds, by the counts kernel) where its shape
+  // holds: the warp form's first pass, 1-3 passes of 8 bits, one portion, more than a single tile.
   const int hp = (end_bit - first_bits + 7) / 8;
   OnesweepShape osh;
   if (warp_counts && knobs.build_hist != BuildHist::cub && hp >= 1 && hp <= kHistPasses) osh = onesweep_shape();
@@ -2286,6 +2293,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   Pair* pairs_t = reinterpret_cast<Pair*>(base + 2 * kb);
   void* temp = base + 2 * kb + pb;
   char* const own_temp = static_cast<char*>(temp) + up(scan_bytes);  // own_onesweep's region (own_hist)
+  bool scatter_counts = false;  // own_onesweep's counts taken by the scatter (PIPELINK_AGG_BUILD_HIST=scatter)
   // Bad indices make garbage keys, but the sort only reads bits [0, end_bit) and nothing below
   // writes outside the plan's buffers; the error is raised at the synchronization in finish_plan.
   cub::DoubleBuffer<K> keys(keys_a, keys_b);
@@ -2316,8 +2324,8 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     HistSpec hs, hs_counts, hs_scatter;
     if (own_hist) {
       hs = HistSpec{reinterpret_cast<std::uint32_t*>(own_temp), first_bits, end_bit, hp};
-      (knobs.build_hist == BuildHist::scatter && !fw ? hs_scatter : hs_counts) =
-          hs;  // one-shot builds: the counts kernel
+      scatter_counts = knobs.build_hist == BuildHist::scatter && !fw;  // one-shot builds: the counts kernel
+      (scatter_counts ? hs_scatter : hs_counts) = hs;
       PIPELINK_CUDA_CHECK(cudaMemsetAsync(hs.hist, 0, std::size_t(hp) * kHistDigits * sizeof(std::uint32_t), s));
     }
     auto sum_hist = [&] {
@@ -2359,7 +2367,9 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     PIPELINK_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pairs, n32, first_bits, end_bit, s));
   if (pairs.Current() != kept.as<Pair>())
     PIPELINK_CUDA_CHECK(cudaMemcpyAsync(kept.get(), pairs.Current(), E * sizeof(Pair), cudaMemcpyDeviceToDevice, s));
-  trace.mark(own_hist ? "sort_own_counts" : "sort");  // the name tells the forms apart (a test reads it)
+  // The name tells the forms apart (a test reads it): CUB's passes on the scatter's counts, on
+  // the counts kernel's, or SortPairs.
+  trace.mark(own_hist ? (scatter_counts ? "sort_scatter_counts" : "sort_own_counts") : "sort");
   plan.row_ptr = DeviceBuffer((N + 1) * sizeof(std::int32_t), s);
   // Row starts and a suffix minimum (row_starts_kernel; 0.086 ms on products-like, H200), or under
   // PIPELINK_AGG_ROW_PTR=search a binary search a row (0.122 ms); the scan's temp storage in CUB's
@@ -2428,11 +2438,13 @@ class StatusSlot {
   StatusSlot() {
     const std::lock_guard lock(mu());
     if (free_list().empty()) {
+      if (refused()) return;  // asked once: a refusal is not retried at every build
       // Room for every slot first, so that the destructor's push_back never allocates.
       free_list().reserve(slots() + kPage / kSlot);
       void* page = nullptr;
       if (cudaHostAlloc(&page, kPage, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
         (void)cudaGetLastError();  // not fatal: finish_plan copies instead
+        refused() = true;
         return;
       }
       slots() += kPage / kSlot;
@@ -2451,13 +2463,25 @@ class StatusSlot {
   }
   ~StatusSlot() {
     if (!host_) return;
+    // A kernel queued to write the slot (a throw between its launch and the read) is waited for
+    // first: the slot must not pass to another build while it can still be written.
+    if (armed_) (void)cudaStreamSynchronize(writer_);
     const std::lock_guard lock(mu());
     free_list().push_back(host_);  // no throw: reserved for every slot of every page
   }
   StatusSlot(const StatusSlot&) = delete;
   StatusSlot& operator=(const StatusSlot&) = delete;
-  unsigned long long* device() const { return device_; }
-  unsigned long long read(int i) const { return static_cast<volatile const unsigned long long*>(host_)[i]; }
+  bool ok() const { return device_ != nullptr; }
+  // The slot for a kernel queued on `s` next; read() once s is synchronized.
+  unsigned long long* device_for(cudaStream_t s) {
+    writer_ = s;  // the default stream is null: armed_ says whether it is set
+    armed_ = true;
+    return device_;
+  }
+  unsigned long long read(int i) {
+    armed_ = false;  // the caller synchronized the writer's stream
+    return static_cast<volatile const unsigned long long*>(host_)[i];
+  }
 
  private:
   static constexpr std::size_t kPage = 4096, kSlot = 64;
@@ -2473,8 +2497,14 @@ class StatusSlot {
     static std::size_t n = 0;
     return n;
   }
+  static bool& refused() {  // cudaHostAlloc refused a page once
+    static bool r = false;
+    return r;
+  }
   unsigned long long* host_ = nullptr;
   unsigned long long* device_ = nullptr;
+  cudaStream_t writer_ = nullptr;
+  bool armed_ = false;  // a queued kernel on writer_ may still write the slot
 };
 
 // The rest of the plan (work split, long rows, segments), then the index check's verdict.
@@ -2494,10 +2524,10 @@ void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   unsigned long long st[3] = {ULLONG_MAX, 0, 0};
   std::optional<StatusSlot> slot;
   if (!split_tail) slot.emplace();
-  if (slot && slot->device()) {  // PIPELINK_AGG_PLAN_TAIL=fused (the default): one kernel
+  if (slot && slot->ok()) {  // PIPELINK_AGG_PLAN_TAIL=fused (the default): one kernel
     plan_tail_kernel<P><<<split_blocks + total_blocks, 256, 0, s>>>(
         plan.row_ptr.as<const P>(), N, plan.groups, plan.chunk, plan.rows_per_edge, plan.first_row.as<P>(),
-        split_blocks, plan.long_row, plan.seg_len, status, slot->device());
+        split_blocks, plan.long_row, plan.seg_len, status, slot->device_for(s));
     check_launch();
     trace.mark("plan_tail");
     PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));

@@ -123,7 +123,9 @@ inline bool sample_skewed(const SubSample& s) {
 }
 
 // How the level passes run: the tiles, the batches (runs of whole buckets, the first of each not
-// empty, of at most `cap` edges: a bucket larger goes alone), the side streams they go round
+// empty, of at most `cap` edges: a bucket larger goes alone; a batch takes in the empty buckets
+// after it, so the batches cover every bucket from the first non-empty one to the last, which
+// rows_before_batches and the by-rows form's offsets rely on), the side streams they go round
 // (each with a scratch of cap edges), and the passes' digits (levels: 1 where shift <= kLevelBits).
 struct Levels {
   BucketTiles bt{};
@@ -173,6 +175,13 @@ inline Levels plan_levels(const std::uint32_t* starts, std::int64_t E, int shift
       lv.levels == 2 && (last == Last::rows || (last == Last::automatic && biggest <= subs * kRowsMeanTiles * kTile &&
                                                 !sample_skewed(sample)));
   return lv;
+}
+
+// Rows before the first batch's bucket (all of them where there is no batch): rows without edges,
+// whose offsets are 0 and which no batch's blocks write (by rows, every other row < N is written
+// by its bucket's blocks; see level_rows_kernel).
+inline std::int64_t rows_before_batches(const Levels& lv, int shift, std::int64_t N) {
+  return lv.batches.empty() ? N : std::min(std::int64_t(lv.batches.front().d0) << shift, N);
 }
 
 }  // namespace pipelink::cuda::msd
