@@ -131,11 +131,11 @@ export LD_LIBRARY_PATH=$DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 cmake -S "$work" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPIPELINK_CUDA=ON -DCMAKE_PREFIX_PATH="$DEPS" \
   -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu >>"$log" 2>&1 || { echo "configure failed (see $log)"; exit 2; }
 build() { cmake --build "$work/build" --target test_cuda_aggregate -j "$(nproc)" >>"$log" 2>&1; }
-# Runs one gtest filter; prints its exit status (124/137: killed by the timeout). A run that
-# executed no test prints "none".
+# Runs one gtest filter within $2 seconds (60 unless given); prints its exit status (124/137:
+# killed by the timeout). A run that executed no test prints "none".
 run_filter() {
   local out rc
-  out=$(timeout -k 10 60 "$work/build/tests/test_cuda_aggregate" --gtest_filter="$1" 2>&1)
+  out=$(timeout -k 10 "${2:-60}" "$work/build/tests/test_cuda_aggregate" --gtest_filter="$1" 2>&1)
   rc=$?
   printf '%s\n' "$out" >>"$log"
   if [ $rc -eq 0 ] && ! grep -qE '^\[  PASSED  \] [1-9]' <<<"$out"; then echo none; else echo $rc; fi
@@ -155,11 +155,23 @@ for m in "${mutations[@]}"; do
 done
 build || { echo "the unmutated tree does not build (see $log)"; exit 2; }
 # Baselines first, on the unmutated build: each filter must run at least one test and pass,
-# or its mutant's failure would prove nothing.
+# or its mutant's failure would prove nothing. Once a filter (session 36: three mutants of one
+# test ran its ~35 s baseline three times and the deadline cut the mutants), and timed: a
+# mutant's run may take 3x its baseline plus 10 s (at least 20, at most 60) before it counts
+# as hung (a hang cost the full 60 s before).
+declare -A limit=()
 for m in "${selected[@]}"; do
   IFS='@' read -r name file old new nth filter <<<"$m"
+  [ -n "${limit[$filter]:-}" ] && continue
   echo "=== baseline $filter" >>"$log"
+  t0=$SECONDS
   rc=$(run_filter "$filter")
+  took=$((SECONDS - t0))
+  lim=$((3 * took + 10))
+  [ $lim -lt 20 ] && lim=20
+  [ $lim -gt 60 ] && lim=60
+  limit[$filter]=$lim
+  echo "baseline $filter: ${took}s, mutants get ${lim}s" >>"$log"
   case $rc in
     0) ;;
     none) echo "BASELINE $filter: ran no test (no GPU here?); mutants not judged"; fail=1 ;;
@@ -184,11 +196,11 @@ EOF
   then echo "MUTANT $name: could not apply (code moved?)"; fail=1; continue; fi
   echo "=== $name" >>"$log"
   if build; then
-    rc=$(run_filter "$filter")
+    rc=$(run_filter "$filter" "${limit[$filter]}")
     case $rc in
       0) echo "MUTANT $name: NOT caught by $filter"; fail=1 ;;
       1) echo "MUTANT $name: caught by $filter (test failed)" ;;
-      124|137) echo "MUTANT $name: caught by $filter (hung: killed after 60 s)" ;;
+      124|137) echo "MUTANT $name: caught by $filter (hung: killed after ${limit[$filter]} s, 3x its baseline + 10)" ;;
       134|139) echo "MUTANT $name: caught by $filter (crashed: exit $rc)" ;;
       *) echo "MUTANT $name: not judged: $filter exited $rc (see $log)"; fail=1 ;;
     esac
