@@ -1131,17 +1131,16 @@ TEST_F(CudaAggregate, PlanBuildOnHopperCountsCubsDigitsInItsFirstPass) {
   if (describe(Device::cuda(0)).sm != 90) GTEST_SKIP() << "the path is checked on sm_90 (the H200) only";
   EdgeList g = uniform_graph(3000000, 100000, fresh_seed(), DType::i64);  // 22 bits: two 8-bit CUB passes
   Tensor sg = gpu(g.src), dg = gpu(g.dst);
-  auto trace_of_build = [&] { return build_trace(sg, dg, 3000000); };
   // The default: the counts taken by the scatter; =own: by the counts kernel; =cub: SortPairs.
-  const std::string dflt = trace_of_build();
+  const std::string dflt = build_trace(sg, dg, 3000000);
   EXPECT_NE(dflt.find(" sort_scatter_counts "), std::string::npos) << dflt;
   {
     ScopedEnv own_hist({{"PIPELINK_AGG_BUILD_HIST", "own"}});
-    const std::string by_counts = trace_of_build();
+    const std::string by_counts = build_trace(sg, dg, 3000000);
     EXPECT_NE(by_counts.find(" sort_own_counts "), std::string::npos) << by_counts;
   }
   ScopedEnv cub_hist({{"PIPELINK_AGG_BUILD_HIST", "cub"}});
-  const std::string cub = trace_of_build();
+  const std::string cub = build_trace(sg, dg, 3000000);
   EXPECT_EQ(cub.find("_counts "), std::string::npos) << cub;
   EXPECT_NE(cub.find(" sort "), std::string::npos) << cub;
 }

@@ -2032,8 +2032,9 @@ bool first_pass_fits() {
 // CUB's SortPairs runs, for these sizes (CCCL 3.x in CUDA 13.0, sm_90): two memsets, a histogram
 // kernel that reads every key (78 us on products-like, H200, v38 trace: the build's sort step
 // 1.20 ms), an exclusive sum of the counts, then per 8-bit pass a memset of its look-back table
-// and its onesweep kernel. The first pass's counts kernel reads every dst already (as int64 on the
-// benchmarks), so it counts the later passes' digits too (HistSpec) and the passes below run
+// and its onesweep kernel. The first pass reads every dst already (as int64 on the benchmarks),
+// so it counts the later passes' digits too (HistSpec: at the scatter's write-out by default, in
+// the counts kernel under PIPELINK_AGG_BUILD_HIST=own, v38's form) and the passes below run
 // CUB's own onesweep kernel (cub::detail::radix_sort::DeviceRadixSortOnesweepKernel, the kernel
 // SortPairs launches, with its policy hub's policies) on those counts: the same kernel on the same
 // counts, so the same bits. Not CUB's public API: where its shape is not the one assumed here
