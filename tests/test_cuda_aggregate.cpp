@@ -622,14 +622,14 @@ TEST_F(CudaAggregate, RowStridesPastFourGigabytes) {
 }
 
 TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
-  // PIPELINK_AGG_SEGMENT, _CHUNK and _ROWS_PER_EDGE change which warp sums which rows, and the
+  // PIPELINK_AGG_SEGMENT, _CHUNK, _ROWS_PER_EDGE and _EDGES_PER_ROW change which warp sums which rows, and the
   // segment length which rows are split: a row split under neither plan keeps its bits, and every
   // output stays within the oracle's tolerance. Segments shorter than the chunk put split rows in
   // the middle of groups, where the staged walk must restart its ring after them (this graph's
   // default chunk is 64 edges: the sets with S = 100, C = 256 and S = 512, C = 1024 do that); a
   // run of 600 empty rows tests groups that count rows.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_LONG_ROW", "PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_CHUNK",
-                       "PIPELINK_AGG_ROWS_PER_EDGE");
+                       "PIPELINK_AGG_ROWS_PER_EDGE", "PIPELINK_AGG_EDGES_PER_ROW");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const std::int64_t N = 3000, F = 64;
@@ -649,16 +649,21 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
   struct Knobs {
     const char *segment, *chunk, *rows_per_edge;
     std::int64_t seg_len;
+    const char* edges_per_row = nullptr;
   };
-  for (const Knobs& k : {Knobs{"512", nullptr, nullptr, 512}, Knobs{"100", "256", nullptr, 100},
-                         Knobs{"512", "1024", "8", 512}, Knobs{nullptr, nullptr, "0", kDefaultSegment},
-                         Knobs{"2048", "64", "1", 2048}}) {
+  for (const Knobs& k :
+       {Knobs{"512", nullptr, nullptr, 512}, Knobs{"100", "256", nullptr, 100}, Knobs{"512", "1024", "8", 512},
+        Knobs{nullptr, nullptr, "0", kDefaultSegment}, Knobs{"2048", "64", "4", 2048},
+        Knobs{nullptr, "128", "3", kDefaultSegment, "5"}, Knobs{"100", "256", "1", 100, "64"}}) {
     SCOPED_TRACE(std::string("segment=") + (k.segment ? k.segment : "-") + " chunk=" + (k.chunk ? k.chunk : "-") +
-                 " rows_per_edge=" + (k.rows_per_edge ? k.rows_per_edge : "-"));
+                 " rows_per_edge=" + (k.rows_per_edge ? k.rows_per_edge : "-") +
+                 " edges_per_row=" + (k.edges_per_row ? k.edges_per_row : "-"));
     Tensor out = poisoned_gpu(N, F, DType::f32);
     {
-      ScopedEnv env({{"PIPELINK_AGG_SEGMENT", k.segment}, {"PIPELINK_AGG_CHUNK", k.chunk},
-                     {"PIPELINK_AGG_ROWS_PER_EDGE", k.rows_per_edge}});
+      ScopedEnv env({{"PIPELINK_AGG_SEGMENT", k.segment},
+                     {"PIPELINK_AGG_CHUNK", k.chunk},
+                     {"PIPELINK_AGG_ROWS_PER_EDGE", k.rows_per_edge},
+                     {"PIPELINK_AGG_EDGES_PER_ROW", k.edges_per_row}});
       AggregatePlan plan = AggregatePlan::build(sg, dg, N);
       aggregate(plan, xg, wg.view(), out);
     }
@@ -1558,6 +1563,7 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
   for (auto [name, value] :
        {std::pair{"PIPELINK_AGG_SEGMENT", "16"},         std::pair{"PIPELINK_AGG_CHUNK", "12x"},
         std::pair{"PIPELINK_AGG_ROWS_PER_EDGE", "-1"},   std::pair{"PIPELINK_AGG_BUILD_CHUNKS", "5000"},
+        std::pair{"PIPELINK_AGG_EDGES_PER_ROW", "0"},    std::pair{"PIPELINK_AGG_EDGES_PER_ROW", "65"},
         std::pair{"PIPELINK_AGG_ONESHOT_CHUNKS", "-1"},  std::pair{"PIPELINK_AGG_ONESHOT_CHUNKS", "4097"},
         std::pair{"PIPELINK_AGG_BUILD_MEMORY", "0"},     std::pair{"PIPELINK_AGG_BUILD_MEMORY", "1G"},
         std::pair{"PIPELINK_AGG_BUILD_FIRST", "fast"},   std::pair{"PIPELINK_AGG_ROW_PTR", "fast"},

@@ -763,23 +763,30 @@ __global__ void __launch_bounds__(256) msd_row_starts_kernel(const std::uint16_t
   if (blockIdx.x == 0 && threadIdx.x == 0) row_ptr[N] = std::uint32_t(E);
 }
 
+// Rows counted in the work split: every k rows as m edges (k = 0: none). edges_before(r) is the
+// weight of rows [0, r), with r * m below 2^47 for any plan (r < 2^40, m <= 64).
+struct RowWeight {
+  std::int64_t k = 0, m = 1;
+  __host__ __device__ std::int64_t edges_before(std::int64_t r) const { return k > 0 ? r * m / k : 0; }
+};
+
 // Work split of the planned run: group g (a lane group or warp) owns the rows r whose position
-// key(r) = row_ptr[r] + (k > 0 ? r / k : 0) lies in [g*C, (g+1)*C): first_row[g] = first row with
-// key >= g*C; first_row[groups] = N. k = 0 (the default) balances by edges alone; k > 0 counts every
-// k rows as one more edge, so that a long run of empty rows (power-law: ~870k empty rows, the
-// model in bench/micro/balance_model.py puts runs of thousands at one edge position) is spread over
-// groups instead of landing on one warp. key(N) = E + N / k, and groups = key(N) / C + 1, so the
+// key(r) = row_ptr[r] + (k > 0 ? r * m / k : 0) lies in [g*C, (g+1)*C): first_row[g] = first row
+// with key >= g*C; first_row[groups] = N. k = 0 balances by edges alone; k > 0 counts every k rows
+// as m more edges, so that a long run of empty rows (power-law: ~870k empty rows, the model in
+// bench/micro/balance_model.py puts runs of thousands at one edge position) is spread over groups
+// instead of landing on one warp. key(N) = E + N * m / k, and groups = key(N) / C + 1, so the
 // trailing rows belong to the last group. The kernels take any such split of rows into groups.
 // Block `block` of `blocks` (group_rows_kernel's grid, or plan_tail_kernel's part).
 template <class P>
-__device__ void group_rows_part(const P* row_ptr, std::int64_t N, std::int64_t groups, std::int64_t C,
-                                std::int64_t rows_per_edge, P* first_row, std::int64_t block, std::int64_t blocks) {
+__device__ void group_rows_part(const P* row_ptr, std::int64_t N, std::int64_t groups, std::int64_t C, RowWeight rw,
+                                P* first_row, std::int64_t block, std::int64_t blocks) {
   for (std::int64_t g = block * blockDim.x + threadIdx.x; g <= groups; g += blocks * blockDim.x) {
     std::int64_t lo = 0, hi = N;
     const std::int64_t key = g * C;
     while (lo < hi) {
       const std::int64_t mid = (lo + hi) / 2;
-      const std::int64_t k = std::int64_t(row_ptr[mid]) + (rows_per_edge > 0 ? mid / rows_per_edge : 0);
+      const std::int64_t k = std::int64_t(row_ptr[mid]) + rw.edges_before(mid);
       if (k < key) lo = mid + 1;
       else hi = mid;
     }
@@ -787,9 +794,9 @@ __device__ void group_rows_part(const P* row_ptr, std::int64_t N, std::int64_t g
   }
 }
 template <class P>
-__global__ void group_rows_kernel(const P* row_ptr, std::int64_t N, std::int64_t groups, std::int64_t C,
-                                  std::int64_t rows_per_edge, P* first_row) {
-  group_rows_part(row_ptr, N, groups, C, rows_per_edge, first_row, blockIdx.x, gridDim.x);
+__global__ void group_rows_kernel(const P* row_ptr, std::int64_t N, std::int64_t groups, std::int64_t C, RowWeight rw,
+                                  P* first_row) {
+  group_rows_part(row_ptr, N, groups, C, rw, first_row, blockIdx.x, gridDim.x);
 }
 
 // Rows longer than kSegment edges (power-law hubs reach ~198k) are split into segments of
@@ -798,9 +805,13 @@ __global__ void group_rows_kernel(const P* row_ptr, std::int64_t N, std::int64_t
 // 1024 rather than v8's 2048, with kRowsPerEdge: see plan_knobs for the measured A/B.
 // PIPELINK_AGG_SEGMENT overrides it per plan build (see plan_knobs).
 constexpr std::int64_t kSegment = 1024;
-// Groups of the staged walk count every kRowsPerEdge rows as one edge, so that a group of many
-// short rows (and their output writes) is not as long as one of few long rows.
-constexpr std::int64_t kRowsPerEdge = 4;
+// Groups of the staged walk count every kRowsPerEdge rows as kEdgesPerRow edges, so that a group
+// of many short rows (and their output writes) is not as long as one of few long rows. A row is
+// counted as one edge since v40 (k = 4 before, a quarter of an edge): ncu on power-law's planned
+// run (H200, 9ad1bdc) read 40% achieved occupancy against products-like's 48% and issue slots 76%
+// busy against 89%, and `bench --ab` in the same rounds put k = 1 at 0.952x k = 4's time there
+// (k = 2 0.970x, k = 8 1.042x; one-shot 0.966x), products-like 1.001x (no row that short).
+constexpr std::int64_t kRowsPerEdge = 1, kEdgesPerRow = 1;
 // Rows of more than kLongRow edges (and at most kSegment) are a warp's work item each, as in v3;
 // the lane-group walk of csr_rows_kernel keeps only U = 4 rows in flight per 16 lanes and took
 // power-law from 8.97 to 12.2 ms when it walked them too (most of power-law's edges lie in rows
@@ -820,7 +831,8 @@ std::int64_t long_row_threshold() {
 }
 
 // Work-split knobs, read at each plan build (so that one process can build plans under several,
-// as the tests do), for A/B of the launch's balance. Why the defaults (S = 1024, k = 4):
+// as the tests do), for A/B of the launch's balance. Why the defaults (S = 1024; k = 1 since v40,
+// see kRowsPerEdge; the history below is of k = 4):
 // bench/micro/balance_model.py put power-law's makespan at 1.135-1.197x the ideal against
 // products-like's 1.049 with v8's split (S = 2048, k = 0), and at ~1.06 with S = 1024, k = 4.
 // Measured on the H200 (1f8f9bd, `bench --ab`, interleaved in one process, planned, random order):
@@ -828,7 +840,9 @@ std::int64_t long_row_threshold() {
 // no measured difference, so the chunk keeps chunk_for(E)); products-like 5.14 under all four.
 //   PIPELINK_AGG_SEGMENT: split rows longer than this, in segments of this many edges [32, 2^20]
 //   PIPELINK_AGG_CHUNK: edges per group [32, 2^20] (default: chunk_for(E))
-//   PIPELINK_AGG_ROWS_PER_EDGE: count every k rows as one edge when forming groups [0, 2^20]
+//   PIPELINK_AGG_ROWS_PER_EDGE: count every k rows as m edges when forming groups [0, 2^20]
+//     (default 1 since v40; 4 before; 0: edges alone)
+//   PIPELINK_AGG_EDGES_PER_ROW: that m [1, 64] (default 1)
 //   PIPELINK_AGG_BUILD_CHUNKS: sort the narrow plan in this many destination ranges [0, 4096]
 //     (0: one sort, and ranges only when its buffers do not fit; see sort_narrow_chunked)
 //   PIPELINK_AGG_ONESHOT_CHUNKS: a one-shot call in this many edge ranges, each built and run
@@ -866,7 +880,7 @@ constexpr int kMsdStreams = 4;
 // Where a plan build's CUB passes get their digit counts (PIPELINK_AGG_BUILD_HIST, PlanKnobs).
 enum class BuildHist { scatter, own, cub };
 struct PlanKnobs {
-  std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge;
+  std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge, edges_per_row = kEdgesPerRow;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
   std::int64_t oneshot_chunks = 0;  // 0: one plan, or edge ranges when its sort does not fit
   std::size_t build_memory = 0;     // bytes; 0: no cap
@@ -952,6 +966,7 @@ PlanKnobs plan_knobs() {
   k.segment = read("PIPELINK_AGG_SEGMENT", 32, 1 << 20, kSegment);
   k.chunk = read("PIPELINK_AGG_CHUNK", 32, 1 << 20, 0);
   k.rows_per_edge = read("PIPELINK_AGG_ROWS_PER_EDGE", 0, 1 << 20, kRowsPerEdge);
+  k.edges_per_row = read("PIPELINK_AGG_EDGES_PER_ROW", 1, 64, kEdgesPerRow);
   k.build_chunks = read("PIPELINK_AGG_BUILD_CHUNKS", 0, 4096, 0);
   k.oneshot_chunks = read("PIPELINK_AGG_ONESHOT_CHUNKS", 0, 4096, 0);
   k.build_memory = std::size_t(read("PIPELINK_AGG_BUILD_MEMORY", 1, std::int64_t(1) << 30, 0)) << 20;
@@ -1042,11 +1057,11 @@ __global__ void __launch_bounds__(256) segment_totals_kernel(const P* row_ptr, s
 // products-like, H200).
 template <class P>
 __global__ void __launch_bounds__(256)
-    plan_tail_kernel(const P* row_ptr, std::int64_t N, std::int64_t groups, std::int64_t C, std::int64_t rows_per_edge,
-                     P* first_row, int split_blocks, std::int64_t long_row, std::int64_t seg_len,
-                     unsigned long long* status, unsigned long long* host) {
+    plan_tail_kernel(const P* row_ptr, std::int64_t N, std::int64_t groups, std::int64_t C, RowWeight rw, P* first_row,
+                     int split_blocks, std::int64_t long_row, std::int64_t seg_len, unsigned long long* status,
+                     unsigned long long* host) {
   if (int(blockIdx.x) < split_blocks)
-    group_rows_part(row_ptr, N, groups, C, rows_per_edge, first_row, blockIdx.x, split_blocks);
+    group_rows_part(row_ptr, N, groups, C, rw, first_row, blockIdx.x, split_blocks);
   else
     segment_totals_part(row_ptr, N, long_row, seg_len, status + 1, blockIdx.x - split_blocks, gridDim.x - split_blocks);
   __shared__ bool last;
@@ -1192,7 +1207,7 @@ struct CudaPlan final : AggregatePlan::Impl {
   int src_bits = 0;       // wide plans: bits of src in a packed pair
   bool w_in_pairs = false;  // one-shot plans: the pairs hold (src, w bits), not (src, id): kWInPairs
   std::int64_t chunk = 1024, groups = 0;
-  std::int64_t rows_per_edge = 0;  // group split: every k rows count as one edge (0: edges alone)
+  RowWeight row_weight;             // group split: every k rows count as m edges (k = 0: edges alone)
   std::int64_t seg_len = kSegment;  // rows longer than this are split into segments of this length
   DeviceBuffer first_row;  // P [groups + 1]
   std::int64_t num_segments = 0;  // segments of split rows
@@ -2514,7 +2529,7 @@ template <class P>
 void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
                  unsigned long long* status, bool split_tail, BuildTrace& trace) {
   const std::int64_t E = plan.num_edges;
-  plan.groups = (E + (plan.rows_per_edge > 0 ? N / plan.rows_per_edge : 0)) / plan.chunk + 1;
+  plan.groups = (E + plan.row_weight.edges_before(N)) / plan.chunk + 1;
   plan.first_row = DeviceBuffer((plan.groups + 1) * sizeof(P), s);
   // Segments of the rows longer than seg_len edges; the list of long rows. Their totals first,
   // read with the index check's verdict (status: first bad edge, then the two totals); the
@@ -2528,15 +2543,15 @@ void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   if (!split_tail) slot.emplace();
   if (slot && slot->ok()) {  // PIPELINK_AGG_PLAN_TAIL=fused (the default): one kernel
     plan_tail_kernel<P><<<split_blocks + total_blocks, 256, 0, s>>>(
-        plan.row_ptr.as<const P>(), N, plan.groups, plan.chunk, plan.rows_per_edge, plan.first_row.as<P>(),
-        split_blocks, plan.long_row, plan.seg_len, status, slot->device_for(s));
+        plan.row_ptr.as<const P>(), N, plan.groups, plan.chunk, plan.row_weight, plan.first_row.as<P>(), split_blocks,
+        plan.long_row, plan.seg_len, status, slot->device_for(s));
     check_launch();
     trace.mark("plan_tail");
     PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
     for (int i = 0; i < 3; ++i) st[i] = slot->read(i);
   } else {
     group_rows_kernel<P><<<split_blocks, 256, 0, s>>>(plan.row_ptr.as<const P>(), N, plan.groups, plan.chunk,
-                                                      plan.rows_per_edge, plan.first_row.as<P>());
+                                                      plan.row_weight, plan.first_row.as<P>());
     check_launch();
     trace.mark("work_split");
     segment_totals_kernel<P>
@@ -2589,7 +2604,7 @@ std::shared_ptr<CudaPlan> build_plan_for(const TensorView& src, const TensorView
   plan->num_edges = src.numel();
   const PlanKnobs knobs = plan_knobs();  // first: a bad knob fails before any work
   plan->chunk = knobs.chunk > 0 ? knobs.chunk : chunk_for(plan->num_edges);
-  plan->rows_per_edge = knobs.rows_per_edge;
+  plan->row_weight = RowWeight{knobs.rows_per_edge, knobs.edges_per_row};
   plan->seg_len = knobs.segment;
   plan->build_own_pool = knobs.build_own_pool;
   // PIPELINK_AGG_FORCE_WIDE=1: the 64-bit plan at any size (the tests use it to cover the path

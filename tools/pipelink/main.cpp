@@ -62,14 +62,15 @@ int main(int argc, char** argv) {
                  "Rename the nodes by a random permutation after generation (power-law's hubs at random ids "
                  "instead of R-MAT's low ones)");
   bagg->add_flag("!--no-null-test", bopt.null_test, "Skip the 4x-edges null test");
-  bagg->add_option("--ab", bopt.ab,
-                   "CUDA: A/B of plan-build knobs, 'tag:VAR=1[,VAR2=1]' each (repeatable): a plan built under "
-                   "each (PIPELINK_AGG_SEGMENT, _CHUNK, _ROWS_PER_EDGE, _BUILD_CHUNKS are read at build), "
-                   "its planned run, the plan build itself (checked by a planned run on the plan), a one-shot "
-                   "call and a lean call (the last three with their allocator peak) verified, then timed "
-                   "interleaved with the default. Knobs read at each call do change "
-                   "between the arms (PIPELINK_AGG_LEAN_ORDER, _TANH, _STAGED_ISSUE); settings read once per "
-                   "process (PIPELINK_AGG_STAGED, _LONG_ROW) do not");
+  bagg->add_option(
+      "--ab", bopt.ab,
+      "CUDA: A/B of plan-build knobs, 'tag:VAR=1[,VAR2=1]' each (repeatable): a plan built under "
+      "each (PIPELINK_AGG_SEGMENT, _CHUNK, _ROWS_PER_EDGE, _EDGES_PER_ROW, _BUILD_CHUNKS are read at build), "
+      "its planned run, the plan build itself (checked by a planned run on the plan), a one-shot "
+      "call and a lean call (the last three with their allocator peak) verified, then timed "
+      "interleaved with the default. Knobs read at each call do change "
+      "between the arms (PIPELINK_AGG_LEAN_ORDER, _TANH, _STAGED_ISSUE); settings read once per "
+      "process (PIPELINK_AGG_STAGED, _LONG_ROW) do not");
   bagg->add_option("--json", json_path, "Write the versioned JSON result here");
   bagg->add_option("--markdown", md_path, "Write the Markdown table here");
   bagg->add_flag("--quiet", quiet, "No progress lines on stderr");
