@@ -222,6 +222,9 @@ if [ -n "${NCU:-}" ]; then  # NCU="power-law products-like": Nsight Compute on o
         --launch-skip "${NCU_SKIP:-0}" -c "${NCU_COUNT:-1}" -o "$OUT/ncu-$sfx" \
         $cli bench aggregate --workload "$w" --device cuda --repeats 10 --no-null-test --quiet
       ncu --import "$OUT/ncu-$sfx.ncu-rep" --page details >"$OUT/ncu-$sfx.txt" 2>&1 || true
+      # Every collected metric as CSV too (the stall reasons, smsp__pcsamp_warps_issue_stalled_*, are
+      # not on the details page, and there is no ncu on the machine without a GPU to read the report).
+      ncu --import "$OUT/ncu-$sfx.ncu-rep" --page raw --csv >"$OUT/ncu-$sfx-raw.csv" 2>&1 || true
     done
   done
 fi
