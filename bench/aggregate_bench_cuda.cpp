@@ -272,7 +272,7 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
     std::vector<AbVariant> abs;
     for (const std::string& spec : o.ab) abs.push_back(parse_ab(spec));
     // Each variant gets its own plan, built under its environment, so that settings read at plan
-    // build (PIPELINK_AGG_SEGMENT, _CHUNK, _ROWS_PER_EDGE) are A/B'd in one process too; the
+    // build (PIPELINK_AGG_SEGMENT, _CHUNK, _ROWS_PER_EDGE, _EDGES_PER_ROW) are A/B'd in one process too; the
     // environment is also set around each of its runs, for settings read at launch.
     std::vector<AggregatePlan> plans(abs.size() + 1, plan);
     for (std::size_t i = 0; i < abs.size(); ++i) {

@@ -224,7 +224,7 @@ if [ -n "${NCU:-}" ]; then  # NCU="power-law products-like": Nsight Compute on o
       ncu --import "$OUT/ncu-$sfx.ncu-rep" --page details >"$OUT/ncu-$sfx.txt" 2>&1 || true
       # Every collected metric as CSV too (the stall reasons, smsp__pcsamp_warps_issue_stalled_*, are
       # not on the details page, and there is no ncu on the machine without a GPU to read the report).
-      ncu --import "$OUT/ncu-$sfx.ncu-rep" --page raw --csv >"$OUT/ncu-$sfx-raw.csv" 2>&1 || true
+      ncu --import "$OUT/ncu-$sfx.ncu-rep" --page raw --csv >"$OUT/ncu-$sfx-raw.csv" 2>>"$OUT/ncu.log" || true
     done
   done
 fi

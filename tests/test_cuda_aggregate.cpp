@@ -690,8 +690,37 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
     check_hub_graph(c, g, seed + 6);
   }
   {
-    ScopedEnv env({{"PIPELINK_AGG_SEGMENT", "100"}, {"PIPELINK_AGG_FORCE_WIDE", "1"}});
+    ScopedEnv env(
+        {{"PIPELINK_AGG_SEGMENT", "100"}, {"PIPELINK_AGG_FORCE_WIDE", "1"}, {"PIPELINK_AGG_EDGES_PER_ROW", "3"}});
     check_hub_graph(c, g, seed + 9);
+  }
+}
+
+TEST_F(CudaAggregate, RowWeightSizesTheWorkSplit) {
+  // Which warp walks which rows changes no bit (each row is one warp's, in edge order), so the
+  // row weight (PIPELINK_AGG_ROWS_PER_EDGE = k, _EDGES_PER_ROW = m) shows only in the number of
+  // groups: (E + N * m / k) / C + 1, each with a first_row entry of 4 bytes in a narrow plan. The
+  // plan's bytes before any run (a run may add the w permutation's tables) tell it.
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
+                       "PIPELINK_AGG_SEGMENT");
+  const std::int64_t N = 5000, E = 40000, C = 128;
+  EdgeList g = uniform_graph(N, E, fresh_seed(), DType::i32);
+  Tensor sg = gpu(g.src), dg = gpu(g.dst);
+  auto bytes_under = [&](const char* k, const char* m) {
+    ScopedEnv env(
+        {{"PIPELINK_AGG_CHUNK", "128"}, {"PIPELINK_AGG_ROWS_PER_EDGE", k}, {"PIPELINK_AGG_EDGES_PER_ROW", m}});
+    return std::int64_t(AggregatePlan::build(sg, dg, N).bytes());
+  };
+  const std::int64_t edges_only = bytes_under("0", nullptr);
+  struct Weight {
+    const char *k, *m;
+    std::int64_t groups;
+  };
+  for (const Weight& w : {Weight{"1", nullptr, (E + N) / C + 1}, Weight{"4", "1", (E + N / 4) / C + 1},
+                          Weight{"3", "5", (E + N * 5 / 3) / C + 1}, Weight{"1", "64", (E + N * 64) / C + 1},
+                          Weight{"0", "64", E / C + 1}}) {
+    SCOPED_TRACE(std::string("k=") + w.k + " m=" + (w.m ? w.m : "-"));
+    EXPECT_EQ(bytes_under(w.k, w.m) - edges_only, 4 * (w.groups - (E / C + 1)));
   }
 }
 
@@ -1581,6 +1610,16 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
       ADD_FAILURE() << name << "=" << value << " was accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+  }
+  {  // each knob in range, but together a work split of ~2^31 groups at N = 2^30: refused before any work
+    ScopedEnv env(
+        {{"PIPELINK_AGG_CHUNK", "32"}, {"PIPELINK_AGG_ROWS_PER_EDGE", "1"}, {"PIPELINK_AGG_EDGES_PER_ROW", "64"}});
+    try {
+      AggregatePlan::build(sg, dg, std::int64_t(1) << 30);
+      ADD_FAILURE() << "a work split of ~2^31 groups was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("PIPELINK_AGG_EDGES_PER_ROW"), std::string::npos) << e.what();
     }
   }
 }

@@ -42,9 +42,10 @@ def products_like_degrees(rng: np.random.Generator, n: int = 2_449_029, edges: i
 def items(deg: np.ndarray, chunk: int, seg: int, row_cost: float, beta: float = 0.0) -> tuple[np.ndarray, float]:
     """Work of each warp item in launch order (segments, then groups), and the total.
 
-    beta = 0: group g owns the rows whose first edge lies in [g*C, (g+1)*C) (production). beta > 0:
-    rows are counted too, as beta edges each: group g owns the rows r with
-    row_ptr[r] + beta * r in [g*C, (g+1)*C), so a long run of empty rows is spread over groups.
+    beta = 0: group g owns the rows whose first edge lies in [g*C, (g+1)*C). beta > 0: rows are
+    counted too, as beta edges each: group g owns the rows r with row_ptr[r] + beta * r in
+    [g*C, (g+1)*C), so a long run of empty rows is spread over groups. Production: beta = m / k
+    (PIPELINK_AGG_EDGES_PER_ROW / _ROWS_PER_EDGE), 1 since v40 (0.25 from v9).
     """
     split = deg > seg
     nseg = (deg[split] + seg - 1) // seg

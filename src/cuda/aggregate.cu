@@ -763,8 +763,9 @@ __global__ void __launch_bounds__(256) msd_row_starts_kernel(const std::uint16_t
   if (blockIdx.x == 0 && threadIdx.x == 0) row_ptr[N] = std::uint32_t(E);
 }
 
-// Rows counted in the work split: every k rows as m edges (k = 0: none). edges_before(r) is the
-// weight of rows [0, r), with r * m below 2^47 for any plan (r < 2^40, m <= 64).
+// Rows counted in the work split: every k rows as m edges (k = 0: none; m is then unused), so a
+// row weighs m / k edges. edges_before(r) is the weight of rows [0, r); r * m cannot overflow
+// (r <= N, whose (N + 1)-entry row offsets the device holds, far below 2^57; m <= 64).
 struct RowWeight {
   std::int64_t k = 0, m = 1;
   __host__ __device__ std::int64_t edges_before(std::int64_t r) const { return k > 0 ? r * m / k : 0; }
@@ -842,7 +843,8 @@ std::int64_t long_row_threshold() {
 //   PIPELINK_AGG_CHUNK: edges per group [32, 2^20] (default: chunk_for(E))
 //   PIPELINK_AGG_ROWS_PER_EDGE: count every k rows as m edges when forming groups [0, 2^20]
 //     (default 1 since v40; 4 before; 0: edges alone)
-//   PIPELINK_AGG_EDGES_PER_ROW: that m [1, 64] (default 1)
+//   PIPELINK_AGG_EDGES_PER_ROW: that m [1, 64] (default 1; a row then weighs m / k edges,
+//     and with k = 0 m is unused)
 //   PIPELINK_AGG_BUILD_CHUNKS: sort the narrow plan in this many destination ranges [0, 4096]
 //     (0: one sort, and ranges only when its buffers do not fit; see sort_narrow_chunked)
 //   PIPELINK_AGG_ONESHOT_CHUNKS: a one-shot call in this many edge ranges, each built and run
@@ -2605,6 +2607,14 @@ std::shared_ptr<CudaPlan> build_plan_for(const TensorView& src, const TensorView
   const PlanKnobs knobs = plan_knobs();  // first: a bad knob fails before any work
   plan->chunk = knobs.chunk > 0 ? knobs.chunk : chunk_for(plan->num_edges);
   plan->row_weight = RowWeight{knobs.rows_per_edge, knobs.edges_per_row};
+  // The walks launch a warp a group (2^31 - 1 blocks at most), and first_row takes 4-8 bytes a
+  // group: small chunks and heavy rows together (PIPELINK_AGG_CHUNK=32, _EDGES_PER_ROW=64 at
+  // N ~ 2^31) would pass that, so they fail here, before any work.
+  if (const std::int64_t groups = (plan->num_edges + plan->row_weight.edges_before(N)) / plan->chunk + 1;
+      groups > (std::int64_t(1) << 30))
+    throw Error("aggregate: the work split would have " + std::to_string(groups) +
+                " groups (E + N * m / k edges over a chunk of " + std::to_string(plan->chunk) +
+                "), more than 2^30: raise PIPELINK_AGG_CHUNK or lower PIPELINK_AGG_EDGES_PER_ROW");
   plan->seg_len = knobs.segment;
   plan->build_own_pool = knobs.build_own_pool;
   // PIPELINK_AGG_FORCE_WIDE=1: the 64-bit plan at any size (the tests use it to cover the path
