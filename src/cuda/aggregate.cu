@@ -2904,20 +2904,18 @@ __device__ __forceinline__ float phi_c(float v) {
 // the others one group of rows each. Segments first, so that hub rows start early and run beside
 // the row groups in one launch (power-law: 22.8% of the edges lie in 1758 split rows).
 // LI (the default since v12; PIPELINK_AGG_STAGED_ISSUE=0 selects the wide-address copies, which
-// also serve row strides of 2^29 floats or more, and negative ones by default): a stage's copies from addresses whose per-lane
-// parts are computed once. The wide-address issue (SASS, sm_90, tanh, from
-// one LDGDEPBAR to the next) is 165 instructions for a stage's 8 edges, ~20 of the 66-68 per edge
-// that ncu counted (v11, the kernel issue-bound at 90%): per 16-byte copy it reloads x and xs
-// from the constant bank, converts the shared pointer (S2R + LEA), multiplies src by the 64-bit
-// stride in three IMADs and scales it by 4 in two LEAs. LI keeps a shared address and an x
-// address per lane and the row stride in bytes as a signed 32-bit value (negative strides are
-// legal): 108 instructions a stage, ~7 fewer per edge (an unsigned stride took 100; the default
-// since session 19, negative strides taking the wide copies: ISSUE below). Same copies,
-// same bits. Measured (H200, v12): planned on power-law 4.70 against 5.13 ms and 4.74 against
-// 5.16 (`bench --ab`, one process, two calls), on products-like 5.08-5.13 under both (the
-// w[edge id] gather bounds it there); w in plan order on products-like 4.13-4.15 against 4.50-4.55
-// and one-shot 6.51-6.58 against 6.87-6.95 (separate calls); one-shot A/B with shuffled rounds
-// 6.82 against 6.88 (no measured difference). Lean does not use this kernel.
+// also serve row strides of 2^29 floats or more, and negative ones by default): a stage's copies from addresses whose
+// per-lane parts are computed once. The wide-address issue (SASS, sm_90, tanh, from one LDGDEPBAR to the next) is 165
+// instructions for a stage's 8 edges, ~20 of the 66-68 per edge that ncu counted (v11, the kernel issue-bound at 90%):
+// per 16-byte copy it reloads x and xs from the constant bank, converts the shared pointer (S2R + LEA), multiplies src
+// by the 64-bit stride in three IMADs and scales it by 4 in two LEAs. LI keeps a shared address and an x address per
+// lane and the row stride in bytes as a signed 32-bit value (negative strides are legal): 108 instructions a stage, ~7
+// fewer per edge (an unsigned stride took 100; the default since session 19, negative strides taking the wide copies:
+// ISSUE below). Same copies, same bits. Measured (H200, v12): planned on power-law 4.70 against 5.13 ms and 4.74
+// against 5.16 (`bench --ab`, one process, two calls), on products-like 5.08-5.13 under both (the w[edge id] gather
+// bounds it there); w in plan order on products-like 4.13-4.15 against 4.50-4.55 and one-shot 6.51-6.58
+// against 6.87-6.95 (separate calls); one-shot A/B with shuffled rounds 6.82 against 6.88 (no measured difference).
+// Lean does not use this kernel.
 //
 // ISSUE: 0 the wide-address copies; 1 LI with a signed stride (v12-v21; PIPELINK_AGG_STAGED_ISSUE=
 // signed); 2 LI with an unsigned one (the default since session 19; row strides of 0 to 2^29 - 1
@@ -2932,10 +2930,14 @@ __device__ __forceinline__ float phi_c(float v) {
 //
 // WM: the weights' mode as a compile-time constant (-1: read from `wmode` at run time). The hot
 // forms (tanh, LI copies: the planned call's kWCompactLidx (the default where N <= 2^24) and
-// kWCompact (=1, or N > 2^24) with weights, the one-shot's kWInPairs)
+// kWCompact (=1, or N > 2^24) with weights, the one-shot's kWInPairs, and since v40 kWById, the
+// planned call of plans that gather w: power-law's, whose split rows turn the permutation off)
 // are instantiated with theirs, so that a stage's plan-entry load and weight copy carry no
 // branches on the mode or on w being null (SASS, sm_90, <1, 2, 2>: each stage reloaded the mode
-// from the constant bank and branched on it twice, and tested w for null twice).
+// from the constant bank and branched on it twice, and tested w for null twice). Measured on
+// products-like in v29: 1.007x planned, 1.011x one-shot for the runtime mode in the same rounds.
+// power-law's gathering walk ran the runtime form until v40 (ncu: 64 registers against the
+// compiled form's 59); PIPELINK_AGG_STAGED_WMODE=runtime A/Bs it.
 template <int TR, int W, int ISSUE = 0, int WM = -1>
 __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
@@ -3400,6 +3402,9 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
         PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2, kWInPairs>,
                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
+        PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2, kWById>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 staged_smem_bytes(kStagedWarps)));
       }
       opted.fetch_or(bit, std::memory_order_acq_rel);
     }
@@ -3419,6 +3424,8 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
     else if (wmode == kWCompact) launch(staged_rows_kernel<TR, warps, 2, kWCompact>);
     else if (wmode == kWCompactLidx) launch(staged_rows_kernel<TR, warps, 2, kWCompactLidx>);
     else if (wmode == kWInPairs) launch(staged_rows_kernel<TR, warps, 2, kWInPairs>);
+    else if (wmode == kWById)
+      launch(staged_rows_kernel<TR, warps, 2, kWById>);
     else launch_runtime_mode();
   } else {
     launch_runtime_mode();
