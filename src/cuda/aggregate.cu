@@ -2904,18 +2904,20 @@ __device__ __forceinline__ float phi_c(float v) {
 // the others one group of rows each. Segments first, so that hub rows start early and run beside
 // the row groups in one launch (power-law: 22.8% of the edges lie in 1758 split rows).
 // LI (the default since v12; PIPELINK_AGG_STAGED_ISSUE=0 selects the wide-address copies, which
-// also serve row strides of 2^29 floats or more, and negative ones by default): a stage's copies from addresses whose
-// per-lane parts are computed once. The wide-address issue (SASS, sm_90, tanh, from one LDGDEPBAR to the next) is 165
-// instructions for a stage's 8 edges, ~20 of the 66-68 per edge that ncu counted (v11, the kernel issue-bound at 90%):
-// per 16-byte copy it reloads x and xs from the constant bank, converts the shared pointer (S2R + LEA), multiplies src
-// by the 64-bit stride in three IMADs and scales it by 4 in two LEAs. LI keeps a shared address and an x address per
-// lane and the row stride in bytes as a signed 32-bit value (negative strides are legal): 108 instructions a stage, ~7
-// fewer per edge (an unsigned stride took 100; the default since session 19, negative strides taking the wide copies:
-// ISSUE below). Same copies, same bits. Measured (H200, v12): planned on power-law 4.70 against 5.13 ms and 4.74
-// against 5.16 (`bench --ab`, one process, two calls), on products-like 5.08-5.13 under both (the w[edge id] gather
-// bounds it there); w in plan order on products-like 4.13-4.15 against 4.50-4.55 and one-shot 6.51-6.58
-// against 6.87-6.95 (separate calls); one-shot A/B with shuffled rounds 6.82 against 6.88 (no measured difference).
-// Lean does not use this kernel.
+// also serve row strides of 2^29 floats or more, and negative ones by default): a stage's copies from addresses whose per-lane
+// parts are computed once. The wide-address issue (SASS, sm_90, tanh, from
+// one LDGDEPBAR to the next) is 165 instructions for a stage's 8 edges, ~20 of the 66-68 per edge
+// that ncu counted (v11, the kernel issue-bound at 90%): per 16-byte copy it reloads x and xs
+// from the constant bank, converts the shared pointer (S2R + LEA), multiplies src by the 64-bit
+// stride in three IMADs and scales it by 4 in two LEAs. LI keeps a shared address and an x
+// address per lane and the row stride in bytes as a signed 32-bit value (negative strides are
+// legal): 108 instructions a stage, ~7 fewer per edge (an unsigned stride took 100; the default
+// since session 19, negative strides taking the wide copies: ISSUE below). Same copies,
+// same bits. Measured (H200, v12): planned on power-law 4.70 against 5.13 ms and 4.74 against
+// 5.16 (`bench --ab`, one process, two calls), on products-like 5.08-5.13 under both (the
+// w[edge id] gather bounds it there); w in plan order on products-like 4.13-4.15 against 4.50-4.55
+// and one-shot 6.51-6.58 against 6.87-6.95 (separate calls); one-shot A/B with shuffled rounds
+// 6.82 against 6.88 (no measured difference). Lean does not use this kernel.
 //
 // ISSUE: 0 the wide-address copies; 1 LI with a signed stride (v12-v21; PIPELINK_AGG_STAGED_ISSUE=
 // signed); 2 LI with an unsigned one (the default since session 19; row strides of 0 to 2^29 - 1
@@ -2936,8 +2938,8 @@ __device__ __forceinline__ float phi_c(float v) {
 // branches on the mode or on w being null (SASS, sm_90, <1, 2, 2>: each stage reloaded the mode
 // from the constant bank and branched on it twice, and tested w for null twice). Measured on
 // products-like in v29: 1.007x planned, 1.011x one-shot for the runtime mode in the same rounds.
-// power-law's gathering walk ran the runtime form until v40 (ncu: 64 registers against the
-// compiled form's 59); PIPELINK_AGG_STAGED_WMODE=runtime A/Bs it.
+// power-law's gathering walk ran the runtime form until v40 (ptxas: 64 registers, the compiled
+// form 63); PIPELINK_AGG_STAGED_WMODE=runtime A/Bs it.
 template <int TR, int W, int ISSUE = 0, int WM = -1>
 __global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
     const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
