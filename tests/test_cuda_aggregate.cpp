@@ -696,6 +696,92 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
   }
 }
 
+TEST_F(CudaAggregate, ItemOrderKeepsTheBits) {
+  // A plan with split and long rows launches the staged walk's items heaviest first
+  // (PIPELINK_AGG_ITEM_ORDER=weight, the default; =plain: segments, then groups in row order).
+  // Each item writes its own rows or its own partial, so the order changes no bit: planned
+  // (overwriting and accumulating, w by id and in plan order) and one-shot against the plain
+  // order, bitwise, and within the oracle's tolerance with every row written. The order is
+  // in the build's trace (item_order), and the plan keeps 4 bytes an item for it: segments +
+  // groups, with C = 128 here.
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_LONG_ROW", "PIPELINK_AGG_FORCE_WIDE",
+                       "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 4000, F = 64, C = 128, S = 1024;
+  std::vector<std::int64_t> deg(N, 0);
+  for (std::int64_t r = 0; r < N; ++r) deg[r] = r % 3 == 0 ? 0 : r % 7;   // short and empty rows
+  for (std::int64_t r = 5; r < N; r += 97) deg[r] = 65 + (r * 13) % 900;  // long rows all along the order
+  deg[11] = 5000;                                                         // split rows: 5 segments, then 3
+  deg[2500] = 2049;
+  deg[N - 1] = 700;  // a long last row
+  EdgeList g = graph_with_degrees(deg, seed);
+  const std::int64_t E = g.num_edges();
+  std::int64_t segments = 0;
+  for (std::int64_t d : deg) segments += d > S ? (d + S - 1) / S : 0;
+  Tensor x = random_tensor({N, F}, DType::f32, seed + 1, -2, 2), w = random_tensor({E}, DType::f32, seed + 2);
+  AggregateOracle oracle = aggregate_oracle(x, g.src, g.dst, w.view(), AggregateOptions{}, std::nullopt);
+  Tensor xg = gpu(x), wg = gpu(w), sg = gpu(g.src), dg = gpu(g.dst);
+  Tensor init = random_tensor({N, F}, DType::f32, seed + 3);
+  const ScopedEnv knobs({{"PIPELINK_AGG_CHUNK", "128"},
+                         {"PIPELINK_AGG_SEGMENT", "1024"},
+                         {"PIPELINK_AGG_ROWS_PER_EDGE", "1"},
+                         {"PIPELINK_AGG_EDGES_PER_ROW", "1"}});
+  AggregatePlan ordered = AggregatePlan::build(sg, dg, N);
+  const std::string trace = build_trace(sg, dg, N);
+  AggregatePlan plain;
+  std::string plain_trace;
+  {
+    ScopedEnv env({{"PIPELINK_AGG_ITEM_ORDER", "plain"}});
+    plain = AggregatePlan::build(sg, dg, N);
+    plain_trace = build_trace(sg, dg, N);
+  }
+  EXPECT_NE(trace.find(" item_order "), std::string::npos) << trace;
+  EXPECT_EQ(plain_trace.find(" item_order "), std::string::npos) << plain_trace;
+  const std::int64_t groups = (E + N) / C + 1;
+  EXPECT_EQ(std::int64_t(ordered.bytes()) - std::int64_t(plain.bytes()), 4 * (segments + groups));
+  Tensor wp = gpu(random_tensor({E}, DType::f32, seed + 4));
+  const PlanWeights wplan = ordered.permute_weights(wg.view(), wp.view());
+  const PlanWeights wplan_plain = plain.permute_weights(wg.view(), wp.view());
+  auto check = [&](const char* what, const std::function<void(const TensorView&)>& a,
+                   const std::function<void(const TensorView&)>& b, bool accumulate) {
+    SCOPED_TRACE(what);
+    Tensor oa = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
+    Tensor ob = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
+    a(oa);
+    b(ob);
+    const Tensor ha = host(oa);
+    EXPECT_TRUE(bitwise_equal(ha, host(ob))) << "the item order changed bits";
+    if (!accumulate) {
+      VerifyReport r = verify_aggregate(ha, oracle);
+      EXPECT_TRUE(r.within_tolerance) << r.summary();
+      EXPECT_EQ(r.unwritten, 0) << r.summary();
+    }
+  };
+  check(
+      "planned", [&](const TensorView& o) { aggregate(ordered, xg, wg.view(), o); },
+      [&](const TensorView& o) { aggregate(plain, xg, wg.view(), o); }, false);
+  check(
+      "planned, accumulate",
+      [&](const TensorView& o) {
+        aggregate(ordered, xg, wg.view(), o, {Transform::tanh, true});
+      },
+      [&](const TensorView& o) {
+        aggregate(plain, xg, wg.view(), o, {Transform::tanh, true});
+      },
+      true);
+  check(
+      "w in plan order", [&](const TensorView& o) { aggregate(ordered, xg, wplan, o); },
+      [&](const TensorView& o) { aggregate(plain, xg, wplan_plain, o); }, false);
+  check(
+      "one-shot", [&](const TensorView& o) { aggregate(xg, sg, dg, wg.view(), o, {.path = AggregatePath::one_shot}); },
+      [&](const TensorView& o) {
+        ScopedEnv env({{"PIPELINK_AGG_ITEM_ORDER", "plain"}});
+        aggregate(xg, sg, dg, wg.view(), o, {.path = AggregatePath::one_shot});
+      },
+      false);
+}
+
 TEST_F(CudaAggregate, RowWeightSizesTheWorkSplit) {
   // Which warp walks which rows changes no bit (each row is one warp's, in edge order), so the
   // row weight (PIPELINK_AGG_ROWS_PER_EDGE = k, _EDGES_PER_ROW = m) shows only in the number of

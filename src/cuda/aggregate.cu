@@ -845,6 +845,7 @@ std::int64_t long_row_threshold() {
 //     (default 1 since v40; 4 before; 0: edges alone)
 //   PIPELINK_AGG_EDGES_PER_ROW: that m [1, 64] (default 1; a row then weighs m / k edges,
 //     and with k = 0 m is unused)
+//   PIPELINK_AGG_ITEM_ORDER: 'weight' (the default from v40) or 'plain': see order_items
 //   PIPELINK_AGG_BUILD_CHUNKS: sort the narrow plan in this many destination ranges [0, 4096]
 //     (0: one sort, and ranges only when its buffers do not fit; see sort_narrow_chunked)
 //   PIPELINK_AGG_ONESHOT_CHUNKS: a one-shot call in this many edge ranges, each built and run
@@ -883,6 +884,10 @@ constexpr int kMsdStreams = 4;
 enum class BuildHist { scatter, own, cub };
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge, edges_per_row = kEdgesPerRow;
+  // PIPELINK_AGG_ITEM_ORDER: 'weight' (the default from v40: a plan with split or long rows
+  // launches the staged walk's items heaviest first, see item_class_counts_kernel) or 'plain'
+  // (segments, then groups in row order, as before).
+  bool item_order = true;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
   std::int64_t oneshot_chunks = 0;  // 0: one plan, or edge ranges when its sort does not fit
   std::size_t build_memory = 0;     // bytes; 0: no cap
@@ -988,6 +993,7 @@ PlanKnobs plan_knobs() {
   k.msd_one_tile_direct = !knob_is_second("PIPELINK_AGG_MSD_ONE_TILE", "direct", "count");
   k.build_hist = BuildHist(knob_choice("PIPELINK_AGG_BUILD_HIST", {"scatter", "own", "cub"}));
   k.plan_tail_split = knob_is_second("PIPELINK_AGG_PLAN_TAIL", "fused", "split");
+  k.item_order = !knob_is_second("PIPELINK_AGG_ITEM_ORDER", "weight", "plain");
   return k;
 }
 
@@ -1218,6 +1224,8 @@ struct CudaPlan final : AggregatePlan::Impl {
   std::int64_t long_row = kLongRow;
   std::int64_t num_long = 0;  // long rows that are not split
   DeviceBuffer long_rows;     // P [num_long]
+  bool item_order = true;     // PIPELINK_AGG_ITEM_ORDER at build
+  DeviceBuffer order;         // int32 [num_segments + groups]: the staged walk's items in launch order (or empty)
   // Weights in edge order brought into plan order per call (v18, "w permutation" below): built at
   // the first run that wants it, on `stream`; runs on other streams wait for `wperm_done`.
   std::mutex wperm_mu;
@@ -2526,6 +2534,114 @@ class StatusSlot {
   bool armed_ = false;  // a queued kernel on writer_ may still write the slot
 };
 
+// ---- launch order of the staged walk's items (v40) ----------------------------------------------
+// The staged walk launches a warp an item: segments of split rows first, then groups in row
+// order. Where rows are long (power-law: rows of 64-1024 edges hold 42% of its edges), a group
+// that takes a long row past its chunk's end runs up to ~1.6x a chunk, and such groups sit all
+// along the row order, so the launch's last items are often long ones and the SMs idle at its
+// end (ncu, H200, power-law's planned walk: 40% achieved occupancy against products-like's 48%).
+// bench/micro/balance_model.py, power-law's degrees (k = 1, a row costing 0.5 edge): makespan
+// 1.065x the ideal in the plain order, 1.006x heaviest first (LPT), 1.014x with items put in 8
+// classes of C / 4 by weight, heaviest class first, row order within a class; products-like
+// 1.015 -> 1.013. Plans without split or long rows (products-like) keep the plain order and pay
+// nothing: this runs only where finish_plan builds the segment tables. The order changes no bit:
+// every item writes its own rows or its own partial.
+constexpr int kOrderClasses = 8, kOrderThreads = 256;
+
+// Item `item`'s weight class: its edges (a group's split rows left out: their segments are other
+// items; a split row is a group's last row while C <= S, the default) plus its rows as the work
+// split counts them, in quarters of a chunk, capped at kOrderClasses - 1. Only the order
+// depends on it, so an approximate weight costs time at most.
+__device__ int item_class(const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
+                          const std::int32_t* __restrict__ seg_first, const std::int32_t* __restrict__ seg_row,
+                          std::int64_t num_split, std::int64_t seg_len, RowWeight rw, std::int64_t C,
+                          std::int64_t item) {
+  std::int64_t weight = 0;
+  if (item < num_split) {
+    const std::int32_t row = seg_row[item];
+    const std::int64_t begin = std::int64_t(row_ptr[row]) + (item - seg_first[row]) * seg_len;
+    weight = min(seg_len, std::int64_t(row_ptr[row + 1]) - begin);
+  } else {
+    const std::int64_t g = item - num_split;
+    const std::int32_t r0 = first_row[g], r1 = first_row[g + 1];
+    if (r0 >= r1) return 0;
+    const std::int64_t last = std::int64_t(row_ptr[r1]) - row_ptr[r1 - 1];
+    weight = std::int64_t(row_ptr[r1]) - row_ptr[r0] - (last > seg_len ? last : 0) + rw.edges_before(r1) -
+             rw.edges_before(r0);
+  }
+  return int(min(std::int64_t(kOrderClasses - 1), weight * 4 / C));
+}
+
+// Each item's class, and each block's count of every class, laid out heaviest class first
+// (counts[(kOrderClasses - 1 - c) * gridDim.x + block]) so that one exclusive sum over the array
+// gives every (class, block) its first place in the order.
+__global__ void __launch_bounds__(kOrderThreads)
+    item_class_counts_kernel(const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
+                             const std::int32_t* __restrict__ seg_first, const std::int32_t* __restrict__ seg_row,
+                             std::int64_t num_split, std::int64_t seg_len, RowWeight rw, std::int64_t C,
+                             std::int64_t items, std::uint8_t* __restrict__ cls, std::uint32_t* __restrict__ counts) {
+  __shared__ unsigned n[kOrderClasses];
+  if (threadIdx.x < kOrderClasses) n[threadIdx.x] = 0;
+  __syncthreads();
+  const std::int64_t i = blockIdx.x * std::int64_t(kOrderThreads) + threadIdx.x;
+  if (i < items) {
+    const int c = item_class(row_ptr, first_row, seg_first, seg_row, num_split, seg_len, rw, C, i);
+    cls[i] = std::uint8_t(c);
+    atomicAdd(&n[c], 1u);
+  }
+  __syncthreads();
+  if (threadIdx.x < kOrderClasses) counts[(kOrderClasses - 1 - threadIdx.x) * gridDim.x + blockIdx.x] = n[threadIdx.x];
+}
+
+// order[place] = item: the block's items of class c at the (class, block) start from the scan,
+// in item order within the block (ranks by ballots, warps before), so the order is the same
+// every build. The same grid as item_class_counts_kernel.
+__global__ void __launch_bounds__(kOrderThreads)
+    place_items_kernel(const std::uint8_t* __restrict__ cls, std::int64_t items,
+                       const std::uint32_t* __restrict__ starts, std::int32_t* __restrict__ order) {
+  __shared__ unsigned in_warp[kOrderThreads / 32][kOrderClasses];
+  const std::int64_t i = blockIdx.x * std::int64_t(kOrderThreads) + threadIdx.x;
+  const int lane = int(threadIdx.x & 31), warp = int(threadIdx.x >> 5);
+  const int c = i < items ? int(cls[i]) : -1;
+  unsigned rank = 0;
+  for (int k = 0; k < kOrderClasses; ++k) {
+    const unsigned m = __ballot_sync(0xffffffffu, c == k);
+    if (c == k) rank = __popc(m & ((1u << lane) - 1u));
+    if (lane == 0) in_warp[warp][k] = unsigned(__popc(m));
+  }
+  __syncthreads();
+  if (c >= 0) {
+    unsigned before = 0;
+    for (int w = 0; w < warp; ++w) before += in_warp[w][c];
+    order[starts[(kOrderClasses - 1 - c) * gridDim.x + blockIdx.x] + before + rank] = std::int32_t(i);
+  }
+}
+
+// The staged walk's launch order for a narrow plan with its segment tables built: classes, one
+// exclusive sum of the (class, block) counts, places. Three launches and 4 bytes an item kept
+// (power-law: ~90K items, 0.36 MB).
+void order_items(CudaPlan& plan, cudaStream_t s) {
+  const std::int64_t items = plan.num_segments + plan.groups;
+  const int blocks = int((items + kOrderThreads - 1) / kOrderThreads);
+  const std::int64_t cells = std::int64_t(kOrderClasses) * blocks;
+  DeviceBuffer cls(std::size_t(items), s), counts(std::size_t(cells) * 4, s), starts(std::size_t(cells) * 4, s);
+  plan.order = DeviceBuffer(std::size_t(items) * 4, s);
+  item_class_counts_kernel<<<blocks, kOrderThreads, 0, s>>>(
+      plan.row_ptr.as<const std::int32_t>(), plan.first_row.as<const std::int32_t>(),
+      plan.seg_first.as<const std::int32_t>(), plan.seg_row.as<const std::int32_t>(), plan.num_segments, plan.seg_len,
+      plan.row_weight, plan.chunk, items, cls.as<std::uint8_t>(), counts.as<std::uint32_t>());
+  check_launch();
+  std::size_t scan_bytes = 0;
+  PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, counts.as<std::uint32_t>(),
+                                                    starts.as<std::uint32_t>(), cells, s));
+  DeviceBuffer scan_temp(scan_bytes, s);
+  PIPELINK_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scan_temp.get(), scan_bytes, counts.as<std::uint32_t>(),
+                                                    starts.as<std::uint32_t>(), cells, s));
+  place_items_kernel<<<blocks, kOrderThreads, 0, s>>>(cls.as<const std::uint8_t>(), items,
+                                                      starts.as<const std::uint32_t>(), plan.order.as<std::int32_t>());
+  check_launch();
+}
+
 // The rest of the plan (work split, long rows, segments), then the index check's verdict.
 template <class P>
 void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
@@ -2586,6 +2702,12 @@ void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
                                                                  plan.seg_row.as<P>(), plan.long_rows.as<P>());
     check_launch();
     trace.mark("segment_scans");
+    if constexpr (std::is_same_v<P, std::int32_t>) {
+      if (plan.item_order) {
+        order_items(plan, s);
+        trace.mark("item_order");
+      }
+    }
   }
   // The run's kernels read seg_first for split rows' segments only (and the fill above, ordered
   // before this stream-ordered free): a plan without split rows holds none of its N + 1 entries,
@@ -2607,6 +2729,7 @@ std::shared_ptr<CudaPlan> build_plan_for(const TensorView& src, const TensorView
   const PlanKnobs knobs = plan_knobs();  // first: a bad knob fails before any work
   plan->chunk = knobs.chunk > 0 ? knobs.chunk : chunk_for(plan->num_edges);
   plan->row_weight = RowWeight{knobs.rows_per_edge, knobs.edges_per_row};
+  plan->item_order = knobs.item_order;
   // The walks launch a warp a group (2^31 - 1 blocks at most), and first_row takes 4-8 bytes a
   // group: small chunks and heavy rows together (PIPELINK_AGG_CHUNK=32, _EDGES_PER_ROW=64 at
   // N ~ 2^31) would pass that, so they fail here, before any work.
@@ -2651,7 +2774,7 @@ std::shared_ptr<CudaPlan> build_plan_for(const TensorView& src, const TensorView
     PIPELINK_CUDA_CHECK(cudaMemsetAsync(plan->row_ptr.get(), 0, plan->row_ptr.bytes(), s));
   }
   plan->bytes = plan->row_ptr.bytes() + plan->pairs.bytes() + plan->first_row.bytes() + plan->seg_first.bytes() +
-                plan->seg_row.bytes() + plan->long_rows.bytes();
+                plan->seg_row.bytes() + plan->long_rows.bytes() + plan->order.bytes();
   plan->stream = s;
   trace.mark("tail");
   trace.report(N, plan->num_edges);
@@ -2941,19 +3064,26 @@ __device__ __forceinline__ float phi_c(float v) {
 // power-law's gathering walk ran the runtime form until v40 (ptxas: 64 registers, the compiled
 // form 63); PIPELINK_AGG_STAGED_WMODE=runtime A/Bs it.
 template <int TR, int W, int ISSUE = 0, int WM = -1>
-__global__ void __launch_bounds__(W * 32, 32 / W) staged_rows_kernel(
-    const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
-    const EdgePair<std::int32_t>* __restrict__ pairs, const float* __restrict__ x, std::int64_t xs,
-    const float* __restrict__ w, float* __restrict__ out, std::int64_t os, std::int64_t groups, bool accumulate,
-    std::int64_t max_row, const std::int32_t* __restrict__ seg_first, const std::int32_t* __restrict__ seg_row,
-    std::int64_t num_split, double* __restrict__ partial, int wmode_arg) {
+__global__ void __launch_bounds__(W * 32, 32 / W)
+    staged_rows_kernel(const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
+                       const EdgePair<std::int32_t>* __restrict__ pairs, const float* __restrict__ x, std::int64_t xs,
+                       const float* __restrict__ w, float* __restrict__ out, std::int64_t os, std::int64_t groups,
+                       bool accumulate, std::int64_t max_row, const std::int32_t* __restrict__ seg_first,
+                       const std::int32_t* __restrict__ seg_row, std::int64_t num_split, double* __restrict__ partial,
+                       int wmode_arg, const std::int32_t* __restrict__ order) {
   constexpr int F = kStagedF, SE = kStageEdges, S = kStages;
   // A compile-time mode comes with weights (the host picks it only then).
   const int wmode = WM >= 0 ? WM : wmode_arg;
   const bool has_w = WM >= 0 || w != nullptr;
   extern __shared__ __align__(16) unsigned char staged_smem[];
   const int lane = threadIdx.x & 31, wib = threadIdx.x >> 5;
-  const std::int64_t item = blockIdx.x * std::int64_t(W) + wib;
+  // The launch slot's item: itself, or its place in the plan's order (heaviest first, see
+  // item_class_counts_kernel).
+  std::int64_t item = blockIdx.x * std::int64_t(W) + wib;
+  if (order) {
+    if (item >= num_split + groups) return;
+    item = order[item];
+  }
   const bool seg = item < num_split;
   const std::int64_t g = item - num_split;
   if (!seg && g >= groups) return;
@@ -3353,6 +3483,7 @@ struct StagedSegments {  // the split rows' segments, summed by the staged kerne
   std::int64_t count;
   double* partial;
   std::int64_t seg_len;  // rows longer than this are split (and the staged walk skips them)
+  const std::int32_t* order;  // the items' launch order (nullptr: segments, then groups)
 };
 
 // PIPELINK_AGG_STAGED_ISSUE: unset, empty or "1" the LI copies with an unsigned row stride (2, the
@@ -3411,7 +3542,8 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
       opted.fetch_or(bit, std::memory_order_acq_rel);
     }
     kernel<<<grid, warps * 32, staged_smem_bytes(warps), s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg.seg_len,
-                                                              sg.seg_first, sg.seg_row, sg.count, sg.partial, wmode);
+                                                              sg.seg_first, sg.seg_row, sg.count, sg.partial, wmode,
+                                                              sg.order);
   };
   // The weights' mode as a constant in the hot forms (see the kernel's WM), unless
   // PIPELINK_AGG_STAGED_WMODE=runtime (for A/B; the same bits). tanh only: other transforms
@@ -3503,8 +3635,12 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   const bool staged = staged_fits<T, P>(x, out, F);
   DeviceBuffer partial(std::size_t(plan.num_segments * F) * sizeof(double), s);
   if (staged) {
-    const StagedSegments sg{plan.seg_first.as<const std::int32_t>(), plan.seg_row.as<const std::int32_t>(),
-                            plan.num_segments, partial.as<double>(), plan.seg_len};
+    const StagedSegments sg{plan.seg_first.as<const std::int32_t>(),
+                            plan.seg_row.as<const std::int32_t>(),
+                            plan.num_segments,
+                            partial.as<double>(),
+                            plan.seg_len,
+                            plan.order.as<const std::int32_t>()};
     launch_staged(reinterpret_cast<const std::int32_t*>(rp), plan.first_row.as<const std::int32_t>(),
                   reinterpret_cast<const EdgePair<std::int32_t>*>(pp), reinterpret_cast<const float*>(xp), xs,
                   reinterpret_cast<const float*>(wp), wmode, reinterpret_cast<float*>(op), os, plan.groups, tr, acc, sg, s);
