@@ -726,7 +726,8 @@ TEST_F(CudaAggregate, ItemOrderKeepsTheBits) {
   const ScopedEnv knobs({{"PIPELINK_AGG_CHUNK", "128"},
                          {"PIPELINK_AGG_SEGMENT", "1024"},
                          {"PIPELINK_AGG_ROWS_PER_EDGE", "1"},
-                         {"PIPELINK_AGG_EDGES_PER_ROW", "1"}});
+                         {"PIPELINK_AGG_EDGES_PER_ROW", "1"},
+                         {"PIPELINK_AGG_ITEM_ORDER", nullptr}});  // unset: by weight, whatever the suite's setting
   AggregatePlan ordered = AggregatePlan::build(sg, dg, N);
   const std::string trace = build_trace(sg, dg, N);
   AggregatePlan plain;
@@ -740,9 +741,9 @@ TEST_F(CudaAggregate, ItemOrderKeepsTheBits) {
   EXPECT_EQ(plain_trace.find(" item_order "), std::string::npos) << plain_trace;
   const std::int64_t groups = (E + N) / C + 1;
   EXPECT_EQ(std::int64_t(ordered.bytes()) - std::int64_t(plain.bytes()), 4 * (segments + groups));
-  Tensor wp = gpu(random_tensor({E}, DType::f32, seed + 4));
+  Tensor wp = gpu(random_tensor({E}, DType::f32, seed + 4)), wp_plain = gpu(random_tensor({E}, DType::f32, seed + 5));
   const PlanWeights wplan = ordered.permute_weights(wg.view(), wp.view());
-  const PlanWeights wplan_plain = plain.permute_weights(wg.view(), wp.view());
+  const PlanWeights wplan_plain = plain.permute_weights(wg.view(), wp_plain.view());
   auto check = [&](const char* what, const std::function<void(const TensorView&)>& a,
                    const std::function<void(const TensorView&)>& b, bool accumulate) {
     SCOPED_TRACE(what);
@@ -1111,6 +1112,9 @@ TEST_F(CudaAggregate, PlanCountsItsSegmentsAndLongRows) {
   }
   const Tensor xh = random_tensor({N, F}, DType::f32, seed + 1, -2, 2);
   const Tensor wh = random_tensor({E}, DType::f32, seed + 2);
+  // The items' launch order (v40) is 4 more bytes an item for the mixed plan; ItemOrderKeepsTheBits
+  // counts those, so here the plain order keeps this count to the segment tables.
+  const ScopedEnv plain_order({{"PIPELINK_AGG_ITEM_ORDER", "plain"}});
   const std::size_t plain_bytes = plan_bytes_then_checked_run(plain, N, xh, wh, "no split or long rows");
   const std::size_t mixed_bytes = plan_bytes_then_checked_run(mixed, N, xh, wh, "a split row and five long rows");
   EXPECT_EQ(mixed_bytes, plain_bytes + std::size_t(N + 1) * 4 + 3 * 4 + 5 * 4)
