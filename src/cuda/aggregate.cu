@@ -845,7 +845,7 @@ std::int64_t long_row_threshold() {
 //     (default 1 since v40; 4 before; 0: edges alone)
 //   PIPELINK_AGG_EDGES_PER_ROW: that m [1, 64] (default 1; a row then weighs m / k edges,
 //     and with k = 0 m is unused)
-//   PIPELINK_AGG_ITEM_ORDER: 'weight' (the default from v40) or 'plain': see order_items
+//   PIPELINK_AGG_ITEM_ORDER: 'plain' (the default) or 'weight' (opt-in until measured): see order_items
 //   PIPELINK_AGG_BUILD_CHUNKS: sort the narrow plan in this many destination ranges [0, 4096]
 //     (0: one sort, and ranges only when its buffers do not fit; see sort_narrow_chunked)
 //   PIPELINK_AGG_ONESHOT_CHUNKS: a one-shot call in this many edge ranges, each built and run
@@ -884,10 +884,10 @@ constexpr int kMsdStreams = 4;
 enum class BuildHist { scatter, own, cub };
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge, edges_per_row = kEdgesPerRow;
-  // PIPELINK_AGG_ITEM_ORDER: 'weight' (the default from v40: a plan with split or long rows
+  // PIPELINK_AGG_ITEM_ORDER: 'weight' (opt-in, written in v40 and not yet run: a plan with split or long rows
   // launches the staged walk's items heaviest first, see item_class_counts_kernel) or 'plain'
-  // (segments, then groups in row order, as before).
-  bool item_order = true;
+  // (the default: segments, then groups in row order, as before).
+  bool item_order = false;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
   std::int64_t oneshot_chunks = 0;  // 0: one plan, or edge ranges when its sort does not fit
   std::size_t build_memory = 0;     // bytes; 0: no cap
@@ -993,7 +993,7 @@ PlanKnobs plan_knobs() {
   k.msd_one_tile_direct = !knob_is_second("PIPELINK_AGG_MSD_ONE_TILE", "direct", "count");
   k.build_hist = BuildHist(knob_choice("PIPELINK_AGG_BUILD_HIST", {"scatter", "own", "cub"}));
   k.plan_tail_split = knob_is_second("PIPELINK_AGG_PLAN_TAIL", "fused", "split");
-  k.item_order = !knob_is_second("PIPELINK_AGG_ITEM_ORDER", "weight", "plain");
+  k.item_order = knob_is_second("PIPELINK_AGG_ITEM_ORDER", "plain", "weight");
   return k;
 }
 
@@ -1224,7 +1224,7 @@ struct CudaPlan final : AggregatePlan::Impl {
   std::int64_t long_row = kLongRow;
   std::int64_t num_long = 0;  // long rows that are not split
   DeviceBuffer long_rows;     // P [num_long]
-  bool item_order = true;     // PIPELINK_AGG_ITEM_ORDER at build
+  bool item_order = false;    // PIPELINK_AGG_ITEM_ORDER=weight at build
   DeviceBuffer order;         // int32 [num_segments + groups]: the staged walk's items in launch order (or empty)
   // Weights in edge order brought into plan order per call (v18, "w permutation" below): built at
   // the first run that wants it, on `stream`; runs on other streams wait for `wperm_done`.
