@@ -769,6 +769,8 @@ __global__ void __launch_bounds__(256) msd_row_starts_kernel(const std::uint16_t
 struct RowWeight {
   std::int64_t k = 0, m = 1;
   __host__ __device__ std::int64_t edges_before(std::int64_t r) const { return k > 0 ? r * m / k : 0; }
+  // The work split's groups for E edges over N rows in chunks of C: key(N) / C + 1 (see below).
+  std::int64_t groups(std::int64_t E, std::int64_t N, std::int64_t C) const { return (E + edges_before(N)) / C + 1; }
 };
 
 // Work split of the planned run: group g (a lane group or warp) owns the rows r whose position
@@ -884,9 +886,9 @@ constexpr int kMsdStreams = 4;
 enum class BuildHist { scatter, own, cub };
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge, edges_per_row = kEdgesPerRow;
-  // PIPELINK_AGG_ITEM_ORDER: 'weight' (opt-in, written in v40 and not yet run: a plan with split or long rows
-  // launches the staged walk's items heaviest first, see item_class_counts_kernel) or 'plain'
-  // (the default: segments, then groups in row order, as before).
+  // PIPELINK_AGG_ITEM_ORDER: 'weight' (opt-in, written in v40 and not yet run: a plan with split
+  // or long rows launches the staged walk's items heaviest first, see order_items) or 'plain' (the
+  // default: segments, then groups in row order, as before).
   bool item_order = false;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
   std::int64_t oneshot_chunks = 0;  // 0: one plan, or edge ranges when its sort does not fit
@@ -2542,10 +2544,11 @@ class StatusSlot {
 // end (ncu, H200, power-law's planned walk: 40% achieved occupancy against products-like's 48%).
 // bench/micro/balance_model.py, power-law's degrees (k = 1, a row costing 0.5 edge): makespan
 // 1.065x the ideal in the plain order, 1.006x heaviest first (LPT), 1.014x with items put in 8
-// classes of C / 4 by weight, heaviest class first, row order within a class; products-like
-// 1.015 -> 1.013. Plans without split or long rows (products-like) keep the plain order and pay
-// nothing: this runs only where finish_plan builds the segment tables. The order changes no bit:
-// every item writes its own rows or its own partial.
+// classes of C / 4 by weight, heaviest class first, row order within a class (products-like's
+// plain order: 1.015x). Opt-in (PIPELINK_AGG_ITEM_ORDER=weight) until measured on a GPU; plans
+// without split or long rows (products-like) never get an order: it is built only where
+// finish_plan builds the segment tables. The order changes no bit: every item writes its own rows
+// or its own partial.
 constexpr int kOrderClasses = 8, kOrderThreads = 256;
 
 // Item `item`'s weight class: its edges (a group's split rows left out: their segments are other
@@ -2647,7 +2650,7 @@ template <class P>
 void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
                  unsigned long long* status, bool split_tail, BuildTrace& trace) {
   const std::int64_t E = plan.num_edges;
-  plan.groups = (E + plan.row_weight.edges_before(N)) / plan.chunk + 1;
+  plan.groups = plan.row_weight.groups(E, N, plan.chunk);
   plan.first_row = DeviceBuffer((plan.groups + 1) * sizeof(P), s);
   // Segments of the rows longer than seg_len edges; the list of long rows. Their totals first,
   // read with the index check's verdict (status: first bad edge, then the two totals); the
@@ -2733,7 +2736,7 @@ std::shared_ptr<CudaPlan> build_plan_for(const TensorView& src, const TensorView
   // The walks launch a warp a group (2^31 - 1 blocks at most), and first_row takes 4-8 bytes a
   // group: small chunks and heavy rows together (PIPELINK_AGG_CHUNK=32, _EDGES_PER_ROW=64 at
   // N ~ 2^31) would pass that, so they fail here, before any work.
-  if (const std::int64_t groups = (plan->num_edges + plan->row_weight.edges_before(N)) / plan->chunk + 1;
+  if (const std::int64_t groups = plan->row_weight.groups(plan->num_edges, N, plan->chunk);
       groups > (std::int64_t(1) << 30))
     throw Error("aggregate: the work split would have " + std::to_string(groups) +
                 " groups (E + N * m / k edges over a chunk of " + std::to_string(plan->chunk) +
