@@ -698,7 +698,7 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
 
 TEST_F(CudaAggregate, ItemOrderKeepsTheBits) {
   // A plan with split and long rows launches the staged walk's items heaviest first
-  // (PIPELINK_AGG_ITEM_ORDER=weight, opt-in; =plain, the default: segments, then groups in row order).
+  // (PIPELINK_AGG_ITEM_ORDER=weight, the default since v41; =plain: segments, then groups in row order).
   // Each item writes its own rows or its own partial, so the order changes no bit: planned
   // (overwriting and accumulating, w by id and in plan order) and one-shot against the plain
   // order, bitwise, and within the oracle's tolerance with every row written. The order is

@@ -847,7 +847,7 @@ std::int64_t long_row_threshold() {
 //     (default 1 since v40; 4 before; 0: edges alone)
 //   PIPELINK_AGG_EDGES_PER_ROW: that m [1, 64] (default 1; a row then weighs m / k edges,
 //     and with k = 0 m is unused)
-//   PIPELINK_AGG_ITEM_ORDER: 'plain' (the default) or 'weight' (opt-in until measured): see order_items
+//   PIPELINK_AGG_ITEM_ORDER: 'weight' (the default from v41) or 'plain' (v1-v40's order): see order_items
 //   PIPELINK_AGG_BUILD_CHUNKS: sort the narrow plan in this many destination ranges [0, 4096]
 //     (0: one sort, and ranges only when its buffers do not fit; see sort_narrow_chunked)
 //   PIPELINK_AGG_ONESHOT_CHUNKS: a one-shot call in this many edge ranges, each built and run
@@ -886,10 +886,10 @@ constexpr int kMsdStreams = 4;
 enum class BuildHist { scatter, own, cub };
 struct PlanKnobs {
   std::int64_t segment = kSegment, chunk = 0, rows_per_edge = kRowsPerEdge, edges_per_row = kEdgesPerRow;
-  // PIPELINK_AGG_ITEM_ORDER: 'weight' (opt-in, written in v40 and not yet run: a plan with split
-  // or long rows launches the staged walk's items heaviest first, see order_items) or 'plain' (the
-  // default: segments, then groups in row order, as before).
-  bool item_order = false;
+  // PIPELINK_AGG_ITEM_ORDER: 'weight' (the default from v41: a plan with split or long rows
+  // launches the staged walk's items heaviest first, see order_items) or 'plain' (segments, then
+  // groups in row order, as in v1-v40).
+  bool item_order = true;
   std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
   std::int64_t oneshot_chunks = 0;  // 0: one plan, or edge ranges when its sort does not fit
   std::size_t build_memory = 0;     // bytes; 0: no cap
@@ -995,7 +995,7 @@ PlanKnobs plan_knobs() {
   k.msd_one_tile_direct = !knob_is_second("PIPELINK_AGG_MSD_ONE_TILE", "direct", "count");
   k.build_hist = BuildHist(knob_choice("PIPELINK_AGG_BUILD_HIST", {"scatter", "own", "cub"}));
   k.plan_tail_split = knob_is_second("PIPELINK_AGG_PLAN_TAIL", "fused", "split");
-  k.item_order = knob_is_second("PIPELINK_AGG_ITEM_ORDER", "plain", "weight");
+  k.item_order = !knob_is_second("PIPELINK_AGG_ITEM_ORDER", "weight", "plain");
   return k;
 }
 
@@ -2545,10 +2545,12 @@ class StatusSlot {
 // bench/micro/balance_model.py, power-law's degrees (k = 1, a row costing 0.5 edge): makespan
 // 1.065x the ideal in the plain order, 1.006x heaviest first (LPT), 1.014x with items put in 8
 // classes of C / 4 by weight, heaviest class first, row order within a class (products-like's
-// plain order: 1.015x). Opt-in (PIPELINK_AGG_ITEM_ORDER=weight) until measured on a GPU; plans
-// without split or long rows (products-like) never get an order: it is built only where
-// finish_plan builds the segment tables. The order changes no bit: every item writes its own rows
-// or its own partial.
+// plain order: 1.015x). Measured on the H200 (v41, d302abd, `bench --ab`, same rounds, power-law,
+// random order): planned 3.92 against 4.11 ms (0.955x), one-shot 6.34 against 6.48 (0.978x), plan
+// build 1.007x; products-like 0.991-1.000x (no order built). The default since v41
+// (PIPELINK_AGG_ITEM_ORDER=plain turns it off). Plans without split or long rows (products-like)
+// never get an order: it is built only where finish_plan builds the segment tables. The order
+// changes no bit: every item writes its own rows or its own partial.
 constexpr int kOrderClasses = 8, kOrderThreads = 256;
 
 // Item `item`'s weight class: its edges (a group's split rows left out: their segments are other
@@ -3065,7 +3067,9 @@ __device__ __forceinline__ float phi_c(float v) {
 // from the constant bank and branched on it twice, and tested w for null twice). Measured on
 // products-like in v29: 1.007x planned, 1.011x one-shot for the runtime mode in the same rounds.
 // power-law's gathering walk ran the runtime form until v40 (ptxas: 64 registers, the compiled
-// form 63); PIPELINK_AGG_STAGED_WMODE=runtime A/Bs it.
+// form 63); PIPELINK_AGG_STAGED_WMODE=runtime A/Bs it. Measured in v41 (H200, d302abd, same
+// rounds, random order), runtime against compiled: power-law planned 1.139x (4.68 against 4.11 ms),
+// one-shot 1.081x; products-like planned 1.056x, one-shot 1.059x (every hot form runtime there).
 template <int TR, int W, int ISSUE = 0, int WM = -1>
 __global__ void __launch_bounds__(W * 32, 32 / W)
     staged_rows_kernel(const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
