@@ -506,7 +506,7 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   // rows. And the forms with the weights' mode compiled in against the mode read at run time
   // (PIPELINK_AGG_STAGED_WMODE=runtime): the one-shot's (weights in the pairs), the planned call's
   // that gathers w by edge id (this plan's: below the automatic permutation's size, and a split
-  // row; since v40) and, on plans compacted by their first run (PIPELINK_AGG_W_PERMUTE=4096) into
+  // row; since v40), its call with w in plan order (since v41) and, on plans compacted by their first run (PIPELINK_AGG_W_PERMUTE=4096) into
   // either 32-bit column, the planned call's; the other cases take the run-time form either way.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_STAGED_ISSUE", "PIPELINK_AGG_FORCE_WIDE",
                        "PIPELINK_AGG_STAGED_WMODE");

@@ -3060,8 +3060,9 @@ __device__ __forceinline__ float phi_c(float v) {
 //
 // WM: the weights' mode as a compile-time constant (-1: read from `wmode` at run time). The hot
 // forms (tanh, LI copies: the planned call's kWCompactLidx (the default where N <= 2^24) and
-// kWCompact (=1, or N > 2^24) with weights, the one-shot's kWInPairs, and since v40 kWById, the
-// planned call of plans that gather w: power-law's, whose split rows turn the permutation off)
+// kWCompact (=1, or N > 2^24) with weights, the one-shot's kWInPairs, since v40 kWById, the
+// planned call of plans that gather w: power-law's, whose split rows turn the permutation off,
+// and since v41 kWPlanOrder, w from permute_weights on such plans)
 // are instantiated with theirs, so that a stage's plan-entry load and weight copy carry no
 // branches on the mode or on w being null (SASS, sm_90, <1, 2, 2>: each stage reloaded the mode
 // from the constant bank and branched on it twice, and tested w for null twice). Measured on
@@ -3070,6 +3071,9 @@ __device__ __forceinline__ float phi_c(float v) {
 // form 63); PIPELINK_AGG_STAGED_WMODE=runtime A/Bs it. Measured in v41 (H200, d302abd, same
 // rounds, random order), runtime against compiled: power-law planned 1.139x (4.68 against 4.11 ms),
 // one-shot 1.081x; products-like planned 1.056x, one-shot 1.059x (every hot form runtime there).
+// The same calls' power-law "w in plan order" row, still in the runtime form (kWPlanOrder: a plan
+// that keeps its ids), ran 4.45 ms against the gathering walk's 4.02, so v41 compiles that mode
+// too; predicted from the 1.139x: ~3.6-3.8 ms there (4.13 in v41's call 3). Not yet run on a GPU.
 template <int TR, int W, int ISSUE = 0, int WM = -1>
 __global__ void __launch_bounds__(W * 32, 32 / W)
     staged_rows_kernel(const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
@@ -3545,6 +3549,9 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
         PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2, kWById>,
                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  staged_smem_bytes(kStagedWarps)));
+        PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2, kWPlanOrder>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 staged_smem_bytes(kStagedWarps)));
       }
       opted.fetch_or(bit, std::memory_order_acq_rel);
     }
@@ -3565,8 +3572,8 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
     else if (wmode == kWCompact) launch(staged_rows_kernel<TR, warps, 2, kWCompact>);
     else if (wmode == kWCompactLidx) launch(staged_rows_kernel<TR, warps, 2, kWCompactLidx>);
     else if (wmode == kWInPairs) launch(staged_rows_kernel<TR, warps, 2, kWInPairs>);
-    else if (wmode == kWById)
-      launch(staged_rows_kernel<TR, warps, 2, kWById>);
+    else if (wmode == kWById) launch(staged_rows_kernel<TR, warps, 2, kWById>);
+    else if (wmode == kWPlanOrder) launch(staged_rows_kernel<TR, warps, 2, kWPlanOrder>);
     else launch_runtime_mode();
   } else {
     launch_runtime_mode();
