@@ -3073,7 +3073,9 @@ __device__ __forceinline__ float phi_c(float v) {
 // one-shot 1.081x; products-like planned 1.056x, one-shot 1.059x (every hot form runtime there).
 // The same calls' power-law "w in plan order" row, still in the runtime form (kWPlanOrder: a plan
 // that keeps its ids), ran 4.45 ms against the gathering walk's 4.02, so v41 compiles that mode
-// too; predicted from the 1.139x: ~3.6-3.8 ms there (4.13 in v41's call 3). Not yet run on a GPU.
+// too; predicted from the 1.139x: ~3.6-3.8 ms there. Measured (v41 call 6, 4d0bca5): 3.71 ms (4.13
+// in call 3, another start), the same bits as the runtime form (StagedIssueVariantsGiveTheSameBits);
+// ptxas 59 registers against the runtime form's 64.
 template <int TR, int W, int ISSUE = 0, int WM = -1>
 __global__ void __launch_bounds__(W * 32, 32 / W)
     staged_rows_kernel(const std::int32_t* __restrict__ row_ptr, const std::int32_t* __restrict__ first_row,
