@@ -506,8 +506,9 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   // rows. And the forms with the weights' mode compiled in against the mode read at run time
   // (PIPELINK_AGG_STAGED_WMODE=runtime): the one-shot's (weights in the pairs), the planned call's
   // that gathers w by edge id (this plan's: below the automatic permutation's size, and a split
-  // row; since v40), its call with w in plan order (since v41) and, on plans compacted by their first run (PIPELINK_AGG_W_PERMUTE=4096) into
-  // either 32-bit column, the planned call's; the other cases take the run-time form either way.
+  // row; since v40), its call with w in plan order (since v41) and, on plans compacted by their
+  // first run (PIPELINK_AGG_W_PERMUTE=4096) into either 32-bit column, the planned call's; the
+  // other cases take the run-time form either way.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_STAGED_ISSUE", "PIPELINK_AGG_FORCE_WIDE",
                        "PIPELINK_AGG_STAGED_WMODE");
   const auto seed = fresh_seed();
@@ -723,6 +724,10 @@ TEST_F(CudaAggregate, ItemOrderKeepsTheBits) {
   AggregateOracle oracle = aggregate_oracle(x, g.src, g.dst, w.view(), AggregateOptions{}, std::nullopt);
   Tensor xg = gpu(x), wg = gpu(w), sg = gpu(g.src), dg = gpu(g.dst);
   Tensor init = random_tensor({N, F}, DType::f32, seed + 3);
+  if (!std::getenv("PIPELINK_AGG_ITEM_ORDER")) {  // unset: the order is built (the default since v41)
+    const std::string dflt = build_trace(sg, dg, N);
+    EXPECT_NE(dflt.find(" item_order "), std::string::npos) << "the default builds no item order: " << dflt;
+  }
   const ScopedEnv knobs({{"PIPELINK_AGG_CHUNK", "128"},
                          {"PIPELINK_AGG_SEGMENT", "1024"},
                          {"PIPELINK_AGG_ROWS_PER_EDGE", "1"},
@@ -794,8 +799,12 @@ TEST_F(CudaAggregate, RowWeightSizesTheWorkSplit) {
   EdgeList g = uniform_graph(N, E, fresh_seed(), DType::i32);
   Tensor sg = gpu(g.src), dg = gpu(g.dst);
   auto bytes_under = [&](const char* k, const char* m) {
-    ScopedEnv env(
-        {{"PIPELINK_AGG_CHUNK", "128"}, {"PIPELINK_AGG_ROWS_PER_EDGE", k}, {"PIPELINK_AGG_EDGES_PER_ROW", m}});
+    // The plain item order: an order (4 bytes an item) would double the difference where a row is
+    // long (more than PIPELINK_AGG_LONG_ROW edges; none at ~8 a row under the default of 64).
+    ScopedEnv env({{"PIPELINK_AGG_CHUNK", "128"},
+                   {"PIPELINK_AGG_ROWS_PER_EDGE", k},
+                   {"PIPELINK_AGG_EDGES_PER_ROW", m},
+                   {"PIPELINK_AGG_ITEM_ORDER", "plain"}});
     return std::int64_t(AggregatePlan::build(sg, dg, N).bytes());
   };
   const std::int64_t edges_only = bytes_under("0", nullptr);
@@ -1693,7 +1702,8 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
         std::pair{"PIPELINK_AGG_MSD_STREAMS", "0"},      std::pair{"PIPELINK_AGG_MSD_STREAMS", "5"},
         std::pair{"PIPELINK_AGG_MSD_LAST", "row"},       std::pair{"PIPELINK_AGG_MSD_ONE_TILE", "fast"},
         std::pair{"PIPELINK_AGG_BUILD_SORT", "radix"},   std::pair{"PIPELINK_AGG_BUILD_HIST", "both"},
-        std::pair{"PIPELINK_AGG_PLAN_TAIL", "one"},      std::pair{"PIPELINK_AGG_TEST_POISON_ROWS", "2"}}) {
+        std::pair{"PIPELINK_AGG_PLAN_TAIL", "one"},      std::pair{"PIPELINK_AGG_TEST_POISON_ROWS", "2"},
+        std::pair{"PIPELINK_AGG_ITEM_ORDER", "heavy"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);

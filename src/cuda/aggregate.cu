@@ -1226,7 +1226,7 @@ struct CudaPlan final : AggregatePlan::Impl {
   std::int64_t long_row = kLongRow;
   std::int64_t num_long = 0;  // long rows that are not split
   DeviceBuffer long_rows;     // P [num_long]
-  bool item_order = false;    // PIPELINK_AGG_ITEM_ORDER=weight at build
+  bool item_order = false;    // the build's PIPELINK_AGG_ITEM_ORDER (weight, the default: true)
   DeviceBuffer order;         // int32 [num_segments + groups]: the staged walk's items in launch order (or empty)
   // Weights in edge order brought into plan order per call (v18, "w permutation" below): built at
   // the first run that wants it, on `stream`; runs on other streams wait for `wperm_done`.
@@ -2547,7 +2547,9 @@ class StatusSlot {
 // classes of C / 4 by weight, heaviest class first, row order within a class (products-like's
 // plain order: 1.015x). Measured on the H200 (v41, d302abd, `bench --ab`, same rounds, power-law,
 // random order): planned 3.92 against 4.11 ms (0.955x), one-shot 6.34 against 6.48 (0.978x), plan
-// build 1.007x; products-like 0.991-1.000x (no order built). The default since v41
+// build 1.007x; the plain order in a second call 1.051x planned, 1.022x one-shot, plan build 0.979x
+// (so the order's build costs ~0.7-2.1%); products-like 0.991-1.000x (no order built). Each under
+// the bench's 1.5x rule ("no measured difference at this precision"), repeated in two calls. The default since v41
 // (PIPELINK_AGG_ITEM_ORDER=plain turns it off). Plans without split or long rows (products-like)
 // never get an order: it is built only where finish_plan builds the segment tables. The order
 // changes no bit: every item writes its own rows or its own partial.
@@ -3055,8 +3057,8 @@ __device__ __forceinline__ float phi_c(float v) {
 // lane each stage of 8 edges); the unsigned one is an IMAD.WIDE.U32 with x's address as its
 // addend (~3 with the moves): the kernel 3624 -> 3568 instructions, its loop's issue 131 -> 121.
 // The walk is issue-bound: 2-3 instructions an edge cost ~0.16 ms on products-like (v22's 24-bit
-// column), so ~1.5 fewer should give ~0.09. Not yet run on a GPU (written after session 19's
-// device time was spent): PIPELINK_AGG_STAGED_ISSUE=signed is there to A/B the two.
+// column), so ~1.5 fewer should give ~0.09. Measured in v23 (H200, the same rounds): the signed
+// form 1.022x the unsigned one's time on the planned call; PIPELINK_AGG_STAGED_ISSUE=signed A/Bs it.
 //
 // WM: the weights' mode as a compile-time constant (-1: read from `wmode` at run time). The hot
 // forms (tanh, LI copies: the planned call's kWCompactLidx (the default where N <= 2^24) and
@@ -3070,7 +3072,8 @@ __device__ __forceinline__ float phi_c(float v) {
 // power-law's gathering walk ran the runtime form until v40 (ptxas: 64 registers, the compiled
 // form 63); PIPELINK_AGG_STAGED_WMODE=runtime A/Bs it. Measured in v41 (H200, d302abd, same
 // rounds, random order), runtime against compiled: power-law planned 1.139x (4.68 against 4.11 ms),
-// one-shot 1.081x; products-like planned 1.056x, one-shot 1.059x (every hot form runtime there).
+// one-shot 1.081x; products-like planned 1.056x (its arms spread 4.35-5.04 ms), one-shot 1.059x
+// (tight arms). Each under the bench's 1.5x rule; power-law's repeated in call 6: 1.118x / 1.068x.
 // The same calls' power-law "w in plan order" row, still in the runtime form (kWPlanOrder: a plan
 // that keeps its ids), ran 4.45 ms against the gathering walk's 4.02, so v41 compiles that mode
 // too; predicted from the 1.139x: ~3.6-3.8 ms there. Measured (v41 call 6, 4d0bca5): 3.71 ms (4.13
