@@ -92,7 +92,7 @@ mutations=(
   "row weight drops edges per row@src/cuda/aggregate.cu@return k > 0 ? r * m / k : 0;@return k > 0 ? r / k : 0;@1@CudaAggregate.RowWeightSizesTheWorkSplit"
   "gathering walk compiled as plan order@src/cuda/aggregate.cu@launch(staged_rows_kernel<TR, warps, 2, kWById>);@launch(staged_rows_kernel<TR, warps, 2, kWPlanOrder>);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
   "plan-order walk compiled as gathering@src/cuda/aggregate.cu@launch(staged_rows_kernel<TR, warps, 2, kWPlanOrder>);@launch(staged_rows_kernel<TR, warps, 2, kWById>);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
-  "item order not the default@src/cuda/aggregate.cu@k.item_order = !knob_is_second("PIPELINK_AGG_ITEM_ORDER", "weight", "plain");@k.item_order = knob_is_second("PIPELINK_AGG_ITEM_ORDER", "plain", "weight");@1@CudaAggregate.ItemOrderKeepsTheBits"
+  "item order not the default@src/cuda/aggregate.cu@k.item_order = !knob_is_second(@k.item_order = knob_is_second(@1@CudaAggregate.ItemOrderKeepsTheBits"
   "item order drops the rank within a warp@src/cuda/aggregate.cu@+ before + rank] = std::int32_t(i);@+ before] = std::int32_t(i);@1@CudaAggregate.ItemOrderKeepsTheBits"
   "build pool knob ignored by the msd build's keys@src/cuda/aggregate.cu@const ScratchPoolScope scratch(knobs.build_own_pool);@const ScratchPoolScope scratch(false);@1@CudaAggregate.BuildPoolKnobPutsTheBuildArenasInTheScratchPool"
 )
