@@ -279,8 +279,9 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
       EnvScope env(abs[i].vars);
       plans[i + 1] = AggregatePlan::build(sg, dg, N);
     }
-    // Four rows per variant, each verified first, then timed interleaved with the default: the
-    // planned run (on the variant's plan), the plan build, the one-shot call (whose build reads
+    // Five rows per variant, each verified first, then timed interleaved with the default: the
+    // planned run (on the variant's plan), the same with w in plan order, the plan build, the
+    // one-shot call (whose build reads
     // the knobs too, e.g. PIPELINK_AGG_BUILD_CHUNKS) and the lean call, the last three with their
     // allocator peak from the cold call (the plan build's: the new plan and its transient
     // scratch, where the main plan-build row reports what the plan keeps).
@@ -356,6 +357,22 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
       }
     };
     ab_rows("planned", [&](std::size_t i) { aggregate(plans[i], xg, wg.view(), out); }, false);
+    // w in plan order too (AggregatePlan::permute_weights on each variant's plan, into a buffer of
+    // its own, under its knobs): its kernel form differs from the planned row's on some plans
+    // (v41: power-law's kWPlanOrder form, 3.71 against 4.13 ms only across two machine starts).
+    // Before the plan-build rows, which replace plans[i].
+    std::vector<Tensor> wbufs;
+    std::vector<PlanWeights> wplans;
+    wbufs.reserve(abs.size() + 1);  // no reallocation under the views the PlanWeights keep
+    for (std::size_t i = 0; i <= abs.size(); ++i) {
+      EnvScope env(i == 0 ? std::vector<std::pair<std::string, std::string>>{} : abs[i - 1].vars);
+      wbufs.push_back(TensorBuilder().shape({r.edges}).device(dev).build());
+      wplans.push_back(plans[i].permute_weights(wg.view(), wbufs.back().view()));
+    }
+    ab_rows(
+        "planned, w in plan order", [&](std::size_t i) { aggregate(plans[i], xg, wplans[i], out); }, false);
+    wplans.clear();
+    wbufs.clear();  // their device memory back before the rows that measure peaks
     // The plan build under each variant (its knobs read at build: PIPELINK_AGG_BUILD_SORT,
     // _BUILD_FIRST, ...), checked by a planned run on the plan it built; the plan it replaces is
     // freed after, as when a user rebuilds with the old plan alive. Five more untimed rounds:
