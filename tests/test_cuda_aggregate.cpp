@@ -399,6 +399,12 @@ struct ScopedEnv {
   ScopedEnv& operator=(const ScopedEnv&) = delete;
 };
 
+// build_trace with `knob` set to `value` for that build only.
+std::string build_trace(const Tensor& src, const Tensor& dst, std::int64_t N, const char* knob, const char* value) {
+  const ScopedEnv env({{knob, value}});
+  return build_trace(src, dst, N);
+}
+
 TEST_F(CudaAggregate, TanhIsFaithfulInEveryFloatKernel) {
   // PROTOCOL.md's bound assumes a faithful tanh (<= 2 ulp). The float kernels use tanh_f32
   // (src/cuda/aggregate.cu): CUDA's tanhf less its clamp to +-1 at |v| >= 9.0109. Every 64th
@@ -1042,12 +1048,9 @@ TEST_F(CudaAggregate, PlanTailOneKernelIsTheTwo) {
   const Tensor sg = gpu(g.src), dg = gpu(g.dst);
   const std::string fused = build_trace(sg, dg, 500);
   EXPECT_NE(fused.find(" plan_tail "), std::string::npos) << fused;
-  {
-    ScopedEnv env({{"PIPELINK_AGG_PLAN_TAIL", "split"}});
-    const std::string split = build_trace(sg, dg, 500);
-    EXPECT_NE(split.find(" work_split "), std::string::npos) << split;
-    EXPECT_EQ(split.find("plan_tail"), std::string::npos) << split;
-  }
+  const std::string split = build_trace(sg, dg, 500, "PIPELINK_AGG_PLAN_TAIL", "split");
+  EXPECT_NE(split.find(" work_split "), std::string::npos) << split;
+  EXPECT_EQ(split.find("plan_tail"), std::string::npos) << split;
   // 70 builds one after another, each taking a slot and giving it back (a page holds 64).
   std::size_t first = 0;
   for (int i = 0; i < 70; ++i) {
@@ -1267,13 +1270,9 @@ TEST_F(CudaAggregate, PlanBuildOnHopperCountsCubsDigitsInItsFirstPass) {
   // The default: the counts taken by the scatter; =own: by the counts kernel; =cub: SortPairs.
   const std::string dflt = build_trace(sg, dg, 3000000);
   EXPECT_NE(dflt.find(" sort_scatter_counts "), std::string::npos) << dflt;
-  {
-    ScopedEnv own_hist({{"PIPELINK_AGG_BUILD_HIST", "own"}});
-    const std::string by_counts = build_trace(sg, dg, 3000000);
-    EXPECT_NE(by_counts.find(" sort_own_counts "), std::string::npos) << by_counts;
-  }
-  ScopedEnv cub_hist({{"PIPELINK_AGG_BUILD_HIST", "cub"}});
-  const std::string cub = build_trace(sg, dg, 3000000);
+  const std::string by_counts = build_trace(sg, dg, 3000000, "PIPELINK_AGG_BUILD_HIST", "own");
+  EXPECT_NE(by_counts.find(" sort_own_counts "), std::string::npos) << by_counts;
+  const std::string cub = build_trace(sg, dg, 3000000, "PIPELINK_AGG_BUILD_HIST", "cub");
   EXPECT_EQ(cub.find("_counts "), std::string::npos) << cub;
   EXPECT_NE(cub.find(" sort "), std::string::npos) << cub;
 }
