@@ -122,6 +122,9 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
     # RACECHECK_FILTER="*StagedIssueVariants*:*CompactPlanSrcColumnWidths*" took 412 s (f0669c6,
     # session 29) and cut that call's bench. SKIP_RACECHECK=1 leaves racecheck out (memcheck
     # still runs); a filter that matches nothing reads as a failed step instead.
+    # For the rest of the suite: scripts/racecheck-pieces.sh after a build in the same call (each
+    # piece its own filter, knobs and time limit, a table at the end); v42 measured 26-68x CTest's
+    # time per test, and docs/results/h200-v42-racecheck.md lists which tests have run that way.
     filt=()
     [ "$n" = test_cuda_aggregate ] && filt=(--gtest_filter="${RACECHECK_FILTER:--*PlanBuiltOnOneStreamRunsOnAnother*:*OneShotOnAFullDevice*}")
     # RACECHECK_ARGS: more compute-sanitizer options (e.g. "--show-backtrace device").
