@@ -8,6 +8,9 @@
 #            scripts/racecheck-pieces.sh 'FILTER[|VAR=val,VAR2=val[|sanitizer options]]' ...
 #   e.g. '*FusedFirstRadixPassIsTheSamePlan*|PIPELINK_AGG_MSD_STREAMS=1'
 #        '*FusedFirstRadixPassIsTheSamePlan*||--force-blocking-launches' (RACECHECK_ARGS: every piece)
+#   Tests with a case table (OneShotMsdSortGivesTheOneSortsBits: 9 cases, FusedFirstRadixPassIsTheSamePlan:
+#   16, NodeCountsPastSixteenBits: 4) take PIPELINK_TEST_CASES=i,j (tests/test_util.hpp, CaseFilter) as a
+#   knob, so one test can be several pieces: '*OneShotMsdSortGivesTheOneSortsBits*|PIPELINK_TEST_CASES=0,1'.
 #   SEGV=1 preloads scripts/segv-backtrace.c (a host backtrace if the test dies of SIGSEGV).
 #   PIPELINK_TEST_SEED is passed through, so a piece can be rerun on the seed that failed.
 # Output: $OUT/racecheck.log (every piece's full text), the table on stdout and in $OUT/racecheck.md.

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "pipelink/pipelink.hpp"
@@ -67,6 +69,45 @@ inline double ulp_error(float got, double want) {
 }
 
 /// Base fixture of the CUDA suites: a visible skip (never a pass) without the backend or a GPU.
+/// PIPELINK_TEST_CASES="i,j,...": a test that loops over a table of cases runs only those (by
+/// index from 0), so that a tool far slower than CTest can take it in pieces that each fit a
+/// device call (racecheck ran 26-68x CTest's time in v42; OneShotMsdSortGivesTheOneSortsBits
+/// takes 31 s in CTest). Unset or empty: every case. A test run on part of its table says which
+/// part on stdout, so a piece never reads as the whole test; an index past the table, or text
+/// that is not a comma-separated list of indices, fails the test.
+class CaseFilter {
+ public:
+  explicit CaseFilter(std::size_t count) : run_(count, true) {
+    const char* env = std::getenv("PIPELINK_TEST_CASES");
+    if (env == nullptr || *env == '\0') return;
+    std::fill(run_.begin(), run_.end(), false);
+    const std::string list = env;
+    std::size_t picked = 0;
+    for (std::size_t at = 0; at <= list.size();) {
+      const std::size_t end = std::min(list.find(',', at), list.size());
+      const std::string item = list.substr(at, end - at);
+      at = end + 1;
+      if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos || item.size() > 9) {
+        ADD_FAILURE() << "PIPELINK_TEST_CASES=" << list << ": '" << item << "' is not a case index";
+        continue;
+      }
+      const std::size_t i = std::stoul(item);
+      if (i >= count) {
+        ADD_FAILURE() << "PIPELINK_TEST_CASES=" << list << ": case " << i << " past this test's " << count << " cases";
+        continue;
+      }
+      picked += run_[i] ? 0 : 1;
+      run_[i] = true;
+    }
+    std::printf("[  CASES   ] PIPELINK_TEST_CASES=%s: %zu of this test's %zu cases\n", env, picked, count);
+  }
+  /// Whether case `i` runs.
+  bool operator()(std::size_t i) const { return run_.at(i); }
+
+ private:
+  std::vector<bool> run_;
+};
+
 class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
