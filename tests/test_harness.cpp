@@ -16,12 +16,16 @@ class CasesEnv {
  public:
   explicit CasesEnv(const char* value) {
     if (const char* old = std::getenv(kName)) old_ = old;
-    if (value) ::setenv(kName, value, 1);
-    else ::unsetenv(kName);
+    if (value)
+      ::setenv(kName, value, 1);
+    else
+      ::unsetenv(kName);
   }
   ~CasesEnv() {
-    if (old_) ::setenv(kName, old_->c_str(), 1);
-    else ::unsetenv(kName);
+    if (old_)
+      ::setenv(kName, old_->c_str(), 1);
+    else
+      ::unsetenv(kName);
   }
   CasesEnv(const CasesEnv&) = delete;
   CasesEnv& operator=(const CasesEnv&) = delete;
