@@ -16,7 +16,8 @@
 #          MUTANTS (scripts/mutation-check.sh), SKIP_BENCH, SKIP_SANITIZER, VARIANTS and INSTR (A/B of opt-in
 #          kernel variants: see below),
 #          RACECHECK_FILTER (a gtest filter for the slow racecheck pass), SKIP_RACECHECK, RACECHECK_ARGS,
-#          SKIP_CTEST, SKIP_MEMCHECK (with SKIP_TESTS unset: racecheck alone),
+#          SKIP_CTEST, SKIP_MEMCHECK (with SKIP_TESTS unset: racecheck alone), RACECHECK_PIECES (racecheck of
+#          test_cuda_aggregate in pieces with their own limits: "FILTER[|knobs[|options]];..."; PIECE_S),
 #          CTEST_VARIANTS="tag:VAR=val[,VAR2=val] ..." (the whole CTest again under opt-in knobs),
 #          AB="tag:VAR=1[,VAR2=1] ..." (the main benchmarks also build a plan under each variant
 #          and time its planned run, the plan build, a one-shot call and a lean call interleaved with the default,
@@ -131,6 +132,15 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
     [ -n "${SKIP_RACECHECK:-}" ] || step "racecheck $n" sanitizer.log compute-sanitizer --tool racecheck --error-exitcode 3 \
       ${RACECHECK_ARGS:-} "$t" "${filt[@]}"
   done
+  # RACECHECK_PIECES="FILTER[|knobs[|options]];...": test_cuda_aggregate under racecheck in pieces
+  # (scripts/racecheck-pieces.sh: each piece its own time limit, PIECE_S, default 240 s), inside
+  # this call's DEADLINE_S; the table goes to $OUT/racecheck.md and into the summary. Usually with
+  # SKIP_RACECHECK=1 (and SKIP_CTEST/SKIP_MEMCHECK when the call is for racecheck alone).
+  if [ -n "${RACECHECK_PIECES:-}" ]; then
+    IFS=';' read -ra pieces <<<"$RACECHECK_PIECES"
+    step "racecheck pieces" sanitizer.log env OUT="$OUT" ${DEADLINE_S:+DEADLINE_S=$((DEADLINE_S - SECONDS - 15))} \
+      scripts/racecheck-pieces.sh "${pieces[@]}"
+  fi
 fi
 if [ ${#pyopt[@]} -gt 0 ] && [ -z "${SKIP_PYTEST:-}" ]; then  # pytest on the GPU against the machine's torch
   python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install -q --no-index --find-links .deps/wheels pytest >/dev/null 2>&1
@@ -281,6 +291,7 @@ grep -h "under torch.profiler" "$OUT/bench.log" 2>/dev/null | cut -c1-400 || tru
 grep -E "^#|^\| (planned|one-shot|plan-build|lean) " "$OUT/variants.md" 2>/dev/null || true
 cat "$OUT/instr.txt" 2>/dev/null || true
 grep -h "ERROR SUMMARY" "$OUT/sanitizer.log" 2>/dev/null | sort | uniq -c || true
+cat "$OUT/racecheck.md" 2>/dev/null || true
 kill $clock_pid 2>/dev/null
 # Per step, from clocks.csv: samples; those with the SM clock at 1000 MHz or more ("busy": an idle
 # H200 sits at 345 MHz, and a bench step idles while the host draws its inputs); their mean and
