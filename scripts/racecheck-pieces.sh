@@ -6,6 +6,7 @@
 # piece's time, exit status and hazard summary.
 #   usage: OUT=dir [PIECE_S=240] [DEADLINE_S=N] [SEGV=1] [RACECHECK_ARGS=...] \
 #            scripts/racecheck-pieces.sh 'FILTER[|VAR=val,VAR2=val[|sanitizer options]]' ...
+#   or @FILE: one piece a line (# comments), e.g. @scripts/racecheck-remaining.txt
 #   e.g. '*FusedFirstRadixPassIsTheSamePlan*|PIPELINK_AGG_MSD_STREAMS=1'
 #        '*FusedFirstRadixPassIsTheSamePlan*||--force-blocking-launches' (RACECHECK_ARGS: every piece)
 #   Tests with a case table (OneShotMsdSortGivesTheOneSortsBits: 9 cases, FusedFirstRadixPassIsTheSamePlan:
@@ -21,7 +22,20 @@ mkdir -p "$OUT"
 export LD_LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 bin=build/gpu/tests/test_cuda_aggregate
 [ -x "$bin" ] || { echo "no $bin: build first (scripts/gpu-check.sh with SKIP_TESTS=1 SKIP_BENCH=1)"; exit 2; }
-[ $# -gt 0 ] || { echo "usage: $0 'FILTER[|VAR=val,...]' ..."; exit 2; }
+[ $# -gt 0 ] || { echo "usage: $0 'FILTER[|VAR=val,...]' ... | @FILE"; exit 2; }
+# @FILE: the pieces from FILE, one a line; blank lines and lines starting with # are skipped.
+args_in=()
+for a in "$@"; do
+  if [[ $a == @* ]]; then
+    [ -r "${a#@}" ] || { echo "no piece list ${a#@}"; exit 2; }
+    while IFS= read -r line; do
+      [[ -z ${line//[[:space:]]/} || $line == \#* ]] || args_in+=("$line")
+    done <"${a#@}"
+  else
+    args_in+=("$a")
+  fi
+done
+set -- "${args_in[@]}"
 pre=()
 if [ -n "${SEGV:-}" ]; then
   gcc -shared -fPIC -o "$OUT/segv.so" scripts/segv-backtrace.c || exit 2
@@ -39,7 +53,9 @@ for p in "$@"; do
   fi
   echo "=== piece $filt [${knobs:-defaults}] [${args:-}] limit ${limit}s" >>"$OUT/racecheck.log"
   t0=$SECONDS
-  env ${knobs//,/ } "${pre[@]}" timeout --kill-after=10 "$limit" compute-sanitizer --tool racecheck --error-exitcode 3 \
+  # Knobs split at a comma that starts the next NAME=, so a value may hold commas (PIPELINK_TEST_CASES=0,1).
+  read -ra kv <<<"$(sed -E 's/,([A-Za-z_][A-Za-z0-9_]*=)/ \1/g' <<<"$knobs")"
+  env "${kv[@]}" "${pre[@]}" timeout --kill-after=10 "$limit" compute-sanitizer --tool racecheck --error-exitcode 3 \
     ${RACECHECK_ARGS:-} $args "$bin" --gtest_filter="$filt" >"$OUT/piece.txt" 2>&1
   rc=$?
   cat "$OUT/piece.txt" >>"$OUT/racecheck.log"
