@@ -1,9 +1,9 @@
 // A host backtrace where a process dies of SIGSEGV or SIGBUS, for a crash seen only under a tool.
 // Written for v41's exit of FusedFirstRadixPassIsTheSamePlan under compute-sanitizer's racecheck
-// (exit status 11, no gtest text); in v42 the same test ran to completion under racecheck (153 s,
-// 0 hazards) and six more pieces ran past the point of v41's exit with this preloaded and no fault:
-// v41's call most likely ran out of device time (docs/results/h200-v42-checks.txt). Kept for the
-// next such crash: scripts/racecheck-pieces.sh preloads it with SEGV=1. Preloaded into the test, it
+// (exit status 11, no gtest text). In v42 the same test ran to completion under racecheck (153 s,
+// 0 hazards), and six pieces with this preloaded ran 19-115 s into it with no fault: the exit was
+// not reproduced and its cause is unknown (docs/results/h200-v42-checks.txt). Kept for the next
+// such crash: scripts/racecheck-pieces.sh preloads it with SEGV=1. Preloaded into the test, it
 // prints the signal, the fault address, the frames, and the executable mappings and the stack's, so
 // the frames say whether the fault lies in our code (test_cuda_aggregate, libpipelink) or the tool's
 // (libsanitizer*, libTreeLauncher*, libcuda), and the fault address whether a stack overflowed.

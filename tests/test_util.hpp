@@ -68,13 +68,13 @@ inline double ulp_error(float got, double want) {
   return std::fabs(double(got) - want) / ulp;
 }
 
-/// Base fixture of the CUDA suites: a visible skip (never a pass) without the backend or a GPU.
 /// PIPELINK_TEST_CASES="i,j,...": a test that loops over a table of cases runs only those (by
 /// index from 0), so that a tool far slower than CTest can take it in pieces that each fit a
-/// device call (racecheck ran 26-68x CTest's time in v42; OneShotMsdSortGivesTheOneSortsBits
-/// takes 31 s in CTest). Unset or empty: every case. A test run on part of its table says which
-/// part on stdout, so a piece never reads as the whole test; an index past the table, or text
-/// that is not a comma-separated list of indices, fails the test.
+/// device call (racecheck ran most tests at 26-68x CTest's time in v42;
+/// OneShotMsdSortGivesTheOneSortsBits takes 31 s in CTest). The variable reaches every test of a
+/// process: give it to one case-table test at a time. Unset or empty: every case. A test run on
+/// part of its table says which part on stdout, so a piece never reads as the whole test; an
+/// index past the table, or text that is not a comma-separated list of indices, fails the test.
 class CaseFilter {
  public:
   explicit CaseFilter(std::size_t count) : run_(count, true) {
@@ -108,6 +108,7 @@ class CaseFilter {
   std::vector<bool> run_;
 };
 
+/// Base fixture of the CUDA suites: a visible skip (never a pass) without the backend or a GPU.
 class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
