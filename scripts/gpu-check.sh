@@ -125,7 +125,8 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
     # still runs); a filter that matches nothing reads as a failed step instead.
     # For the rest of the suite: scripts/racecheck-pieces.sh after a build in the same call (each
     # piece its own filter, knobs and time limit, a table at the end); v42 measured 26-68x CTest's
-    # time for most tests (1.2x for one without shared memory), and docs/results/h200-v42-racecheck.md lists which tests have run that way.
+    # time for most tests (1.2x for one without shared memory); docs/results/h200-v42-racecheck.md
+    # lists which tests have run that way, scripts/racecheck-remaining.txt the rest.
     filt=()
     [ "$n" = test_cuda_aggregate ] && filt=(--gtest_filter="${RACECHECK_FILTER:--*PlanBuiltOnOneStreamRunsOnAnother*:*OneShotOnAFullDevice*}")
     # RACECHECK_ARGS: more compute-sanitizer options (e.g. "--show-backtrace device").
