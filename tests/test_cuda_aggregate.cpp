@@ -490,6 +490,7 @@ TEST_F(CudaAggregate, TanhIsFaithfulInEveryFloatKernel) {
   // A bad PIPELINK_AGG_TANH (or PIPELINK_AGG_STAGED_ISSUE, _STAGED_WMODE) is an error that names the knob,
   // raised before anything is written.
   for (const auto& [knob, value] : {std::pair{"PIPELINK_AGG_TANH", "fast"}, std::pair{"PIPELINK_AGG_STAGED_ISSUE", "2"},
+                                     std::pair{"PIPELINK_AGG_STAGED_ISSUE", "Held"},
                                      std::pair{"PIPELINK_AGG_STAGED_WMODE", "bogus"}}) {
     SCOPED_TRACE(std::string(knob) + "=" + value);
     ScopedEnv bad({{knob, value}});
@@ -509,9 +510,10 @@ TEST_F(CudaAggregate, TanhIsFaithfulInEveryFloatKernel) {
 
 TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   // The LI copies with an unsigned row stride (the default), with a signed one
-  // (PIPELINK_AGG_STAGED_ISSUE=signed) and the wide-address copies (=0, also taken for row strides
-  // of 2^29 floats or more, and for negative ones by default) move the same rows into the same
-  // stage slots, so every output bit matches: planned (w by edge id), w in plan order, one-shot
+  // (PIPELINK_AGG_STAGED_ISSUE=signed), with the slots' shared addresses held in registers (=held,
+  // tanh only: relu takes the default there) and the wide-address copies (=0, also taken for row
+  // strides of 2^29 floats or more, and for negative ones by default) move the same rows into the
+  // same stage slots, so every output bit matches: planned (w by edge id), w in plan order, one-shot
   // (w in the pairs), no weights, accumulate, a padded x row stride, reversed rows, and split hub
   // rows. And the forms with the weights' mode compiled in against the mode read at run time
   // (PIPELINK_AGG_STAGED_WMODE=runtime): the one-shot's (weights in the pairs), the planned call's
@@ -548,6 +550,7 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
     call(a);
     const Tensor ref = host(a);
     for (const auto& [knob, form] : {std::pair{"PIPELINK_AGG_STAGED_ISSUE", "signed"}, std::pair{"PIPELINK_AGG_STAGED_ISSUE", "0"},
+                                      std::pair{"PIPELINK_AGG_STAGED_ISSUE", "held"},
                                       std::pair{"PIPELINK_AGG_STAGED_WMODE", "runtime"}}) {
       Tensor b = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
       {
@@ -589,7 +592,7 @@ TEST_F(CudaAggregate, RowStridesPastFourGigabytes) {
   // bits), 2^29 + 64 floats apart (past the LI copies' limit: the wide-address copies serve it; a
   // signed 32-bit byte stride would turn negative) and 2^30 + 64 apart (an unsigned one would
   // wrap to 256 bytes). Planned and one-shot, against the oracle and bitwise against
-  // PIPELINK_AGG_STAGED_ISSUE=signed and =0. Only the rows themselves are written; the rest of
+  // PIPELINK_AGG_STAGED_ISSUE=signed, =0 and =held. Only the rows themselves are written; the rest of
   // the span is never read.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_STAGED_ISSUE", "PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
@@ -620,7 +623,7 @@ TEST_F(CudaAggregate, RowStridesPastFourGigabytes) {
         else aggregate(plan, xv, wg.view(), out);
       };
       const Tensor got = expect_accurate_then_repeatable([&] { return poisoned_gpu(N, F, DType::f32); }, call, oracle);
-      for (const char* form : {"signed", "0"}) {
+      for (const char* form : {"signed", "0", "held"}) {  // held: unsigned LI's range, 2^24 here
         Tensor other = poisoned_gpu(N, F, DType::f32);
         {
           ScopedEnv env({{"PIPELINK_AGG_STAGED_ISSUE", form}});

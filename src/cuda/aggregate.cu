@@ -3018,6 +3018,21 @@ __device__ __forceinline__ void cp_wait() {
 #endif
 }
 
+// ISSUE 3's shared addresses: `hold` hides how a value was computed, so that ptxas keeps it in a
+// register instead of recomputing it where it is used (it rebuilt the warp's shared base from
+// SR_CgaCtaId in every stage); the loads take such addresses directly.
+__device__ __forceinline__ void hold(unsigned& v) { asm volatile("mov.u32 %0, %0;" : "+r"(v)); }
+__device__ __forceinline__ float2 lds_f2(unsigned a) {
+  float2 v;
+  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(a) : "memory");
+  return v;
+}
+__device__ __forceinline__ float lds_f(unsigned a) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
+  return v;
+}
+
 // The transform as a compile-time constant: a runtime switch per element costs the staged
 // kernel its instruction-level parallelism (eight independent tanh chains per lane).
 template <int TR>
@@ -3059,6 +3074,17 @@ __device__ __forceinline__ float phi_c(float v) {
 // The walk is issue-bound: 2-3 instructions an edge cost ~0.16 ms on products-like (v22's 24-bit
 // column), so ~1.5 fewer should give ~0.09. Measured in v23 (H200, the same rounds): the signed
 // form 1.022x the unsigned one's time on the planned call; PIPELINK_AGG_STAGED_ISSUE=signed A/Bs it.
+// 3 (opt-in, PIPELINK_AGG_STAGED_ISSUE=held; session 39, not yet run on a GPU): 2's copies, with
+// the stage slot kept as a running count instead of j % S, and the lane's shared addresses held
+// in registers (`hold`) and read by explicit ld.shared. In 2's SASS (nvcc 13.0, sm_90,
+// <1, 2, 2, kWCompactLidx>) every stage rebuilt the warp's shared base (S2R SR_CgaCtaId, MOV,
+// LEA), divided j by 3 (IMAD.WIDE.U32, SHF, IMAD) and rebuilt the slot addresses from them, in
+// the issue and again before the loads: 3 cuts a fast stage of 8 edges from ~374 to ~344
+// instructions (issue 79 -> 70, the loads' setup 28 -> 18, the two halves' tanh 96 + 94 -> 90 +
+// 89), ~3.7 fewer an edge of ~47, at 64 registers against 59 (the launch bound's cap; no
+// spills). The walk is issue-bound (88% of issue slots, v41), so the prediction is a planned run
+// 3-7% faster on products-like if the extra registers cost no latency hiding. Same copies,
+// same adds in the same order: the same bits.
 //
 // WM: the weights' mode as a compile-time constant (-1: read from `wmode` at run time). The hot
 // forms (tanh, LI copies: the planned call's kWCompactLidx (the default where N <= 2^24) and
@@ -3184,8 +3210,17 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
   };
   settle();
   // LI: lane copies 16-byte piece (lane & 15) of edge 2c + (lane >> 4) of a stage, c < SE / 2.
-  const unsigned piece_s = static_cast<unsigned>(__cvta_generic_to_shared(rows)) +
-                           unsigned(((lane >> 4) * F + (lane & 15) * 4) * int(sizeof(float)));
+  unsigned piece_s = static_cast<unsigned>(__cvta_generic_to_shared(rows)) +
+                     unsigned(((lane >> 4) * F + (lane & 15) * 4) * int(sizeof(float)));
+  // ISSUE 3: this lane's place in a stage's rows (its two features) and the weights' slots.
+  unsigned lane_s = 0, wts_s = 0;
+  if constexpr (ISSUE == 3) {
+    lane_s = static_cast<unsigned>(__cvta_generic_to_shared(rows)) + unsigned(lane * 2 * int(sizeof(float)));
+    wts_s = static_cast<unsigned>(__cvta_generic_to_shared(wts));
+    hold(piece_s);
+    hold(lane_s);
+    hold(wts_s);
+  }
   const char* const xq = reinterpret_cast<const char*>(x + (lane & 15) * 4);
   // Bytes a row, modulo 2^32 (no signed overflow where the wide copies serve |xs| >= 2^29): the
   // host picks ISSUE 2 for 0 <= xs < 2^29 and ISSUE 1 for |xs| < 2^29, where this is exact.
@@ -3194,8 +3229,14 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
     const int kb = rbeg;
     EdgePair<std::int32_t> pnext{0, 0};
     if (lane < SE && kb + lane < n) pnext = entry(kb + lane);
+    int islot = 0, cslot = 0;  // ISSUE 3: the slots of the next issue and of the next stage read
     auto issue = [&](int j) {  // stage j: edges kb + j*SE ..., into slot j % S
       const int k0 = kb + j * SE;
+      int js = j % S;
+      if constexpr (ISSUE == 3) {  // issue() runs for j = 0, 1, 2, ... in order
+        js = islot;
+        islot = islot == S - 1 ? 0 : islot + 1;
+      }
       EdgePair<std::int32_t> p = pnext;
       if (wmode == kWCompactLidx) p.src = std::int32_t(unsigned(p.src) & kLidxColumnSrcMask);  // see entry()
       if (wmode == kWCompact24) p = EdgePair<std::int32_t>{compact24_join(p), 0};
@@ -3203,13 +3244,13 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
       if (lane < SE && kn < n) pnext = entry(kn);
       if (k0 < n) {
         if constexpr (ISSUE > 0) {
-          const unsigned slot_s = piece_s + unsigned((j % S) * SE * F * int(sizeof(float)));
+          const unsigned slot_s = piece_s + unsigned(js * SE * F * int(sizeof(float)));
 #pragma unroll
           for (int c = 0; c < SE / 2; ++c) {
             const int e = c * 2 + (lane >> 4);
             const int sr = __shfl_sync(0xffffffffu, p.src, e);
             if (k0 + e < n) {
-              const char* const xr = ISSUE == 2 ? xq + std::uint64_t(unsigned(sr)) * unsigned(xsb)  // sr >= 0, xsb >= 0
+              const char* const xr = ISSUE >= 2 ? xq + std::uint64_t(unsigned(sr)) * unsigned(xsb)  // sr >= 0, xsb >= 0
                                                 : xq + std::int64_t(sr) * xsb;
               cp_async16_s(slot_s + unsigned(c * 2 * F * int(sizeof(float))), xr);
             }
@@ -3226,8 +3267,8 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
         if (has_w && lane < SE && k0 + lane < n) {
           // kWInPairs: a plain store into the slot; the stage's reader passes the same
           // cp_wait + __syncwarp as for the copies, and the slot's last reader synced before.
-          if (wmode == kWInPairs) wts[(j % S) * SE + lane] = __int_as_float(p.id);
-          else cp_async4(wts + (j % S) * SE + lane, wq + (w_plan_order(wmode) ? k0 + lane : p.id));
+          if (wmode == kWInPairs) wts[js * SE + lane] = __int_as_float(p.id);
+          else cp_async4(wts + js * SE + lane, wq + (w_plan_order(wmode) ? k0 + lane : p.id));
         }
       }
       cp_commit();  // empty groups too: wait_group counts stay uniform
@@ -3260,8 +3301,13 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
       issue(j + S - 1);
       cp_wait<S - 1>();
       __syncwarp();
-      const float* srow = rows + (j % S) * SE * F;
-      const float* sw = wts + (j % S) * SE;
+      int cs = j % S;
+      if constexpr (ISSUE == 3) {
+        cs = cslot;
+        cslot = cslot == S - 1 ? 0 : cslot + 1;
+      }
+      const float* srow = rows + cs * SE * F;
+      const float* sw = wts + cs * SE;
       const int k0 = kb + j * SE;
       // Fast stage: all SE edges lie in the current row and no 32-edge block ends before the
       // stage's last edge, so the sums need no per-edge checks (same adds, same order, same bits).
@@ -3273,8 +3319,15 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
         float2 t[4];
 #pragma unroll
         for (int u = 0; u < 4; ++u) {  // four edges' values before any is added: 8 chains per lane
-          const float2 v = reinterpret_cast<const float2*>(srow + (e0 + u) * F)[lane];
-          const float wt = has_w ? sw[e0 + u] : 1.f;
+          float2 v;
+          float wt;
+          if constexpr (ISSUE == 3) {
+            v = lds_f2(lane_s + unsigned((cs * SE + e0 + u) * F * int(sizeof(float))));
+            wt = has_w ? lds_f(wts_s + unsigned((cs * SE + e0 + u) * int(sizeof(float)))) : 1.f;
+          } else {
+            v = reinterpret_cast<const float2*>(srow + (e0 + u) * F)[lane];
+            wt = has_w ? sw[e0 + u] : 1.f;
+          }
           t[u] = make_float2(phi_c<TR>(v.x * wt), phi_c<TR>(v.y * wt));
         }
         if (fast) {
@@ -3504,10 +3557,12 @@ struct StagedSegments {  // the split rows' segments, summed by the staged kerne
 
 // PIPELINK_AGG_STAGED_ISSUE: unset, empty or "1" the LI copies with an unsigned row stride (2, the
 // default); "signed" the LI copies with a signed one (1, v12-v21's); "0" the wide-address copies
-// (0). Another value is an error naming the knob, raised by CudaPlan::run before any work.
+// (0); "held" 2's copies with the slots' shared addresses held in registers (3, opt-in; tanh
+// only, other transforms take 2). Another value is an error naming the knob, raised by
+// CudaPlan::run before any work.
 int staged_issue_knob() {
-  constexpr int issue[] = {2, 1, 0};
-  return issue[knob_choice("PIPELINK_AGG_STAGED_ISSUE", {"1", "signed", "0"})];
+  constexpr int issue[] = {2, 1, 0, 3};
+  return issue[knob_choice("PIPELINK_AGG_STAGED_ISSUE", {"1", "signed", "0", "held"})];
 }
 
 // PIPELINK_AGG_STAGED_WMODE: unset or "const" (the hot forms with the weights' mode compiled in,
@@ -3533,7 +3588,9 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
   // else the wide-address copies. Checked by CudaPlan::run before any work (staged_issue_knob).
   const int issue = staged_issue_knob();
   const bool li_signed = issue == 1 && xs > -(std::int64_t(1) << 29) && xs < (std::int64_t(1) << 29);
-  const bool li_unsigned = issue == 2 && xs >= 0 && xs < (std::int64_t(1) << 29);
+  // "held" (3) has the unsigned form's range; instantiated for tanh only (the hot forms).
+  const bool li_held = TR == 1 && issue == 3 && xs >= 0 && xs < (std::int64_t(1) << 29);
+  const bool li_unsigned = (issue == 2 || (issue == 3 && TR != 1)) && xs >= 0 && xs < (std::int64_t(1) << 29);
   constexpr int warps = kStagedWarps;
   const int grid = int((sg.count + groups + warps - 1) / warps);
   auto launch = [&](auto kernel) {
@@ -3557,6 +3614,14 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
         PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2, kWPlanOrder>,
                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  staged_smem_bytes(kStagedWarps)));
+        PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 3>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 staged_smem_bytes(kStagedWarps)));
+        for (auto k : {staged_rows_kernel<TR, kStagedWarps, 3, kWCompact>, staged_rows_kernel<TR, kStagedWarps, 3, kWCompactLidx>,
+                       staged_rows_kernel<TR, kStagedWarps, 3, kWInPairs>, staged_rows_kernel<TR, kStagedWarps, 3, kWById>,
+                       staged_rows_kernel<TR, kStagedWarps, 3, kWPlanOrder>})
+          PIPELINK_CUDA_CHECK(
+              cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
       }
       opted.fetch_or(bit, std::memory_order_acq_rel);
     }
@@ -3568,12 +3633,22 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
   // PIPELINK_AGG_STAGED_WMODE=runtime (for A/B; the same bits). tanh only: other transforms
   // instantiate no such form.
   auto launch_runtime_mode = [&] {
+    if constexpr (TR == 1) {
+      if (li_held) return launch(staged_rows_kernel<TR, warps, 3>);
+    }
     if (li_unsigned) launch(staged_rows_kernel<TR, warps, 2>);
     else if (li_signed) launch(staged_rows_kernel<TR, warps, 1>);
     else launch(staged_rows_kernel<TR, warps, 0>);
   };
   if constexpr (TR == 1) {
-    if (!(li_unsigned && wp && !staged_wmode_runtime())) launch_runtime_mode();
+    if (li_held && wp && !staged_wmode_runtime()) {
+      if (wmode == kWCompact) launch(staged_rows_kernel<TR, warps, 3, kWCompact>);
+      else if (wmode == kWCompactLidx) launch(staged_rows_kernel<TR, warps, 3, kWCompactLidx>);
+      else if (wmode == kWInPairs) launch(staged_rows_kernel<TR, warps, 3, kWInPairs>);
+      else if (wmode == kWById) launch(staged_rows_kernel<TR, warps, 3, kWById>);
+      else if (wmode == kWPlanOrder) launch(staged_rows_kernel<TR, warps, 3, kWPlanOrder>);
+      else launch_runtime_mode();
+    } else if (!(li_unsigned && wp && !staged_wmode_runtime())) launch_runtime_mode();
     else if (wmode == kWCompact) launch(staged_rows_kernel<TR, warps, 2, kWCompact>);
     else if (wmode == kWCompactLidx) launch(staged_rows_kernel<TR, warps, 2, kWCompactLidx>);
     else if (wmode == kWInPairs) launch(staged_rows_kernel<TR, warps, 2, kWInPairs>);
