@@ -489,9 +489,9 @@ TEST_F(CudaAggregate, TanhIsFaithfulInEveryFloatKernel) {
   check("lean (phi)", out, true);
   // A bad PIPELINK_AGG_TANH (or PIPELINK_AGG_STAGED_ISSUE, _STAGED_WMODE) is an error that names the knob,
   // raised before anything is written.
-  for (const auto& [knob, value] : {std::pair{"PIPELINK_AGG_TANH", "fast"}, std::pair{"PIPELINK_AGG_STAGED_ISSUE", "2"},
-                                     std::pair{"PIPELINK_AGG_STAGED_ISSUE", "Held"},
-                                     std::pair{"PIPELINK_AGG_STAGED_WMODE", "bogus"}}) {
+  for (const auto& [knob, value] :
+       {std::pair{"PIPELINK_AGG_TANH", "fast"}, std::pair{"PIPELINK_AGG_STAGED_ISSUE", "2"},
+        std::pair{"PIPELINK_AGG_STAGED_ISSUE", "Held"}, std::pair{"PIPELINK_AGG_STAGED_WMODE", "bogus"}}) {
     SCOPED_TRACE(std::string(knob) + "=" + value);
     ScopedEnv bad({{knob, value}});
     Tensor untouched = poisoned_gpu(N, F, DType::f32);
@@ -549,9 +549,9 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
     Tensor a = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
     call(a);
     const Tensor ref = host(a);
-    for (const auto& [knob, form] : {std::pair{"PIPELINK_AGG_STAGED_ISSUE", "signed"}, std::pair{"PIPELINK_AGG_STAGED_ISSUE", "0"},
-                                      std::pair{"PIPELINK_AGG_STAGED_ISSUE", "held"},
-                                      std::pair{"PIPELINK_AGG_STAGED_WMODE", "runtime"}}) {
+    for (const auto& [knob, form] :
+         {std::pair{"PIPELINK_AGG_STAGED_ISSUE", "signed"}, std::pair{"PIPELINK_AGG_STAGED_ISSUE", "0"},
+          std::pair{"PIPELINK_AGG_STAGED_ISSUE", "held"}, std::pair{"PIPELINK_AGG_STAGED_WMODE", "runtime"}}) {
       Tensor b = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
       {
         ScopedEnv env({{knob, form}});

@@ -3267,8 +3267,10 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
         if (has_w && lane < SE && k0 + lane < n) {
           // kWInPairs: a plain store into the slot; the stage's reader passes the same
           // cp_wait + __syncwarp as for the copies, and the slot's last reader synced before.
-          if (wmode == kWInPairs) wts[js * SE + lane] = __int_as_float(p.id);
-          else cp_async4(wts + js * SE + lane, wq + (w_plan_order(wmode) ? k0 + lane : p.id));
+          if (wmode == kWInPairs)
+            wts[js * SE + lane] = __int_as_float(p.id);
+          else
+            cp_async4(wts + js * SE + lane, wq + (w_plan_order(wmode) ? k0 + lane : p.id));
         }
       }
       cp_commit();  // empty groups too: wait_group counts stay uniform
@@ -3593,35 +3595,29 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
   const bool li_unsigned = (issue == 2 || (issue == 3 && TR != 1)) && xs >= 0 && xs < (std::int64_t(1) << 29);
   constexpr int warps = kStagedWarps;
   const int grid = int((sg.count + groups + warps - 1) / warps);
+  // The hot forms of copy form I (2, or 3 under "held") with the weights' mode compiled in: f on
+  // each (the launch below, and the shared-memory attribute).
+  auto each_compiled = [](auto issue_c, auto&& f) {
+    constexpr int I = decltype(issue_c)::value;
+    f(staged_rows_kernel<TR, kStagedWarps, I, kWCompact>);
+    f(staged_rows_kernel<TR, kStagedWarps, I, kWCompactLidx>);
+    f(staged_rows_kernel<TR, kStagedWarps, I, kWInPairs>);
+    f(staged_rows_kernel<TR, kStagedWarps, I, kWById>);
+    f(staged_rows_kernel<TR, kStagedWarps, I, kWPlanOrder>);
+  };
   auto launch = [&](auto kernel) {
     if (!bit || !(opted.load(std::memory_order_acquire) & bit)) {
-      PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 0>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
-      PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 1>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
-      PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
+      auto opt_in = [](auto k) {
+        PIPELINK_CUDA_CHECK(
+            cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
+      };
+      opt_in(staged_rows_kernel<TR, kStagedWarps, 0>);
+      opt_in(staged_rows_kernel<TR, kStagedWarps, 1>);
+      opt_in(staged_rows_kernel<TR, kStagedWarps, 2>);
       if constexpr (TR == 1) {
-        PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2, kWCompact>,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
-        PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2, kWCompactLidx>,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
-        PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2, kWInPairs>,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
-        PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2, kWById>,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 staged_smem_bytes(kStagedWarps)));
-        PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 2, kWPlanOrder>,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 staged_smem_bytes(kStagedWarps)));
-        PIPELINK_CUDA_CHECK(cudaFuncSetAttribute(staged_rows_kernel<TR, kStagedWarps, 3>,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 staged_smem_bytes(kStagedWarps)));
-        for (auto k : {staged_rows_kernel<TR, kStagedWarps, 3, kWCompact>, staged_rows_kernel<TR, kStagedWarps, 3, kWCompactLidx>,
-                       staged_rows_kernel<TR, kStagedWarps, 3, kWInPairs>, staged_rows_kernel<TR, kStagedWarps, 3, kWById>,
-                       staged_rows_kernel<TR, kStagedWarps, 3, kWPlanOrder>})
-          PIPELINK_CUDA_CHECK(
-              cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, staged_smem_bytes(kStagedWarps)));
+        opt_in(staged_rows_kernel<TR, kStagedWarps, 3>);
+        each_compiled(std::integral_constant<int, 2>{}, opt_in);
+        each_compiled(std::integral_constant<int, 3>{}, opt_in);
       }
       opted.fetch_or(bit, std::memory_order_acq_rel);
     }
@@ -3636,25 +3632,34 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
     if constexpr (TR == 1) {
       if (li_held) return launch(staged_rows_kernel<TR, warps, 3>);
     }
-    if (li_unsigned) launch(staged_rows_kernel<TR, warps, 2>);
-    else if (li_signed) launch(staged_rows_kernel<TR, warps, 1>);
-    else launch(staged_rows_kernel<TR, warps, 0>);
+    if (li_unsigned) return launch(staged_rows_kernel<TR, warps, 2>);
+    if (li_signed) return launch(staged_rows_kernel<TR, warps, 1>);
+    launch(staged_rows_kernel<TR, warps, 0>);
+  };
+  auto launch_compiled = [&](auto issue_c) {
+    constexpr int I = decltype(issue_c)::value;
+    switch (wmode) {
+      case kWCompact:
+        return launch(staged_rows_kernel<TR, warps, I, kWCompact>);
+      case kWCompactLidx:
+        return launch(staged_rows_kernel<TR, warps, I, kWCompactLidx>);
+      case kWInPairs:
+        return launch(staged_rows_kernel<TR, warps, I, kWInPairs>);
+      case kWById:
+        return launch(staged_rows_kernel<TR, warps, I, kWById>);
+      case kWPlanOrder:
+        return launch(staged_rows_kernel<TR, warps, I, kWPlanOrder>);
+      default:
+        return launch_runtime_mode();  // kWCompact24
+    }
   };
   if constexpr (TR == 1) {
-    if (li_held && wp && !staged_wmode_runtime()) {
-      if (wmode == kWCompact) launch(staged_rows_kernel<TR, warps, 3, kWCompact>);
-      else if (wmode == kWCompactLidx) launch(staged_rows_kernel<TR, warps, 3, kWCompactLidx>);
-      else if (wmode == kWInPairs) launch(staged_rows_kernel<TR, warps, 3, kWInPairs>);
-      else if (wmode == kWById) launch(staged_rows_kernel<TR, warps, 3, kWById>);
-      else if (wmode == kWPlanOrder) launch(staged_rows_kernel<TR, warps, 3, kWPlanOrder>);
-      else launch_runtime_mode();
-    } else if (!(li_unsigned && wp && !staged_wmode_runtime())) launch_runtime_mode();
-    else if (wmode == kWCompact) launch(staged_rows_kernel<TR, warps, 2, kWCompact>);
-    else if (wmode == kWCompactLidx) launch(staged_rows_kernel<TR, warps, 2, kWCompactLidx>);
-    else if (wmode == kWInPairs) launch(staged_rows_kernel<TR, warps, 2, kWInPairs>);
-    else if (wmode == kWById) launch(staged_rows_kernel<TR, warps, 2, kWById>);
-    else if (wmode == kWPlanOrder) launch(staged_rows_kernel<TR, warps, 2, kWPlanOrder>);
-    else launch_runtime_mode();
+    if (!wp || staged_wmode_runtime() || !(li_held || li_unsigned))
+      launch_runtime_mode();
+    else if (li_held)
+      launch_compiled(std::integral_constant<int, 3>{});
+    else
+      launch_compiled(std::integral_constant<int, 2>{});
   } else {
     launch_runtime_mode();
   }
