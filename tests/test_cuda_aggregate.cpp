@@ -559,6 +559,14 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
       }
       EXPECT_TRUE(bitwise_equal(ref, host(b))) << knob << "=" << form << " gave other bits than the default";
     }
+    // The held copies' run-time form with weights (the compiled ones above take every mode but
+    // the 24-bit column's).
+    Tensor c = accumulate ? gpu(init) : poisoned_gpu(N, F, DType::f32);
+    {
+      ScopedEnv env({{"PIPELINK_AGG_STAGED_ISSUE", "held"}, {"PIPELINK_AGG_STAGED_WMODE", "runtime"}});
+      call(c);
+    }
+    EXPECT_TRUE(bitwise_equal(ref, host(c))) << "held copies with the mode read at run time gave other bits";
   };
   both("planned", [&](const TensorView& o) { aggregate(plan, xg, wg.view(), o); }, false);
   both("planned, accumulate", [&](const TensorView& o) { aggregate(plan, xg, wg.view(), o, {Transform::tanh, true}); }, true);
@@ -569,8 +577,9 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   both("one-shot", [&](const TensorView& o) { aggregate(xg, sg, dg, wg.view(), o, {.path = AggregatePath::one_shot}); }, false);
   both("relu", [&](const TensorView& o) { aggregate(plan, xg, wg.view(), o, {Transform::relu}); }, false);
   // Both compact columns' compiled forms: the plain 32-bit column (=1, kWCompact) and lidx's low
-  // byte on top (the default, kWCompactLidx).
-  for (const char* column : {"1", ""}) {
+  // byte on top (the default, kWCompactLidx); and the 24-bit column (=24, kWCompact24), which every
+  // copy form reads at run time.
+  for (const char* column : {"1", "", "24"}) {
     SCOPED_TRACE(std::string("PIPELINK_AGG_W_PERMUTE_COMPACT=") + column);
     AggregatePlan compact;
     {
@@ -680,6 +689,14 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
                      {"PIPELINK_AGG_EDGES_PER_ROW", k.edges_per_row}});
       AggregatePlan plan = AggregatePlan::build(sg, dg, N);
       aggregate(plan, xg, wg.view(), out);
+      // The held copies (PIPELINK_AGG_STAGED_ISSUE=held) count their ring slots from 0 again at
+      // each restart after a split row: the same bits as the default's j % S.
+      Tensor held = poisoned_gpu(N, F, DType::f32);
+      {
+        ScopedEnv issue({{"PIPELINK_AGG_STAGED_ISSUE", "held"}});
+        aggregate(plan, xg, wg.view(), held);
+      }
+      EXPECT_TRUE(bitwise_equal(host(out), host(held))) << "PIPELINK_AGG_STAGED_ISSUE=held gave other bits";
     }
     const Tensor back = host(out);
     VerifyReport r = verify_aggregate(back, oracle);

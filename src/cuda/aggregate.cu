@@ -3596,7 +3596,8 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
   constexpr int warps = kStagedWarps;
   const int grid = int((sg.count + groups + warps - 1) / warps);
   // The hot forms of copy form I (2, or 3 under "held") with the weights' mode compiled in: f on
-  // each (the launch below, and the shared-memory attribute).
+  // each, to set their shared-memory attribute (launch_compiled below switches over the same five
+  // modes: a mode added to one belongs in the other).
   auto each_compiled = [](auto issue_c, auto&& f) {
     constexpr int I = decltype(issue_c)::value;
     f(staged_rows_kernel<TR, kStagedWarps, I, kWCompact>);
