@@ -681,7 +681,7 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
     SCOPED_TRACE(std::string("segment=") + (k.segment ? k.segment : "-") + " chunk=" + (k.chunk ? k.chunk : "-") +
                  " rows_per_edge=" + (k.rows_per_edge ? k.rows_per_edge : "-") +
                  " edges_per_row=" + (k.edges_per_row ? k.edges_per_row : "-"));
-    Tensor out = poisoned_gpu(N, F, DType::f32);
+    Tensor out = poisoned_gpu(N, F, DType::f32), held = poisoned_gpu(N, F, DType::f32);
     {
       ScopedEnv env({{"PIPELINK_AGG_SEGMENT", k.segment},
                      {"PIPELINK_AGG_CHUNK", k.chunk},
@@ -691,14 +691,11 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
       aggregate(plan, xg, wg.view(), out);
       // The held copies (PIPELINK_AGG_STAGED_ISSUE=held) count their ring slots from 0 again at
       // each restart after a split row: the same bits as the default's j % S.
-      Tensor held = poisoned_gpu(N, F, DType::f32);
-      {
-        ScopedEnv issue({{"PIPELINK_AGG_STAGED_ISSUE", "held"}});
-        aggregate(plan, xg, wg.view(), held);
-      }
-      EXPECT_TRUE(bitwise_equal(host(out), host(held))) << "PIPELINK_AGG_STAGED_ISSUE=held gave other bits";
+      ScopedEnv issue({{"PIPELINK_AGG_STAGED_ISSUE", "held"}});
+      aggregate(plan, xg, wg.view(), held);
     }
     const Tensor back = host(out);
+    EXPECT_TRUE(bitwise_equal(back, host(held))) << "PIPELINK_AGG_STAGED_ISSUE=held gave other bits";
     VerifyReport r = verify_aggregate(back, oracle);
     EXPECT_TRUE(r.within_tolerance) << r.summary();
     EXPECT_EQ(r.unwritten, 0) << r.summary();

@@ -3079,9 +3079,9 @@ __device__ __forceinline__ float phi_c(float v) {
 // in registers (`hold`) and read by explicit ld.shared. In 2's SASS (nvcc 13.0, sm_90,
 // <1, 2, 2, kWCompactLidx>) every stage rebuilt the warp's shared base (S2R SR_CgaCtaId, MOV,
 // LEA), divided j by 3 (IMAD.WIDE.U32, SHF, IMAD) and rebuilt the slot addresses from them, in
-// the issue and again before the loads: 3 cuts a fast stage of 8 edges from ~374 to ~344
-// instructions (issue 79 -> 70, the loads' setup 28 -> 18, the two halves' tanh 96 + 94 -> 90 +
-// 89), ~3.7 fewer an edge of ~47, at 64 registers against 59 (the launch bound's cap; no
+// the issue and again before the loads: 3 cuts a fast stage of 8 edges from ~374 to ~340
+// instructions (issue 79 -> 70, the loads' setup 28 -> 20, the two halves' tanh 96 + 94 -> 83 +
+// 90), ~4 fewer an edge of ~47, at 62-64 registers against 59 (the launch bound's cap; no
 // spills). The walk is issue-bound (88% of issue slots, v41), so the prediction is a planned run
 // 3-7% faster on products-like if the extra registers cost no latency hiding. Same copies,
 // same adds in the same order: the same bits.
@@ -3229,7 +3229,10 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
     const int kb = rbeg;
     EdgePair<std::int32_t> pnext{0, 0};
     if (lane < SE && kb + lane < n) pnext = entry(kb + lane);
-    int islot = 0, cslot = 0;  // ISSUE 3: the slots of the next issue and of the next stage read
+    // ISSUE 3: the slots of the next issue and of the next stage read. cslot always equals islot
+    // right after the stage's issue(j + S - 1), but read from islot the held form's fast stage
+    // took ~21 more instructions in SASS (nvcc 13.0, sm_90, kWCompactLidx: 284 against 263).
+    int islot = 0, cslot = 0;
     auto issue = [&](int j) {  // stage j: edges kb + j*SE ..., into slot j % S
       const int k0 = kb + j * SE;
       int js = j % S;
