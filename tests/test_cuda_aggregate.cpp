@@ -681,7 +681,8 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
     SCOPED_TRACE(std::string("segment=") + (k.segment ? k.segment : "-") + " chunk=" + (k.chunk ? k.chunk : "-") +
                  " rows_per_edge=" + (k.rows_per_edge ? k.rows_per_edge : "-") +
                  " edges_per_row=" + (k.edges_per_row ? k.edges_per_row : "-"));
-    Tensor out = poisoned_gpu(N, F, DType::f32), held = poisoned_gpu(N, F, DType::f32);
+    Tensor out = poisoned_gpu(N, F, DType::f32), tanh_out = poisoned_gpu(N, F, DType::f32),
+           held = poisoned_gpu(N, F, DType::f32);
     {
       ScopedEnv env({{"PIPELINK_AGG_SEGMENT", k.segment},
                      {"PIPELINK_AGG_CHUNK", k.chunk},
@@ -690,12 +691,16 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
       AggregatePlan plan = AggregatePlan::build(sg, dg, N);
       aggregate(plan, xg, wg.view(), out);
       // The held copies (PIPELINK_AGG_STAGED_ISSUE=held) count their ring slots from 0 again at
-      // each restart after a split row: the same bits as the default's j % S.
+      // each restart after a split row: the same bits as the default's j % S. The held form is
+      // built for tanh only (other transforms run the default), so both sides take tanh: with
+      // the default transform this compared the default with itself and missed the mutant
+      // 'held slots not restarted with the ring' (v43, H200).
+      aggregate(plan, xg, wg.view(), tanh_out, {Transform::tanh});
       ScopedEnv issue({{"PIPELINK_AGG_STAGED_ISSUE", "held"}});
-      aggregate(plan, xg, wg.view(), held);
+      aggregate(plan, xg, wg.view(), held, {Transform::tanh});
     }
     const Tensor back = host(out);
-    EXPECT_TRUE(bitwise_equal(back, host(held))) << "PIPELINK_AGG_STAGED_ISSUE=held gave other bits";
+    EXPECT_TRUE(bitwise_equal(host(tanh_out), host(held))) << "PIPELINK_AGG_STAGED_ISSUE=held gave other bits";
     VerifyReport r = verify_aggregate(back, oracle);
     EXPECT_TRUE(r.within_tolerance) << r.summary();
     EXPECT_EQ(r.unwritten, 0) << r.summary();
