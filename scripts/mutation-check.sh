@@ -93,6 +93,7 @@ mutations=(
   "gathering walk compiled as plan order@src/cuda/aggregate.cu@return launch(staged_rows_kernel<TR, warps, I, kWById>);@return launch(staged_rows_kernel<TR, warps, I, kWPlanOrder>);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
   "plan-order walk compiled as gathering@src/cuda/aggregate.cu@return launch(staged_rows_kernel<TR, warps, I, kWPlanOrder>);@return launch(staged_rows_kernel<TR, warps, I, kWById>);@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
   "held slots not restarted with the ring@src/cuda/aggregate.cu@int islot = 0, cslot = 0;@int islot = kb > 0, cslot = 0;@1@CudaAggregate.PlanKnobsKeepTheBitsOfUnsplitRows"
+  "staged walk does not restart after a split row@src/cuda/aggregate.cu@jumped = r >= r1 || rbeg != kk;@jumped = r >= r1;@1@CudaAggregate.PlanKnobsKeepTheBitsOfUnsplitRows"
   "held walk reads a stale slot@src/cuda/aggregate.cu@cslot = cslot == S - 1 ? 0 : cslot + 1;@cslot = cslot == S - 2 ? 0 : cslot + 1;@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
   "item order not the default@src/cuda/aggregate.cu@k.item_order = !knob_is_second(@k.item_order = knob_is_second(@1@CudaAggregate.ItemOrderKeepsTheBits"
   "item order drops the rank within a warp@src/cuda/aggregate.cu@+ before + rank] = std::int32_t(i);@+ before] = std::int32_t(i);@1@CudaAggregate.ItemOrderKeepsTheBits"

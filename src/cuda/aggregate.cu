@@ -3292,7 +3292,8 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
         // row is always its group's last row while the chunk C <= the segment length, the
         // default, so there the second test is a guard: scripts/mutation-check.sh found it
         // unreachable in v7's walk. PlanKnobsKeepTheBitsOfUnsplitRows reaches it with shorter
-        // segments.)
+        // segments since session 40; before, its graph had no short row after a split one in a
+        // group, and the held form's restart mutant went uncaught on the H200.)
         jumped = r >= r1 || rbeg != kk;
         ev = min(rend, rbeg + 32);
       } else {
