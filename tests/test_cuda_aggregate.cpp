@@ -653,9 +653,9 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
   // run of 600 empty rows tests groups that count rows. The rows (r * 7) % 301 alone never had a
   // short row after a split one in a group (their split rows come in runs that end in a row longer
   // than the chunk), so the seven rows of 105-600 edges among the short rows from 2600 on do that:
-  // a model of the walk (group_rows_part and settle, in Python, session 40) counts 4 restarts
-  // before more rows for S = 100, C = 256; 1 for S = 512, C = 1024, rows_per_edge 8; and 3 groups
-  // that open on a split row for S = 100, C = 256, edges_per_row 64. Without them the mutants
+  // scripts/walk-restarts-model.py (group_rows_part and settle on the host) counts 4 restarts with
+  // rows left for S = 100, C = 256; 1 for S = 512, C = 1024, rows_per_edge 8; and 3 groups that
+  // open past a split row for S = 100, C = 256, edges_per_row 64 (0 each without). Without them the mutants
   // 'held slots not restarted with the ring' and 'staged walk does not restart after a split row'
   // went uncaught.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_LONG_ROW", "PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_CHUNK",

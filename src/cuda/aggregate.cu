@@ -3074,7 +3074,7 @@ __device__ __forceinline__ float phi_c(float v) {
 // The walk is issue-bound: 2-3 instructions an edge cost ~0.16 ms on products-like (v22's 24-bit
 // column), so ~1.5 fewer should give ~0.09. Measured in v23 (H200, the same rounds): the signed
 // form 1.022x the unsigned one's time on the planned call; PIPELINK_AGG_STAGED_ISSUE=signed A/Bs it.
-// 3 (opt-in, PIPELINK_AGG_STAGED_ISSUE=held; session 39, not yet run on a GPU): 2's copies, with
+// 3 (opt-in, PIPELINK_AGG_STAGED_ISSUE=held; session 39): 2's copies, with
 // the stage slot kept as a running count instead of j % S, and the lane's shared addresses held
 // in registers (`hold`) and read by explicit ld.shared. In 2's SASS (nvcc 13.0, sm_90,
 // <1, 2, 2, kWCompactLidx>) every stage rebuilt the warp's shared base (S2R SR_CgaCtaId, MOV,
@@ -3082,9 +3082,11 @@ __device__ __forceinline__ float phi_c(float v) {
 // the issue and again before the loads: 3 cuts a fast stage of 8 edges from ~374 to ~340
 // instructions (issue 79 -> 70, the loads' setup 28 -> 20, the two halves' tanh 96 + 94 -> 83 +
 // 90), ~4 fewer an edge of ~47, at 62-64 registers against 59 (the launch bound's cap; no
-// spills). The walk is issue-bound (88% of issue slots, v41), so the prediction is a planned run
-// 3-7% faster on products-like if the extra registers cost no latency hiding. Same copies,
-// same adds in the same order: the same bits.
+// spills). The walk looked issue-bound (88% of issue slots, v41), so the prediction was a planned
+// run 3-7% faster on products-like. Measured (v43, H200, 035b125, bench --ab, same rounds):
+// products-like planned 0.998x (4.35 / 4.35 ms), one-shot 0.999x; power-law planned 0.987x, w in
+// plan order 0.972x. Memory, not issue, sets the products-like walk's time, so 3 stays opt-in.
+// Same copies, same adds in the same order: the same bits.
 //
 // WM: the weights' mode as a compile-time constant (-1: read from `wmode` at run time). The hot
 // forms (tanh, LI copies: the planned call's kWCompactLidx (the default where N <= 2^24) and
