@@ -18,6 +18,7 @@
 #include "pipelink/cuda.hpp"
 #include "pipelink/ops/reference.hpp"
 #include "test_util.hpp"
+#include "walk_model.hpp"
 
 namespace pipelink::test {
 namespace {
@@ -652,25 +653,18 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
   // default chunk is 64 edges: the sets with S = 100, C = 256 and S = 512, C = 1024 do that); a
   // run of 600 empty rows tests groups that count rows. The rows (r * 7) % 301 alone never had a
   // short row after a split one in a group (their split rows come in runs that end in a row longer
-  // than the chunk), so the seven rows of 105-600 edges among the short rows from 2600 on do that:
-  // scripts/walk-restarts-model.py (group_rows_part and settle on the host) counts 4 restarts with
-  // rows left for S = 100, C = 256; 1 for S = 512, C = 1024, rows_per_edge 8; and 3 groups that
-  // open past a split row for S = 100, C = 256, edges_per_row 64 (0 each without). Without them the mutants
-  // 'held slots not restarted with the ring' and 'staged walk does not restart after a split row'
-  // went uncaught.
+  // than the chunk), so seven rows of 105-600 edges among the short rows from 2600 on do that:
+  // StagedWalkModel.UnsplitRowsTestGraphRestartsTheRing (tests/test_walk_restarts.cpp, on the CPU)
+  // counts 4 restarts with rows left for S = 100, C = 256; 1 for S = 512, C = 1024, rows_per_edge
+  // 8; and 3 groups that open past a split row for S = 100, C = 256, edges_per_row 64 (0 each
+  // without them, when the mutants 'held slots not restarted with the ring' and 'staged walk does
+  // not restart after a split row' went uncaught on the H200).
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_LONG_ROW", "PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_CHUNK",
                        "PIPELINK_AGG_ROWS_PER_EDGE", "PIPELINK_AGG_EDGES_PER_ROW");
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
-  const std::int64_t N = 3000, F = 64;
-  std::vector<std::int64_t> deg(N, 0);
-  for (std::int64_t r = 0; r < 2000; ++r) deg[r] = (r * 7) % 301;
-  for (std::int64_t r = 2600; r < N; ++r) deg[r] = r % 5;  // rows 2000-2599: a run of empty rows
-  deg[17] += 5000;                                         // split rows under every segment length
-  deg[1999] += 2049;
-  for (const auto& [r, d] : {std::pair{2610, 120}, {2660, 140}, {2710, 105}, {2760, 130}, {2810, 115}, {2860, 150},
-                             {2900, 600}})
-    deg[r] = d;  // split under S = 100 (the last under S = 512), with short rows after them
+  const std::vector<std::int64_t> deg = unsplit_rows_test_degrees();  // tests/walk_model.hpp
+  const std::int64_t N = std::int64_t(deg.size()), F = 64;
   EdgeList g = graph_with_degrees(deg, seed);
   const std::int64_t E = g.num_edges();
   Tensor x = random_tensor({N, F}, DType::f32, seed + 1, -2, 2), w = random_tensor({E}, DType::f32, seed + 2);
