@@ -39,9 +39,9 @@ TEST(StagedWalkModel, ChunksNoLongerThanTheSegmentNeverRestart) {
 TEST(StagedWalkModel, UnsplitRowsTestGraphRestartsTheRing) {
   // The knob sets of PlanKnobsKeepTheBitsOfUnsplitRows with chunks longer than the segment.
   const std::vector<std::int64_t> deg = unsplit_rows_test_degrees();
-  const WalkRestarts a = staged_walk_restarts(deg, 100, 256, 1, 1);     // segment 100, chunk 256
-  const WalkRestarts b = staged_walk_restarts(deg, 512, 1024, 8, 1);    // 512, 1024, rows_per_edge 8
-  const WalkRestarts c = staged_walk_restarts(deg, 100, 256, 1, 64);    // 100, 256, 1, edges_per_row 64
+  const WalkRestarts a = staged_walk_restarts(deg, 100, 256, 1, 1);   // segment 100, chunk 256
+  const WalkRestarts b = staged_walk_restarts(deg, 512, 1024, 8, 1);  // 512, 1024, rows_per_edge 8
+  const WalkRestarts c = staged_walk_restarts(deg, 100, 256, 1, 64);  // 100, 256, 1, edges_per_row 64
   EXPECT_GE(a.restarts, 2) << "the S = 100, C = 256 set no longer restarts the walk";
   EXPECT_GE(b.restarts, 1) << "the S = 512, C = 1024 set no longer restarts the walk";
   EXPECT_GE(c.opened_past, 1) << "no group of the edges_per_row 64 set opens past a split row";

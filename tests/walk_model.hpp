@@ -22,8 +22,8 @@ inline std::vector<std::int64_t> unsplit_rows_test_degrees() {
   // Split under S = 100 (the last under S = 512), with short rows after them in their groups
   // (the rows above alone never have one: their split rows come in runs that end in a row
   // longer than the chunk).
-  for (const auto& [r, d] : {std::pair{2610, 120}, {2660, 140}, {2710, 105}, {2760, 130}, {2810, 115}, {2860, 150},
-                             {2900, 600}})
+  for (const auto& [r, d] :
+       {std::pair{2610, 120}, {2660, 140}, {2710, 105}, {2760, 130}, {2810, 115}, {2860, 150}, {2900, 600}})
     deg[r] = d;
   return deg;
 }
