@@ -47,9 +47,9 @@ if [ -n "${SEGV:-}" ]; then  # built outside $OUT (the device tool returns few f
   gcc -shared -fPIC -o "$segv_so" scripts/segv-backtrace.c || exit 2
   pre=(env LD_PRELOAD="$segv_so")
 fi
-# This compute-sanitizer's kernel filters (--kernel-name / --kernel-name-exclude, if it has them),
+# This compute-sanitizer's kernel filters (--kernel-name, --kernel-regex or the like, if it has them),
 # for pieces that instrument only their own kernels (perf-notes v43 Next 2): a second, not a call.
-compute-sanitizer --help 2>&1 | grep -i -A4 'kernel-name' >"$OUT/sanitizer-kernel-filter.txt" || true
+compute-sanitizer --help 2>&1 | grep -i -A4 'kernel' >"$OUT/sanitizer-kernel-filter.txt" || true
 # The table is written row by row, so a piece cut by an outer limit leaves the rows before it.
 printf '%s\n' "| piece | knobs | options | time | exit | racecheck summary |" "|---|---|---|---|---|---|" | tee "$OUT/racecheck.md"
 row() { printf '%s\n' "$1" | tee -a "$OUT/racecheck.md"; }

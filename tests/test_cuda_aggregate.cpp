@@ -657,8 +657,9 @@ TEST_F(CudaAggregate, PlanKnobsKeepTheBitsOfUnsplitRows) {
   // StagedWalkModel.UnsplitRowsTestGraphRestartsTheRing (tests/test_walk_restarts.cpp, on the CPU)
   // counts 4 restarts with rows left for S = 100, C = 256; 1 for S = 512, C = 1024, rows_per_edge
   // 8; and 3 groups that open past a split row for S = 100, C = 256, edges_per_row 64 (0 each
-  // without them, when the mutants 'held slots not restarted with the ring' and 'staged walk does
-  // not restart after a split row' went uncaught on the H200).
+  // without them: the test then had no restart for the mutants 'held slots not restarted with
+  // the ring' and 'staged walk does not restart after a split row' to break; the first went
+  // uncaught here on the H200 in session 40).
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_STAGED", "PIPELINK_AGG_LONG_ROW", "PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_CHUNK",
                        "PIPELINK_AGG_ROWS_PER_EDGE", "PIPELINK_AGG_EDGES_PER_ROW");
   const auto seed = fresh_seed();
