@@ -21,8 +21,8 @@
 // cp.async (8 edges a stage), the weight of each edge by a 4-byte cp.async, rows of 25 edges
 // (products-like's mean degree) written as one 256-byte store each. Sources are uniform random,
 // as products-like's are (PROTOCOL.md), over its N; the sum a plain FMA (the library's tanh
-// makes its walk costlier, not its bytes). The library launches items heaviest first (v41), but
-// products-like's groups are alike, so its launch order stays close to plan order, as here. Lines (median of 10 after a warm-up):
+// makes its walk costlier, not its bytes). Groups launch in plan order, as the library's do on
+// products-like (its plans have no split or long rows, so they build no item order: v41). Lines (median of 10 after a warm-up):
 //   walk, no w                          x and the rows only: the floor of the walk's bytes
 //   walk, w in plan order               w[p]: the walk after pass 2 (today's planned call)
 //   walk, w bucket-local                w[b0 + lidx(p)], lidx a fixed scatter inside the bucket,
