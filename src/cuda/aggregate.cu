@@ -3153,8 +3153,8 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
                        const float* __restrict__ w, float* __restrict__ out, std::int64_t os, std::int64_t groups,
                        bool accumulate, std::int64_t max_row, const std::int32_t* __restrict__ seg_first,
                        const std::int32_t* __restrict__ seg_row, std::int64_t num_split, double* __restrict__ partial,
-                       int wmode_arg, const std::int32_t* __restrict__ order,
-                       const std::uint8_t* __restrict__ lidx_hi, int wtile, bool w_last) {
+                       int wmode_arg, const std::int32_t* __restrict__ order, const std::uint8_t* __restrict__ lidx_hi,
+                       int wtile, bool w_last) {
   constexpr int F = kStagedF, SE = kStageEdges, S = kStages;
   // A compile-time mode comes with weights (the host picks it only then).
   const int wmode = WM >= 0 ? WM : wmode_arg;
@@ -3324,8 +3324,10 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
           } else if (wmode == kWBucketLidx) {  // int32 plans: positions < 2^31
             const unsigned pos = unsigned(kbase + k0 + lane), t = unsigned(wtile);
             const float* const at = w + (pos / t * t + packed_lidx(raw, unsigned(p.id)));
-            if (w_last) cp_async4_hint(wts + js * SE + lane, at, wpol);
-            else cp_async4(wts + js * SE + lane, at);
+            if (w_last)
+              cp_async4_hint(wts + js * SE + lane, at, wpol);
+            else
+              cp_async4(wts + js * SE + lane, at);
           } else {
             cp_async4(wts + js * SE + lane, wq + (w_plan_order(wmode) ? k0 + lane : p.id));
           }
@@ -3740,11 +3742,21 @@ void launch_staged(const std::int32_t* rp, const std::int32_t* fr, const EdgePai
                    bool acc, const StagedSegments& sg, WBuckets wb, cudaStream_t s) {
   if (tr == 1 && staged_tanh_libm()) tr = 4;
   switch (tr) {
-    case 0: launch_staged_tr<0>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, wb, s); break;
-    case 1: launch_staged_tr<1>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, wb, s); break;
-    case 4: launch_staged_tr<4>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, wb, s); break;
-    case 2: launch_staged_tr<2>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, wb, s); break;
-    default: launch_staged_tr<3>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, wb, s); break;
+    case 0:
+      launch_staged_tr<0>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, wb, s);
+      break;
+    case 1:
+      launch_staged_tr<1>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, wb, s);
+      break;
+    case 4:
+      launch_staged_tr<4>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, wb, s);
+      break;
+    case 2:
+      launch_staged_tr<2>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, wb, s);
+      break;
+    default:
+      launch_staged_tr<3>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, wb, s);
+      break;
   }
 }
 
@@ -3791,7 +3803,9 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
     throw Error("aggregate: internal error: w in the permutation's bucket layout outside the staged walk");
   const int wmode = plan.w_in_pairs ? kWInPairs
                     : wb.hi         ? kWBucketLidx
-                    : plan.compact  ? (plan.compact24 ? kWCompact24 : plan.lidx_in_column ? kWCompactLidx : kWCompact)
+                    : plan.compact  ? (plan.compact24        ? kWCompact24
+                                       : plan.lidx_in_column ? kWCompactLidx
+                                                             : kWCompact)
                     : wplan         ? kWPlanOrder
                                     : kWById;
   const T* wp = plan.w_in_pairs ? reinterpret_cast<const T*>(pp) : w ? w->data_as<const T>() : nullptr;
@@ -3811,8 +3825,8 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
                             plan.order.as<const std::int32_t>()};
     launch_staged(reinterpret_cast<const std::int32_t*>(rp), plan.first_row.as<const std::int32_t>(),
                   reinterpret_cast<const EdgePair<std::int32_t>*>(pp), reinterpret_cast<const float*>(xp), xs,
-                  reinterpret_cast<const float*>(wp), wmode, reinterpret_cast<float*>(op), os, plan.groups, tr, acc, sg, wb,
-                  s);
+                  reinterpret_cast<const float*>(wp), wmode, reinterpret_cast<float*>(op), os, plan.groups, tr, acc, sg,
+                  wb, s);
   } else {
     const auto* fr = plan.first_row.as<const P>();
     const std::int64_t G = plan.groups;
@@ -4515,7 +4529,8 @@ void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView
     else launch_rows<float, std::int64_t>(*this, x, wrun, wplan, out, opts, s);
   } else {
     if (f64) launch_rows<double, std::int32_t>(*this, x, wrun, wplan, out, opts, s);
-    else launch_rows<float, std::int32_t>(*this, x, wrun, wplan, out, opts, s, buckets);
+    else
+      launch_rows<float, std::int32_t>(*this, x, wrun, wplan, out, opts, s, buckets);
   }
 }
 
