@@ -2397,9 +2397,22 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
           // 4096 here, the last one short; the hub graph's segments too. The same weights in the
           // same order: the same bits, overwriting and accumulating, under the held copies and
           // the run-time weights' mode as well.
+          // The walk's other knobs at their defaults here (the held and run-time forms below), so
+          // that the arm runs the fused walk whatever a CTest variant set. The first run of a
+          // fresh plan (tables, packing and the fused walk in one call), on another stream too.
           for (const char* pass2 : {"fused", "fused-last"}) {
             SCOPED_TRACE(std::string("PIPELINK_AGG_W_PASS2=") + pass2);
-            ScopedEnv fused({{"PIPELINK_AGG_W_PASS2", pass2}});
+            ScopedEnv fused({{"PIPELINK_AGG_W_PASS2", pass2},
+                             {"PIPELINK_AGG_STAGED_ISSUE", nullptr},
+                             {"PIPELINK_AGG_STAGED_WMODE", nullptr},
+                             {"PIPELINK_AGG_TANH", nullptr}});
+            {
+              AggregatePlan fresh = AggregatePlan::build(sg, dg, N);
+              EXPECT_TRUE(bitwise_equal(run(fresh, xg, wg.view(), nullptr), *ref32)) << "a fresh plan's first run";
+              AggregatePlan fresh2 = AggregatePlan::build(sg, dg, N);
+              EXPECT_TRUE(bitwise_equal(run(fresh2, xg, wg.view(), other.get()), *ref32))
+                  << "a fresh plan's first run, on another stream";
+            }
             EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "pass 2 fused into the walk";
             EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr, true), *ref_acc)) << "accumulate";
             EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), other.get()), *ref32)) << "another stream";

@@ -27,9 +27,11 @@
 //   walk, w in plan order               w[p]: the walk after pass 2 (today's planned call)
 //   walk, w bucket-local                w[b0 + lidx(p)], lidx a fixed scatter inside the bucket,
 //                                       plus the 1-byte high-lidx read: the fused walk
-//   ... w evict_last                    the same, the weights' copies with an L2 evict_last policy
-//   ... w evict_last, x evict_first     and the x copies evict_first (gives up x's L2 reuse)
 //   walk, w gathered                    w[random id]: the gather (the floor without a permutation)
+//   ... w evict_last                    bucket-local, the weights' copies with an L2 evict_last policy
+//   ... w last, x first                 and the x copies evict_first (gives up x's L2 reuse)
+//     (the hinted lines last, each with persisting lines reset first; once with no L2 set-aside
+//      for persisting accesses, the default, and once with the device's maximum)
 //   pass 2 (emulated)                   a block per bucket: region into shared memory, out through
 //                                       lidx (column + high byte): what the fusion saves
 // Each walk line for C = 1024 (products-like's chunk) and C = 256 (groups that finish a bucket
@@ -65,8 +67,9 @@ __device__ __forceinline__ void wait_group() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-// Plan position p's place in its bucket's region: a fixed scatter (a permutation of a full
-// bucket; the last, shorter bucket reads in order) moved by the high byte, as lidx would be.
+// Plan position p's place in its bucket's region: a fixed scatter inside a full bucket (the last,
+// shorter bucket reads in order), moved by the high byte as lidx's would move it (so not quite a
+// permutation: some places are read twice; the same bytes a sector either way).
 __device__ __forceinline__ i64 bucket_index(i64 p, u32 hi, i64 E) {
   const i64 b0 = p / kT * kT;
   if (E - b0 < kT) return p;
@@ -140,21 +143,33 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
   wait_group<0>();
 }
 
-// Pass 2 as the library runs it (wperm_pass2_kernel, packed lidx), with lidx from bucket_index:
-// the bucket's region into shared memory, then plan order written through lidx (the column's
-// 4 bytes and the high byte read as the library reads them).
+// Pass 2 as the library runs it (wperm_pass2_kernel<1, true>: a block per bucket, in place,
+// 16-byte copies of the region, 16 bytes of the column and 4 of the high bytes per 4 positions),
+// with lidx from bucket_index: the bucket's region into shared memory, then plan order written
+// through lidx.
 __global__ void __launch_bounds__(1024) pass2(float* scratch, const u32* __restrict__ col, const u8* __restrict__ hi,
                                               i64 E) {
-  extern __shared__ float sw[];
+  extern __shared__ __align__(16) float sw[];
   const i64 b0 = i64(blockIdx.x) * kT;
-  const int len = int(E - b0 < kT ? E - b0 : kT);
-  for (int i = threadIdx.x; i < len; i += 1024) sw[i] = scratch[b0 + i];
+  const int len = int(E - b0 < kT ? E - b0 : kT), done = len & ~3;
+#pragma unroll 4
+  for (int i = threadIdx.x * 4; i < done; i += 1024 * 4)
+    *reinterpret_cast<float4*>(sw + i) = *reinterpret_cast<const float4*>(scratch + b0 + i);
+  for (int i = done + threadIdx.x; i < len; i += 1024) sw[i] = scratch[b0 + i];
   __syncthreads();
-  for (int i = threadIdx.x; i < len; i += 1024) {
+  // c's top bit and the high byte feed the index, so neither read is dropped.
+  auto at = [&](i64 p, u32 c, u32 h) { return bucket_index(p, (h ^ (c >> 31)) & 0xFFu, E) - b0; };
+#pragma unroll 4
+  for (int i = threadIdx.x * 4; i < done; i += 1024 * 4) {
     const i64 p = b0 + i;
-    const u32 c = __ldg(col + p);
-    const i64 at = bucket_index(p, __ldg(hi + p) ^ (c >> 31), E) - b0;  // c's top bit: keeps the column's read
-    scratch[p] = sw[at];
+    const uint4 c = __ldg(reinterpret_cast<const uint4*>(col + p));
+    const u32 h = __ldg(reinterpret_cast<const u32*>(hi + p));
+    *reinterpret_cast<float4*>(scratch + p) = make_float4(sw[at(p, c.x, h)], sw[at(p + 1, c.y, h >> 8)],
+                                                          sw[at(p + 2, c.z, h >> 16)], sw[at(p + 3, c.w, h >> 24)]);
+  }
+  for (int i = done + threadIdx.x; i < len; i += 1024) {
+    const i64 p = b0 + i;
+    scratch[p] = sw[at(p, __ldg(col + p), __ldg(hi + p))];
   }
 }
 
@@ -184,25 +199,39 @@ int main(int argc, char** argv) {
   std::printf("w bucket walk micro: E=%lld N=%lld F=%d, T=%d, rows of %d edges, uniform sources\n", (long long)E,
               (long long)N, F, kT, kRow);
   const double x_gb = double(E) * F * 4 / 1e9;
+  // L2 lines marked evict_last may outlive their line and slow the next: each line starts with
+  // the persisting lines reset. The hinted lines run last, then again with the L2 set-aside for
+  // persisting accesses at the device's maximum (the default set-aside is 0, and evict_last may
+  // act only inside it).
+  int max_persist = 0;
+  CK(cudaDeviceGetAttribute(&max_persist, cudaDevAttrMaxPersistingL2CacheSize, 0));
+  char name[128];
+  auto line = [&](i64 C, const char* what, auto kernel) {
+    const unsigned grid = unsigned(((E + C - 1) / C + W - 1) / W);
+    std::snprintf(name, sizeof name, "walk C=%lld, %s", (long long)C, what);
+    CK(cudaCtxResetPersistingL2Cache());
+    micro::report(name, micro::timed([&] { kernel<<<grid, W * 32>>>(src, hi, x, w, out, E, C); }));
+  };
   for (const i64 C : {i64(1024), i64(256)}) {
-    const i64 groups = (E + C - 1) / C;
-    const unsigned grid = unsigned((groups + W - 1) / W);
-    char name[96];
-    auto line = [&](const char* what, auto kernel) {
-      std::snprintf(name, sizeof name, "walk C=%lld, %s", (long long)C, what);
-      micro::report(name, micro::timed([&] { kernel<<<grid, W * 32>>>(src, hi, x, w, out, E, C); }));
-    };
-    line("no w", walk<kNone>);
-    line("w in plan order", walk<kPlan>);
-    line("w bucket-local (+1 B hi)", walk<kBucket>);
-    line("w bucket-local, w evict_last", walk<kBucketLast>);
-    line("w bucket-local, w last, x first", walk<kBucketLastXFirst>);
-    line("w gathered (random id)", walk<kGather>);
+    line(C, "no w", walk<kNone>);
+    line(C, "w in plan order", walk<kPlan>);
+    line(C, "w bucket-local (+1 B hi)", walk<kBucket>);
+    line(C, "w gathered (random id)", walk<kGather>);
   }
+  for (const std::size_t set_aside : {std::size_t(0), std::size_t(max_persist)}) {
+    CK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, set_aside));
+    std::printf("L2 set-aside for persisting accesses: %.1f MB\n", double(set_aside) / 1e6);
+    for (const i64 C : {i64(1024), i64(256)}) {
+      line(C, "w bucket-local, w evict_last", walk<kBucketLast>);
+      line(C, "w bucket-local, w last, x first", walk<kBucketLastXFirst>);
+    }
+  }
+  CK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0));
+  CK(cudaCtxResetPersistingL2Cache());
   const int smem = kT * 4;
   CK(cudaFuncSetAttribute(pass2, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   float* scratch = micro::dalloc<float>(E);
-  CK(cudaMemcpy(scratch, w, E * 4, cudaMemcpyDeviceToDevice));
+  CK(cudaMemcpy(scratch, w, E * 4, cudaMemcpyDeviceToDevice));  // 256-byte aligned: the 16-byte copies
   micro::report("pass 2 (emulated, packed lidx)", micro::timed([&] {
                   pass2<<<unsigned((E + kT - 1) / kT), 1024, smem>>>(scratch, src, hi, E);
                 }));

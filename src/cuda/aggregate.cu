@@ -3658,7 +3658,8 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
   const int grid = int((sg.count + groups + warps - 1) / warps);
   // The hot forms of copy form I (2, or 3 under "held") with the weights' mode compiled in: f on
   // each, to set their shared-memory attribute (launch_compiled below switches over the same five
-  // modes: a mode added to one belongs in the other).
+  // modes, and the opt-in kWBucketLidx for I = 2, opted in apart: a mode added to one belongs in
+  // the other).
   auto each_compiled = [](auto issue_c, auto&& f) {
     constexpr int I = decltype(issue_c)::value;
     f(staged_rows_kernel<TR, kStagedWarps, I, kWCompact>);
@@ -3772,7 +3773,7 @@ void with_vec_tiles(bool vec_ok, bool two_chunks, Fn&& f) {
 }
 
 // wb.hi: w is the permutation's pass-1 layout (kWBucketLidx, PIPELINK_AGG_W_PASS2=fused), which
-// only the staged walk reads; run_on picks it only where that walk runs (w_pass2_fusable).
+// only the staged walk reads; run_on picks it only where that walk runs (see w_pass2_form).
 template <class T, class P>
 void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w, bool wplan, const TensorView& out,
                  const AggregateOptions& opts, cudaStream_t s, WBuckets wb = {}) {
@@ -4361,6 +4362,8 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
 // pass2 false (float32 w only): pass 1 alone, scratch left in the buckets' layout (kWBucketLidx).
 void permute_w_passes(const WPermTables& t, const u32* col, const void* w, void* scratch, std::int64_t E,
                       std::size_t itemsize, cudaStream_t s, bool pass2_too = true) {
+  if (!pass2_too && itemsize != 4)
+    throw Error("aggregate: internal error: the w permutation's pass 1 alone asked for 8-byte weights");
   const auto* w32 = static_cast<const u32*>(w);
   auto* s32 = static_cast<u32*>(scratch);
   const u16* tl = t.tl.as<const u16>();
@@ -4509,7 +4512,7 @@ void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView
                                      "or free device memory");
         }
         if (scratch.get()) {
-          // The fused form (see w_pass2_fused): float32 on a packed-lidx plan that the staged walk runs.
+          // The fused form (see w_pass2_form): float32 on a packed-lidx plan that the staged walk runs.
           const int form = w_pass2_form();
           const bool fused =
               isz == 4 && !f64 && lidx_in_column && form > 0 && staged_fits<float, std::int32_t>(x, out, x.dim(1));
