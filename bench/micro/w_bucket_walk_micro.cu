@@ -22,7 +22,8 @@
 // (products-like's mean degree) written as one 256-byte store each. Sources are uniform random,
 // as products-like's are (PROTOCOL.md), over its N; the sum a plain FMA (the library's tanh
 // makes its walk costlier, not its bytes). Groups launch in plan order, as the library's do on
-// products-like (its plans have no split or long rows, so they build no item order: v41). Lines (median of 10 after a warm-up):
+// products-like (its plans have no split or long rows, so they build no item order: v41).
+// Lines (median of 10 after a warm-up):
 //   walk, no w                          x and the rows only: the floor of the walk's bytes
 //   walk, w in plan order               w[p]: the walk after pass 2 (today's planned call)
 //   walk, w bucket-local                w[b0 + lidx(p)], lidx a fixed scatter inside the bucket,
