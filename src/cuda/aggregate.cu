@@ -3742,22 +3742,16 @@ void launch_staged(const std::int32_t* rp, const std::int32_t* fr, const EdgePai
                    std::int64_t xs, const float* wp, int wmode, float* op, std::int64_t os, std::int64_t groups, int tr,
                    bool acc, const StagedSegments& sg, WBuckets wb, cudaStream_t s) {
   if (tr == 1 && staged_tanh_libm()) tr = 4;
+  auto go = [&](auto tr_c) {
+    launch_staged_tr<decltype(tr_c)::value>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, wb, s);
+  };
+  using std::integral_constant;
   switch (tr) {
-    case 0:
-      launch_staged_tr<0>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, wb, s);
-      break;
-    case 1:
-      launch_staged_tr<1>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, wb, s);
-      break;
-    case 4:
-      launch_staged_tr<4>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, wb, s);
-      break;
-    case 2:
-      launch_staged_tr<2>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, wb, s);
-      break;
-    default:
-      launch_staged_tr<3>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, wb, s);
-      break;
+    case 0: return go(integral_constant<int, 0>{});
+    case 1: return go(integral_constant<int, 1>{});
+    case 4: return go(integral_constant<int, 4>{});
+    case 2: return go(integral_constant<int, 2>{});
+    default: return go(integral_constant<int, 3>{});
   }
 }
 
