@@ -3747,11 +3747,16 @@ void launch_staged(const std::int32_t* rp, const std::int32_t* fr, const EdgePai
   };
   using std::integral_constant;
   switch (tr) {
-    case 0: return go(integral_constant<int, 0>{});
-    case 1: return go(integral_constant<int, 1>{});
-    case 4: return go(integral_constant<int, 4>{});
-    case 2: return go(integral_constant<int, 2>{});
-    default: return go(integral_constant<int, 3>{});
+    case 0:
+      return go(integral_constant<int, 0>{});
+    case 1:
+      return go(integral_constant<int, 1>{});
+    case 4:
+      return go(integral_constant<int, 4>{});
+    case 2:
+      return go(integral_constant<int, 2>{});
+    default:
+      return go(integral_constant<int, 3>{});
   }
 }
 
