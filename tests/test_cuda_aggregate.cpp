@@ -488,12 +488,11 @@ TEST_F(CudaAggregate, TanhIsFaithfulInEveryFloatKernel) {
   out = poisoned_gpu(N, F, DType::f32);
   aggregate(xg, ig, ig, std::nullopt, out, {.path = AggregatePath::lean});
   check("lean (phi)", out, true);
-  // A bad PIPELINK_AGG_TANH (or PIPELINK_AGG_STAGED_ISSUE, _STAGED_WMODE, _W_PASS2) is an error that names
-  // the knob, raised before anything is written.
+  // A bad PIPELINK_AGG_TANH (or PIPELINK_AGG_STAGED_ISSUE, _STAGED_WMODE) is an error that names the knob,
+  // raised before anything is written.
   for (const auto& [knob, value] :
        {std::pair{"PIPELINK_AGG_TANH", "fast"}, std::pair{"PIPELINK_AGG_STAGED_ISSUE", "2"},
-        std::pair{"PIPELINK_AGG_STAGED_ISSUE", "Held"}, std::pair{"PIPELINK_AGG_STAGED_WMODE", "bogus"},
-        std::pair{"PIPELINK_AGG_W_PASS2", "fused-first"}}) {
+        std::pair{"PIPELINK_AGG_STAGED_ISSUE", "Held"}, std::pair{"PIPELINK_AGG_STAGED_WMODE", "bogus"}}) {
     SCOPED_TRACE(std::string(knob) + "=" + value);
     ScopedEnv bad({{knob, value}});
     Tensor untouched = poisoned_gpu(N, F, DType::f32);
@@ -2390,40 +2389,6 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
         EXPECT_EQ(c.bytes() + std::size_t(E) * 8 - src_column + lidx_saved, kept_bytes)
             << "a compact plan keeps its src column for the pairs";
         EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "second run";
-        {
-          // PIPELINK_AGG_W_PASS2=fused and =fused-last (opt-in): no pass 2, the staged walk reads
-          // each weight from its bucket's region through lidx (packed-lidx plans, float32, F = 64;
-          // both passes elsewhere: the plain and 24-bit columns, F = 3, float64 w). Buckets of
-          // 4096 here, the last one short; the hub graph's segments too. The same weights in the
-          // same order: the same bits, overwriting and accumulating, under the held copies and
-          // the run-time weights' mode as well.
-          // The walk's other knobs at their defaults here (the held and run-time forms below), so
-          // that the arm runs the fused walk whatever a CTest variant set. The first run of a
-          // fresh plan (tables, packing and the fused walk in one call), on another stream too.
-          for (const char* pass2 : {"fused", "fused-last"}) {
-            SCOPED_TRACE(std::string("PIPELINK_AGG_W_PASS2=") + pass2);
-            ScopedEnv fused({{"PIPELINK_AGG_W_PASS2", pass2},
-                             {"PIPELINK_AGG_STAGED_ISSUE", nullptr},
-                             {"PIPELINK_AGG_STAGED_WMODE", nullptr},
-                             {"PIPELINK_AGG_TANH", nullptr}});
-            {
-              AggregatePlan fresh = AggregatePlan::build(sg, dg, N);
-              EXPECT_TRUE(bitwise_equal(run(fresh, xg, wg.view(), nullptr), *ref32)) << "a fresh plan's first run";
-              AggregatePlan fresh2 = AggregatePlan::build(sg, dg, N);
-              EXPECT_TRUE(bitwise_equal(run(fresh2, xg, wg.view(), other.get()), *ref32))
-                  << "a fresh plan's first run, on another stream";
-            }
-            EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << "pass 2 fused into the walk";
-            EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr, true), *ref_acc)) << "accumulate";
-            EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), other.get()), *ref32)) << "another stream";
-            EXPECT_TRUE(bitwise_equal(run(c, xdg, wdg.view(), nullptr), *ref64)) << "float64 w";
-            for (const auto& [knob, value] :
-                 {std::pair{"PIPELINK_AGG_STAGED_ISSUE", "held"}, std::pair{"PIPELINK_AGG_STAGED_WMODE", "runtime"}}) {
-              ScopedEnv form({{knob, value}});
-              EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), nullptr), *ref32)) << knob << "=" << value;
-            }
-          }
-        }
         EXPECT_TRUE(bitwise_equal(run(c, xg, wg.view(), other.get()), *ref32)) << "another stream";
         EXPECT_TRUE(bitwise_equal(run(c, xdg, wdg.view(), nullptr), *ref64)) << "float64 w, permuted by halves";
         EXPECT_TRUE(bitwise_equal(run(c, xg, std::nullopt, nullptr), *ref_nw)) << "no w";

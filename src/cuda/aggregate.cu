@@ -216,36 +216,14 @@ __device__ __forceinline__ std::int64_t pair_id(std::uint64_t p, int src_bits) {
 //               (entry k's at byte -1 - k), so that no kernel needs E to find them.
 //   kWCompactLidx as kWCompact, the column's top 8 bits holding the low byte of the w
 //               permutation's lidx (N <= 2^24: src is the low 24 bits; "packed lidx" below).
-//   kWBucketLidx  kWCompactLidx's column, w as the permutation's pass 1 left it (each bucket's
-//               region, PIPELINK_AGG_W_PASS2=fused, opt-in, staged walk only): plan position p's
-//               weight at w[p / T * T + lidx(p)], lidx from the column's top byte and the tables'
-//               high byte (WBuckets), instead of pass 2's plan-order copy.
 // The same weights in the same order, so the same bits in all of them.
-enum : int {
-  kWById = 0,
-  kWPlanOrder = 1,
-  kWInPairs = 2,
-  kWCompact = 3,
-  kWCompact24 = 4,
-  kWCompactLidx = 5,
-  kWBucketLidx = 6
-};
-// kWBucketLidx's tables: lidx's high bytes (plan order) and the bucket size T.
-struct WBuckets {
-  const std::uint8_t* hi = nullptr;
-  int tile = 0;
-  bool evict_last = false;  // the walk's reads of the regions with an L2 evict_last policy
-};
+enum : int { kWById = 0, kWPlanOrder = 1, kWInPairs = 2, kWCompact = 3, kWCompact24 = 4, kWCompactLidx = 5 };
 __host__ __device__ __forceinline__ bool w_plan_order(int wmode) {
   return wmode == kWPlanOrder || wmode == kWCompact || wmode == kWCompact24 || wmode == kWCompactLidx;
 }
 // kWCompactLidx: src in the low 24 bits of the 32-bit column, lidx's low byte above it.
 constexpr int kLidxColumnShift = 24;
 constexpr std::uint32_t kLidxColumnSrcMask = (1u << kLidxColumnShift) - 1;
-// The w permutation's lidx from a packed column word and its high byte (pass 2, kWBucketLidx).
-__device__ __forceinline__ std::uint32_t packed_lidx(std::uint32_t c, std::uint32_t h) {
-  return (c >> kLidxColumnShift) | h << 8;
-}
 // The 24-bit src column (kWCompact24): a buffer of compact24_bytes(E), the high bytes (reversed)
 // then, from compact24_low(E), the low halves. Entry k is two plain loads and a byte permute:
 // session 19's first form (96-byte chunks of 32 entries, found by k / 32 * 96) ran the planned
@@ -3028,23 +3006,6 @@ __device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(gmem) : "memory");
 #endif
 }
-// cp_async4 with an L2 eviction policy (createpolicy; kWBucketLidx's "fused-last" form).
-__device__ __forceinline__ void cp_async4_hint(void* smem, const void* gmem, std::uint64_t policy) {
-#ifdef PIPELINK_NO_CP_ASYNC
-  __trap();
-#else
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global.L2::cache_hint [%0], [%1], 4, %2;" ::"r"(s), "l"(gmem), "l"(policy)
-               : "memory");
-#endif
-}
-__device__ __forceinline__ std::uint64_t l2_evict_last_policy() {
-  std::uint64_t p = 0;
-#ifndef PIPELINK_NO_CP_ASYNC
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-#endif
-  return p;
-}
 __device__ __forceinline__ void cp_commit() {
 #ifndef PIPELINK_NO_CP_ASYNC
   asm volatile("cp.async.commit_group;" ::: "memory");
@@ -3153,8 +3114,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
                        const float* __restrict__ w, float* __restrict__ out, std::int64_t os, std::int64_t groups,
                        bool accumulate, std::int64_t max_row, const std::int32_t* __restrict__ seg_first,
                        const std::int32_t* __restrict__ seg_row, std::int64_t num_split, double* __restrict__ partial,
-                       int wmode_arg, const std::int32_t* __restrict__ order, const std::uint8_t* __restrict__ lidx_hi,
-                       int wtile, bool w_last) {
+                       int wmode_arg, const std::int32_t* __restrict__ order) {
   constexpr int F = kStagedF, SE = kStageEdges, S = kStages;
   // A compile-time mode comes with weights (the host picks it only then).
   const int wmode = WM >= 0 ? WM : wmode_arg;
@@ -3186,9 +3146,6 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
     n = row_ptr[r1] - kbase;  // this group's edges, relative to kbase
   }
   const float* const wq = w_plan_order(wmode) && has_w ? w + kbase : w;  // in plan order: wq[k], else w[edge id]
-  // kWBucketLidx under "fused-last": the bucket regions' reads marked evict_last in L2, so that a
-  // region outlives the ~35 us between its readers while x streams through (see w_pass2_form).
-  const std::uint64_t wpol = wmode == kWBucketLidx && w_last ? l2_evict_last_policy() : 0;
   // The group's plan entries: pairs, or a compact plan's src column (kWCompact, kWCompact24,
   // kWCompactLidx).
   const EdgePair<std::int32_t>* const gp = pairs + kbase;
@@ -3206,8 +3163,6 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
   // same shape (its byte permute right after its two loads; not measured apart).
   auto entry = [&](int k) {
     if (wmode == kWCompact || wmode == kWCompactLidx) return EdgePair<std::int32_t>{gs[k], 0};
-    // kWBucketLidx: the raw column word, and lidx's high byte in the id (unused on compact plans).
-    if (wmode == kWBucketLidx) return EdgePair<std::int32_t>{gs[k], std::int32_t(lidx_hi[kbase + k])};
     if (wmode == kWCompact24) return compact24_parts(pairs, kbase + k);
     return gp[k];
   };
@@ -3288,9 +3243,7 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
         islot = islot == S - 1 ? 0 : islot + 1;
       }
       EdgePair<std::int32_t> p = pnext;
-      const unsigned raw = unsigned(p.src);  // kWBucketLidx: lidx's low byte on top
-      if (wmode == kWCompactLidx || wmode == kWBucketLidx)
-        p.src = std::int32_t(raw & kLidxColumnSrcMask);  // see entry()
+      if (wmode == kWCompactLidx) p.src = std::int32_t(unsigned(p.src) & kLidxColumnSrcMask);  // see entry()
       if (wmode == kWCompact24) p = EdgePair<std::int32_t>{compact24_join(p), 0};
       const int kn = k0 + SE + lane;
       if (lane < SE && kn < n) pnext = entry(kn);
@@ -3319,18 +3272,10 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
         if (has_w && lane < SE && k0 + lane < n) {
           // kWInPairs: a plain store into the slot; the stage's reader passes the same
           // cp_wait + __syncwarp as for the copies, and the slot's last reader synced before.
-          if (wmode == kWInPairs) {
+          if (wmode == kWInPairs)
             wts[js * SE + lane] = __int_as_float(p.id);
-          } else if (wmode == kWBucketLidx) {  // int32 plans: positions < 2^31
-            const unsigned pos = unsigned(kbase + k0 + lane), t = unsigned(wtile);
-            const float* const at = w + (pos / t * t + packed_lidx(raw, unsigned(p.id)));
-            if (w_last)
-              cp_async4_hint(wts + js * SE + lane, at, wpol);
-            else
-              cp_async4(wts + js * SE + lane, at);
-          } else {
+          else
             cp_async4(wts + js * SE + lane, wq + (w_plan_order(wmode) ? k0 + lane : p.id));
-          }
         }
       }
       cp_commit();  // empty groups too: wait_group counts stay uniform
@@ -3636,7 +3581,7 @@ bool staged_wmode_runtime() { return knob_is_second("PIPELINK_AGG_STAGED_WMODE",
 template <int TR>
 void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const EdgePair<std::int32_t>* pp, const float* xp,
                       std::int64_t xs, const float* wp, int wmode, float* op, std::int64_t os, std::int64_t groups,
-                      bool acc, const StagedSegments& sg, WBuckets wb, cudaStream_t s) {
+                      bool acc, const StagedSegments& sg, cudaStream_t s) {
   // Shared-memory attributes are per device: set once per device and transform. The opt-in above
   // 48 KiB is not needed at 1-2 warps per block (12.5 KB) but keeps larger stage configurations
   // working.
@@ -3658,8 +3603,7 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
   const int grid = int((sg.count + groups + warps - 1) / warps);
   // The hot forms of copy form I (2, or 3 under "held") with the weights' mode compiled in: f on
   // each, to set their shared-memory attribute (launch_compiled below switches over the same five
-  // modes, and the opt-in kWBucketLidx for I = 2, opted in apart: a mode added to one belongs in
-  // the other).
+  // modes: a mode added to one belongs in the other).
   auto each_compiled = [](auto issue_c, auto&& f) {
     constexpr int I = decltype(issue_c)::value;
     f(staged_rows_kernel<TR, kStagedWarps, I, kWCompact>);
@@ -3681,13 +3625,12 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
         opt_in(staged_rows_kernel<TR, kStagedWarps, 3>);
         each_compiled(std::integral_constant<int, 2>{}, opt_in);
         each_compiled(std::integral_constant<int, 3>{}, opt_in);
-        opt_in(staged_rows_kernel<TR, kStagedWarps, 2, kWBucketLidx>);  // opt-in: the default copies only
       }
       opted.fetch_or(bit, std::memory_order_acq_rel);
     }
     kernel<<<grid, warps * 32, staged_smem_bytes(warps), s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg.seg_len,
                                                               sg.seg_first, sg.seg_row, sg.count, sg.partial, wmode,
-                                                              sg.order, wb.hi, wb.tile, wb.evict_last);
+                                                              sg.order);
   };
   // The weights' mode as a constant in the hot forms (see the kernel's WM), unless
   // PIPELINK_AGG_STAGED_WMODE=runtime (for A/B; the same bits). tanh only: other transforms
@@ -3713,9 +3656,6 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
         return launch(staged_rows_kernel<TR, warps, I, kWById>);
       case kWPlanOrder:
         return launch(staged_rows_kernel<TR, warps, I, kWPlanOrder>);
-      case kWBucketLidx:  // opt-in (PIPELINK_AGG_W_PASS2=fused): compiled for the default copies only
-        if constexpr (I == 2) return launch(staged_rows_kernel<TR, warps, I, kWBucketLidx>);
-        return launch_runtime_mode();
       default:
         return launch_runtime_mode();  // kWCompact24
     }
@@ -3740,10 +3680,10 @@ bool staged_tanh_libm() { return knob_is_second("PIPELINK_AGG_TANH", "f32", "lib
 
 void launch_staged(const std::int32_t* rp, const std::int32_t* fr, const EdgePair<std::int32_t>* pp, const float* xp,
                    std::int64_t xs, const float* wp, int wmode, float* op, std::int64_t os, std::int64_t groups, int tr,
-                   bool acc, const StagedSegments& sg, WBuckets wb, cudaStream_t s) {
+                   bool acc, const StagedSegments& sg, cudaStream_t s) {
   if (tr == 1 && staged_tanh_libm()) tr = 4;
   auto go = [&](auto tr_c) {
-    launch_staged_tr<decltype(tr_c)::value>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, wb, s);
+    launch_staged_tr<decltype(tr_c)::value>(rp, fr, pp, xp, xs, wp, wmode, op, os, groups, acc, sg, s);
   };
   using std::integral_constant;
   switch (tr) {
@@ -3771,11 +3711,9 @@ void with_vec_tiles(bool vec_ok, bool two_chunks, Fn&& f) {
   else f(integral_constant<int, 1>{}, integral_constant<int, 1>{});
 }
 
-// wb.hi: w is the permutation's pass-1 layout (kWBucketLidx, PIPELINK_AGG_W_PASS2=fused), which
-// only the staged walk reads; run_on picks it only where that walk runs (see w_pass2_form).
 template <class T, class P>
 void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w, bool wplan, const TensorView& out,
-                 const AggregateOptions& opts, cudaStream_t s, WBuckets wb = {}) {
+                 const AggregateOptions& opts, cudaStream_t s) {
   const std::int64_t N = plan.num_nodes, F = x.dim(1);
   if (N == 0 || F == 0) return;
   if (plan.num_edges == 0) {
@@ -3799,13 +3737,8 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
     throw Error("aggregate: internal error: a plan with weights in its pairs run without its float32 weights");
   if (plan.compact && w && !wplan)
     throw Error("aggregate: internal error: a compact plan run with w in edge order (no edge ids to gather by)");
-  if (wb.hi && !(plan.compact && plan.lidx_in_column && w && wplan && staged_fits<T, P>(x, out, F)))
-    throw Error("aggregate: internal error: w in the permutation's bucket layout outside the staged walk");
   const int wmode = plan.w_in_pairs ? kWInPairs
-                    : wb.hi         ? kWBucketLidx
-                    : plan.compact  ? (plan.compact24        ? kWCompact24
-                                       : plan.lidx_in_column ? kWCompactLidx
-                                                             : kWCompact)
+                    : plan.compact  ? (plan.compact24 ? kWCompact24 : plan.lidx_in_column ? kWCompactLidx : kWCompact)
                     : wplan         ? kWPlanOrder
                                     : kWById;
   const T* wp = plan.w_in_pairs ? reinterpret_cast<const T*>(pp) : w ? w->data_as<const T>() : nullptr;
@@ -3825,8 +3758,7 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
                             plan.order.as<const std::int32_t>()};
     launch_staged(reinterpret_cast<const std::int32_t*>(rp), plan.first_row.as<const std::int32_t>(),
                   reinterpret_cast<const EdgePair<std::int32_t>*>(pp), reinterpret_cast<const float*>(xp), xs,
-                  reinterpret_cast<const float*>(wp), wmode, reinterpret_cast<float*>(op), os, plan.groups, tr, acc, sg,
-                  wb, s);
+                  reinterpret_cast<const float*>(wp), wmode, reinterpret_cast<float*>(op), os, plan.groups, tr, acc, sg, s);
   } else {
     const auto* fr = plan.first_row.as<const P>();
     const std::int64_t G = plan.groups;
@@ -4016,6 +3948,10 @@ __global__ void pack_lidx_kernel(std::uint32_t* __restrict__ col, const std::uin
     col[k] |= (l & 0xFFu) << kLidxColumnShift;
     hi[k] = std::uint8_t(l >> 8);
   }
+}
+// Pass 2's lidx from a packed column word and its high byte.
+__device__ __forceinline__ std::uint32_t packed_lidx(std::uint32_t c, std::uint32_t h) {
+  return (c >> kLidxColumnShift) | h << 8;
 }
 
 // Bucket b (a block): its plan positions grouped by the tile of their edge, each tile's group a
@@ -4358,11 +4294,8 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
 
 // w (edge order; 4- or 8-byte elements) into plan order in `scratch` (E elements, not w), on s.
 // `col`: the plan's src column where it holds lidx's low byte (t.lidx then its high byte), else null.
-// pass2 false (float32 w only): pass 1 alone, scratch left in the buckets' layout (kWBucketLidx).
 void permute_w_passes(const WPermTables& t, const u32* col, const void* w, void* scratch, std::int64_t E,
-                      std::size_t itemsize, cudaStream_t s, bool pass2_too = true) {
-  if (!pass2_too && itemsize != 4)
-    throw Error("aggregate: internal error: the w permutation's pass 1 alone asked for 8-byte weights");
+                      std::size_t itemsize, cudaStream_t s) {
   const auto* w32 = static_cast<const u32*>(w);
   auto* s32 = static_cast<u32*>(scratch);
   const u16* tl = t.tl.as<const u16>();
@@ -4385,7 +4318,7 @@ void permute_w_passes(const WPermTables& t, const u32* col, const void* w, void*
     const bool vec2 = t.T % 4 == 0 && reinterpret_cast<std::uintptr_t>(scratch) % 16 == 0;
     wperm_pass1_kernel<1><<<int(t.tiles), kWPermThreads, t.smem1, s>>>(w32, tl, rs, ds, s32, E, t.T, t.nb, 0, vec1);
     check_launch();
-    if (pass2_too) pass2(std::integral_constant<int, 1>{}, 0, vec2);
+    pass2(std::integral_constant<int, 1>{}, 0, vec2);
     return;
   }
   for (int half = 0; half < 2; ++half) {
@@ -4444,26 +4377,11 @@ void CudaPlan::prepare_weights(DType weights, void* stream_arg) {
   on_stream(s, [&] { (void)weights_permutation(tile, s); });
 }
 
-// PIPELINK_AGG_W_PASS2: unset or "passes" (0: the permutation's pass 2 writes w in plan order and
-// the walk reads that: the default), "fused" (1) or "fused-last" (2) (opt-in, session 40, not
-// yet measured: no pass 2; the staged walk reads each weight from its bucket's region through
-// lidx, kWBucketLidx, on plans with packed lidx and float32 w, elsewhere both passes run;
-// "fused-last" marks those reads L2 evict_last). Read at each run, so that `bench --ab` times
-// them; another value is an error (CudaPlan::run, before any work). Why: pass 2 moves ~13 bytes
-// an edge (~0.8 GB on products-like, ~0.19 ms) that the fused walk does not, for a bucket-local
-// read of w instead of a plan-order one and lidx's high byte (1 byte an edge). v20's folded
-// plans (the same idea through 8-byte pairs and the gathering walk, no L2 hint) measured no
-// gain, 4.99 against 4.94 ms in noisy arms, and were removed: the walk sits at its memory limit,
-// so the fold pays only if the bucket reads hit L2, which is what bench/micro/w_bucket_walk_micro.cu
-// measures (with and without evict_last) before this is A/B'd.
-int w_pass2_form() { return knob_choice("PIPELINK_AGG_W_PASS2", {"passes", "fused", "fused-last"}); }
-
 void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
                    bool w_in_plan_order) {
   (void)staged_tanh_libm();  // bad knobs: before any work
   (void)staged_issue_knob();
   (void)staged_wmode_runtime();
-  (void)w_pass2_form();
   if (!w_in_pairs) {  // one-shot plans never permute; bad knobs fail here, before any work
     (void)w_permute_tile(num_edges, num_segments > 0);
     (void)w_permute_compact();
@@ -4486,7 +4404,6 @@ void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView
   bool wplan = w_in_plan_order;
   DeviceBuffer scratch;  // freed in stream order after the launches below
   TensorView wp;
-  WBuckets buckets;  // hi set: scratch holds pass 1's layout (PIPELINK_AGG_W_PASS2=fused)
   if (w && !w_in_plan_order && !w_in_pairs && !wide && num_edges > 0 && x.dim(1) > 0 && num_nodes > 0) {
     // A compact plan always permutes (it has no edge ids); otherwise float32 w where the knob
     // says.
@@ -4511,12 +4428,7 @@ void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView
                                      "or free device memory");
         }
         if (scratch.get()) {
-          // The fused form (see w_pass2_form): float32 on a packed-lidx plan that the staged walk runs.
-          const int form = w_pass2_form();
-          const bool fused =
-              isz == 4 && !f64 && lidx_in_column && form > 0 && staged_fits<float, std::int32_t>(x, out, x.dim(1));
-          permute_w_passes(*t, lidx_column(), w->data(), scratch.get(), num_edges, isz, s, !fused);
-          if (fused) buckets = WBuckets{t->lidx.as<const std::uint8_t>(), t->T, form == 2};
+          permute_w_passes(*t, lidx_column(), w->data(), scratch.get(), num_edges, isz, s);
           wp = TensorView(scratch.get(), w->dtype(), w->device(), {num_edges});
           wrun = &wp;
           wplan = true;
@@ -4531,8 +4443,7 @@ void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView
     else launch_rows<float, std::int64_t>(*this, x, wrun, wplan, out, opts, s);
   } else {
     if (f64) launch_rows<double, std::int32_t>(*this, x, wrun, wplan, out, opts, s);
-    else
-      launch_rows<float, std::int32_t>(*this, x, wrun, wplan, out, opts, s, buckets);
+    else launch_rows<float, std::int32_t>(*this, x, wrun, wplan, out, opts, s);
   }
 }
 
