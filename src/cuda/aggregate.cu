@@ -3738,7 +3738,9 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   if (plan.compact && w && !wplan)
     throw Error("aggregate: internal error: a compact plan run with w in edge order (no edge ids to gather by)");
   const int wmode = plan.w_in_pairs ? kWInPairs
-                    : plan.compact  ? (plan.compact24 ? kWCompact24 : plan.lidx_in_column ? kWCompactLidx : kWCompact)
+                    : plan.compact  ? (plan.compact24        ? kWCompact24
+                                       : plan.lidx_in_column ? kWCompactLidx
+                                                             : kWCompact)
                     : wplan         ? kWPlanOrder
                                     : kWById;
   const T* wp = plan.w_in_pairs ? reinterpret_cast<const T*>(pp) : w ? w->data_as<const T>() : nullptr;
@@ -3758,7 +3760,8 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
                             plan.order.as<const std::int32_t>()};
     launch_staged(reinterpret_cast<const std::int32_t*>(rp), plan.first_row.as<const std::int32_t>(),
                   reinterpret_cast<const EdgePair<std::int32_t>*>(pp), reinterpret_cast<const float*>(xp), xs,
-                  reinterpret_cast<const float*>(wp), wmode, reinterpret_cast<float*>(op), os, plan.groups, tr, acc, sg, s);
+                  reinterpret_cast<const float*>(wp), wmode, reinterpret_cast<float*>(op), os, plan.groups, tr, acc, sg,
+                  s);
   } else {
     const auto* fr = plan.first_row.as<const P>();
     const std::int64_t G = plan.groups;
@@ -4443,7 +4446,8 @@ void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView
     else launch_rows<float, std::int64_t>(*this, x, wrun, wplan, out, opts, s);
   } else {
     if (f64) launch_rows<double, std::int32_t>(*this, x, wrun, wplan, out, opts, s);
-    else launch_rows<float, std::int32_t>(*this, x, wrun, wplan, out, opts, s);
+    else
+      launch_rows<float, std::int32_t>(*this, x, wrun, wplan, out, opts, s);
   }
 }
 
