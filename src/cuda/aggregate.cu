@@ -23,6 +23,7 @@
 #include <cmath>
 #include <climits>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <cstdio>
 #include <cstdlib>
@@ -142,6 +143,15 @@ std::int64_t read_index(const TensorView& v, std::int64_t e) {
     PIPELINK_CUDA_CHECK(cudaMemcpy(&value, v.data_as<const std::int64_t>() + e, 8, cudaMemcpyDeviceToHost));
   }
   return value;
+}
+
+// A build's verdict (finish_plan's three status words: the first bad edge, ULLONG_MAX where none;
+// the split rows' segments; the long rows) says the plan is good and needs no per-row tables. The
+// one-shot's early walk (PIPELINK_AGG_ONESHOT_WALK=early) runs only then, and the host skips its
+// own run only then: one test on both sides, so they cannot disagree.
+__host__ __device__ __forceinline__ bool verdict_clean(unsigned long long bad, unsigned long long segments,
+                                                       unsigned long long long_rows) {
+  return bad == ULLONG_MAX && segments == 0 && long_rows == 0;
 }
 
 /// Throws IndexOutOfRangeError for edge `bad` (ULLONG_MAX: nothing bad), src checked first.
@@ -959,6 +969,15 @@ struct PlanKnobs {
   // 2.00 ms (1.009x), one-shot 5.99 against 6.01 (1.002x); traced, the tail 0.026-0.036 against
   // 0.047-0.081 ms.
   bool plan_tail_split = false;
+  // PIPELINK_AGG_ONESHOT_WALK: 'after' (the default: a one-shot call launches its walk once the
+  // host has read the build's verdict) or 'early' (opt-in, session 41, not yet run on a GPU: the
+  // walk is queued right after the build's tail and reads the verdict itself, see finish_plan;
+  // float32 x, w and out on the staged walk, narrow plans, the fused tail; elsewhere 'after').
+  // Why: the host's round trip between the build and the walk leaves the GPU idle (the verdict's
+  // wait 0.008-0.016 ms in v39's trace, then the walk's launch); the one-shot sits 0.05 ms over
+  // issue 3's 6.0 ms on products-like (v43), and small graphs feel the gap most (arxiv-like's
+  // one-shot is ~0.3 ms).
+  bool oneshot_walk_early = false;
 };
 PlanKnobs plan_knobs() {
   auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
@@ -996,6 +1015,7 @@ PlanKnobs plan_knobs() {
   k.build_hist = BuildHist(knob_choice("PIPELINK_AGG_BUILD_HIST", {"scatter", "own", "cub"}));
   k.plan_tail_split = knob_is_second("PIPELINK_AGG_PLAN_TAIL", "fused", "split");
   k.item_order = !knob_is_second("PIPELINK_AGG_ITEM_ORDER", "weight", "plain");
+  k.oneshot_walk_early = knob_is_second("PIPELINK_AGG_ONESHOT_WALK", "after", "early");
   return k;
 }
 
@@ -1648,7 +1668,8 @@ __global__ void __launch_bounds__(kFirstThreads, 2) level_scatter_kernel(
   }
 }
 
-// PIPELINK_AGG_MSD_LAST=rows (the default, two-level sorts only: shift > kLevelBits): the batch's first
+// PIPELINK_AGG_MSD_LAST=rows (v34-v35's default; since v36 'auto' takes it unless the buckets are
+// skewed, see msd::Last; two-level sorts only: shift > kLevelBits): the batch's first
 // level has sorted each bucket by the key's high digit (sub-buckets of 2^kLevelBits rows) into the
 // scratch; block b sorts sub-bucket b % subs of bucket d0 + b / subs (msd::sub_bucket_range from
 // the first level's summed cells, absolute) by the key's low kLevelBits bits, back over the same
@@ -2649,10 +2670,22 @@ void order_items(CudaPlan& plan, cudaStream_t s) {
   check_launch();
 }
 
+// A one-shot call's walk, queued by finish_plan before the host waits for the build's verdict
+// (PIPELINK_AGG_ONESHOT_WALK=early): it launches the staged walk of `plan`, taken as a plan with
+// no split or long rows, guarded by the verdict's device words (see staged_rows_kernel).
+using EarlyWalk = std::function<void(const CudaPlan& plan, const unsigned long long* verdict)>;
+
 // The rest of the plan (work split, long rows, segments), then the index check's verdict.
+// early (narrow plans, the fused tail only): queued right after the tail, so that the walk need
+// not wait for the host's round trip (the sync, the verdict's read, the run's launch: v39's trace
+// put the verdict's wait at 0.008-0.016 ms of a one-shot call, plus the launch gap after it).
+// *walked says whether that walk did the call's work (the verdict clean), else the caller runs
+// the plan as usual: the early walk wrote nothing.
 template <class P>
 void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
-                 unsigned long long* status, bool split_tail, BuildTrace& trace) {
+                 unsigned long long* status, bool split_tail, BuildTrace& trace, const EarlyWalk* early = nullptr,
+                 bool* walked = nullptr) {
+  if (walked) *walked = false;
   const std::int64_t E = plan.num_edges;
   plan.groups = plan.row_weight.groups(E, N, plan.chunk);
   plan.first_row = DeviceBuffer((plan.groups + 1) * sizeof(P), s);
@@ -2672,8 +2705,13 @@ void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
         plan.long_row, plan.seg_len, status, slot->device_for(s));
     check_launch();
     trace.mark("plan_tail");
+    if (early) {
+      (*early)(plan, status);
+      trace.mark("early_walk");
+    }
     PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
     for (int i = 0; i < 3; ++i) st[i] = slot->read(i);
+    if (early && walked) *walked = verdict_clean(st[0], st[1], st[2]);
   } else {
     group_rows_kernel<P><<<split_blocks, 256, 0, s>>>(plan.row_ptr.as<const P>(), N, plan.groups, plan.chunk,
                                                       plan.row_weight, plan.first_row.as<P>());
@@ -2725,8 +2763,11 @@ void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
 // fold_w (one-shot calls only): float32 weights put into the narrow plan's pairs in place of the
 // edge ids (kWInPairs). Such a plan serves that one call's w and no other, so it is never handed out.
 // edge_ranges_if_short: see sort_narrow; nullptr is then returned where the one sort does not fit.
+// early, walked: see finish_plan (narrow plans with the fused tail; elsewhere *walked is false).
 std::shared_ptr<CudaPlan> build_plan_for(const TensorView& src, const TensorView& dst, std::int64_t N, void* stream,
-                                         const TensorView* fold_w, std::int64_t* edge_ranges_if_short = nullptr) {
+                                         const TensorView* fold_w, std::int64_t* edge_ranges_if_short = nullptr,
+                                         const EarlyWalk* early = nullptr, bool* walked = nullptr) {
+  if (walked) *walked = false;
   const cudaStream_t s = as_stream(stream);
   PIPELINK_CUDA_CHECK(cudaSetDevice(src.device().index));
   auto plan = std::make_shared<CudaPlan>();
@@ -2774,7 +2815,7 @@ std::shared_ptr<CudaPlan> build_plan_for(const TensorView& src, const TensorView
       if (i32) sort_narrow<std::int32_t>(*plan, src, dst, N, knobs, s, f, trace, fw, edge_ranges_if_short);
       else sort_narrow<std::int64_t>(*plan, src, dst, N, knobs, s, f, trace, fw, edge_ranges_if_short);
       if (edge_ranges_if_short && *edge_ranges_if_short > 0) return nullptr;
-      finish_plan<std::int32_t>(*plan, src, dst, N, s, f, knobs.plan_tail_split, trace);
+      finish_plan<std::int32_t>(*plan, src, dst, N, s, f, knobs.plan_tail_split, trace, early, walked);
     }
   } else {
     plan->row_ptr = DeviceBuffer((N + 1) * (plan->wide ? 8 : 4), s);
@@ -3114,8 +3155,16 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
                        const float* __restrict__ w, float* __restrict__ out, std::int64_t os, std::int64_t groups,
                        bool accumulate, std::int64_t max_row, const std::int32_t* __restrict__ seg_first,
                        const std::int32_t* __restrict__ seg_row, std::int64_t num_split, double* __restrict__ partial,
-                       int wmode_arg, const std::int32_t* __restrict__ order) {
+                       int wmode_arg, const std::int32_t* __restrict__ order,
+                       const unsigned long long* __restrict__ verdict) {
   constexpr int F = kStagedF, SE = kStageEdges, S = kStages;
+  // A one-shot walk queued before the host read its build's verdict (PIPELINK_AGG_ONESHOT_WALK=
+  // early, see finish_plan): it writes nothing unless the build was clean, with no split or long
+  // rows (the host then builds their tables and runs the walk again). Only the forms a one-shot
+  // call launches carry the test; the planned forms pass nullptr.
+  if constexpr (WM < 0 || WM == kWInPairs) {
+    if (verdict && !verdict_clean(verdict[0], verdict[1], verdict[2])) return;
+  }
   // A compile-time mode comes with weights (the host picks it only then).
   const int wmode = WM >= 0 ? WM : wmode_arg;
   const bool has_w = WM >= 0 || w != nullptr;
@@ -3561,6 +3610,9 @@ struct StagedSegments {  // the split rows' segments, summed by the staged kerne
   double* partial;
   std::int64_t seg_len;  // rows longer than this are split (and the staged walk skips them)
   const std::int32_t* order;  // the items' launch order (nullptr: segments, then groups)
+  // The build's status words, for a walk queued before the host read them (nullptr: none; see
+  // the kernel and finish_plan).
+  const unsigned long long* verdict = nullptr;
 };
 
 // PIPELINK_AGG_STAGED_ISSUE: unset, empty or "1" the LI copies with an unsigned row stride (2, the
@@ -3630,7 +3682,7 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
     }
     kernel<<<grid, warps * 32, staged_smem_bytes(warps), s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg.seg_len,
                                                               sg.seg_first, sg.seg_row, sg.count, sg.partial, wmode,
-                                                              sg.order);
+                                                              sg.order, sg.verdict);
   };
   // The weights' mode as a constant in the hot forms (see the kernel's WM), unless
   // PIPELINK_AGG_STAGED_WMODE=runtime (for A/B; the same bits). tanh only: other transforms
@@ -3711,9 +3763,10 @@ void with_vec_tiles(bool vec_ok, bool two_chunks, Fn&& f) {
   else f(integral_constant<int, 1>{}, integral_constant<int, 1>{});
 }
 
+// verdict: the one-shot's early walk (see finish_plan), the staged walk only.
 template <class T, class P>
 void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w, bool wplan, const TensorView& out,
-                 const AggregateOptions& opts, cudaStream_t s) {
+                 const AggregateOptions& opts, cudaStream_t s, const unsigned long long* verdict = nullptr) {
   const std::int64_t N = plan.num_nodes, F = x.dim(1);
   if (N == 0 || F == 0) return;
   if (plan.num_edges == 0) {
@@ -3750,6 +3803,8 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   const int tr = int(opts.transform);
   const bool acc = opts.accumulate;
   const bool staged = staged_fits<T, P>(x, out, F);
+  if (verdict && (!staged || plan.num_segments + plan.num_long > 0 || !plan.w_in_pairs))
+    throw Error("aggregate: internal error: an early one-shot walk outside the staged walk of a plain one-shot plan");
   DeviceBuffer partial(std::size_t(plan.num_segments * F) * sizeof(double), s);
   if (staged) {
     const StagedSegments sg{plan.seg_first.as<const std::int32_t>(),
@@ -3757,7 +3812,8 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
                             plan.num_segments,
                             partial.as<double>(),
                             plan.seg_len,
-                            plan.order.as<const std::int32_t>()};
+                            plan.order.as<const std::int32_t>(),
+                            verdict};
     launch_staged(reinterpret_cast<const std::int32_t*>(rp), plan.first_row.as<const std::int32_t>(),
                   reinterpret_cast<const EdgePair<std::int32_t>*>(pp), reinterpret_cast<const float*>(xp), xs,
                   reinterpret_cast<const float*>(wp), wmode, reinterpret_cast<float*>(op), os, plan.groups, tr, acc, sg,
@@ -3883,10 +3939,10 @@ bool stream_capturing(cudaStream_t q) {
   return c != cudaStreamCaptureStatusNone;
 }
 
-// PIPELINK_AGG_W_PERMUTE_COMPACT: every value but "0" compacts a plan when its tables are built
+// PIPELINK_AGG_W_PERMUTE_COMPACT: "lidx" (the default), "1" or "24" compact a plan when its tables are built
 // (its pairs become their src column: 4 bytes an edge less, so the plan keeps 8.47 instead of
 // 12.47 B/edge on products-like, under issue 3's 12; "1" in the plain 32-bit column); "0" keeps
-// the pairs (a plan that can still gather by edge id). Compaction is the default since session
+// the pairs (a plan that can still gather by edge id); another value is an error. Compaction is the default since session
 // 16: on the H200 (products-like, `bench --ab`,
 // same rounds) compact plans ran in 4.88 ms against 4.88 for plans that keep their pairs, and
 // the tests and both compact mutants held on the GPU. "24" compacts into a 24-bit src column
@@ -4197,7 +4253,8 @@ std::unique_ptr<WPermTables> build_w_permutation(const CudaPlan& plan, int T, cu
 }
 
 // The tables are built once per plan, with the tile size of the first run that asks (a later
-// PIPELINK_AGG_W_PERMUTE=T does not rebuild them; `off` is honoured at every run).
+// PIPELINK_AGG_W_PERMUTE=T does not rebuild them; `off` is honoured at every run of a plan that
+// keeps its edge ids: a compacted plan has none to gather by, and always permutes).
 const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
   std::lock_guard lock(wperm_mu);
   if (!wperm_tried) {
@@ -4497,8 +4554,25 @@ void aggregate_one_shot(OpContext& ctx) {
     // settled; the memory gap is.
     std::int64_t edge_ranges = 0;
     std::shared_ptr<CudaPlan> plan;
+    // PIPELINK_AGG_ONESHOT_WALK=early (see PlanKnobs): the walk queued inside the build, where the
+    // staged walk with the weights in the pairs is what the run would launch. The run's knobs
+    // are read first, so that a bad one still fails before any work.
+    const TensorView &x = ctx.port("x"), &out = ctx.port("out");
+    const AggregateOptions opts = options_of(ctx);
+    const bool early_ok = knobs.oneshot_walk_early && w && w->dtype() == DType::f32 && x.dtype() == DType::f32 &&
+                          staged_fits<float, std::int32_t>(x, out, x.dim(1));
+    if (early_ok) {
+      (void)staged_tanh_libm();
+      (void)staged_issue_knob();
+      (void)staged_wmode_runtime();
+    }
+    const EarlyWalk early = [&](const CudaPlan& p, const unsigned long long* verdict) {
+      launch_rows<float, std::int32_t>(p, x, w, false, out, opts, as_stream(ctx.stream), verdict);
+    };
+    bool walked = false;
     try {
-      plan = build_plan_for(src, dst, N, ctx.stream, w, K == 0 ? &edge_ranges : nullptr);
+      plan = build_plan_for(src, dst, N, ctx.stream, w, K == 0 ? &edge_ranges : nullptr, early_ok ? &early : nullptr,
+                            &walked);
     } catch (const OutOfMemoryError& e) {
       // The sort fitted but a later buffer (row offsets, the work split) did not: two edge
       // ranges, split further below if need be. Nothing was written to out.
@@ -4509,7 +4583,7 @@ void aggregate_one_shot(OpContext& ctx) {
       edge_ranges = 2;
     }
     if (plan) {
-      plan->run(ctx.port("x"), w, ctx.port("out"), options_of(ctx), false);
+      if (!walked) plan->run(x, w, out, opts, false);
       return;
     }
     K = std::min(edge_ranges, std::max<std::int64_t>(E, 1));
