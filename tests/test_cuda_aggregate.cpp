@@ -1956,7 +1956,8 @@ TEST_F(CudaAggregate, OneShotEarlyWalkGivesTheSameBits) {
     Tensor out = gpu(before);
     for (bool accumulate : {false, true}) {
       try {
-        aggregate(xg, gpu(g.src), gpu(g.dst), wg.view(), out, {.accumulate = accumulate, .path = AggregatePath::one_shot});
+        aggregate(xg, gpu(g.src), gpu(g.dst), wg.view(), out,
+                  {.accumulate = accumulate, .path = AggregatePath::one_shot});
         cuda::synchronize();
         ADD_FAILURE() << "no error";
       } catch (const IndexOutOfRangeError& e) {

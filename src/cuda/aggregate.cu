@@ -20,19 +20,19 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <climits>
-#include <exception>
-#include <functional>
-#include <memory>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
-#include <cstdint>
-#include <map>
 #include <string>
-#include <initializer_list>
 #include <string_view>
 #include <type_traits>
 #include <vector>
@@ -3939,20 +3939,20 @@ bool stream_capturing(cudaStream_t q) {
   return c != cudaStreamCaptureStatusNone;
 }
 
-// PIPELINK_AGG_W_PERMUTE_COMPACT: "lidx" (the default), "1" or "24" compact a plan when its tables are built
-// (its pairs become their src column: 4 bytes an edge less, so the plan keeps 8.47 instead of
-// 12.47 B/edge on products-like, under issue 3's 12; "1" in the plain 32-bit column); "0" keeps
-// the pairs (a plan that can still gather by edge id); another value is an error. Compaction is the default since session
-// 16: on the H200 (products-like, `bench --ab`,
-// same rounds) compact plans ran in 4.88 ms against 4.88 for plans that keep their pairs, and
-// the tests and both compact mutants held on the GPU. "24" compacts into a 24-bit src column
-// where N <= 2^24 (3 bytes an edge for 4: plan 8.47 -> 7.47 B/edge on products-like, and a warm
-// planned call given w in edge order 12.81 -> 11.81 B/edge by the process, under issue 4's 12).
-// Opt-in because it costs time: the planned call took 4.63 ms against 4.47 with 32-bit srcs
-// (H200, products-like, `bench --ab`, same rounds, 8beb24e; w in plan order 4.16 with it); with
-// its join deferred a stage (f476127), 1.087x the default's time in the same rounds (v32, f0669c6).
-// "lidx" (the default since session 29; unset means it): the 32-bit column, and where N <= 2^24
-// lidx's low byte in its top 8 bits ("packed lidx" below; the plain column past 2^24): plan 8.32
+// PIPELINK_AGG_W_PERMUTE_COMPACT: "lidx" (the default), "1" or "24" compact a plan when its tables
+// are built (its pairs become their src column: 4 bytes an edge less, so the plan keeps 8.47
+// instead of 12.47 B/edge on products-like, under issue 3's 12; "1" in the plain 32-bit column);
+// "0" keeps the pairs (a plan that can still gather by edge id); another value is an error.
+// Compaction is the default since session 16: on the H200 (products-like, `bench --ab`, same
+// rounds) compact plans ran in 4.88 ms against 4.88 for plans that keep their pairs, and the tests
+// and both compact mutants held on the GPU. "24" compacts into a 24-bit src column where N <= 2^24
+// (3 bytes an edge for 4: plan 8.47 -> 7.47 B/edge on products-like, and a warm planned call given
+// w in edge order 12.81 -> 11.81 B/edge by the process, under issue 4's 12). Opt-in because it
+// costs time: the planned call took 4.63 ms against 4.47 with 32-bit srcs (H200, products-like,
+// `bench --ab`, same rounds, 8beb24e; w in plan order 4.16 with it); with its join deferred a stage
+// (f476127), 1.087x the default's time in the same rounds (v32, f0669c6). "lidx" (the default since
+// session 29; unset means it): the 32-bit column, and where N <= 2^24 lidx's low byte in its top 8
+// bits ("packed lidx" below; the plain column past 2^24): plan 8.32
 // -> 7.32 B/edge and a warm planned call 12.32 -> 11.32 on products-like (under issue 4's 12). It
 // cost 0.11 ms in v29 (4.36 against 4.25); with its mask deferred a stage (v32, f0669c6, H200,
 // products-like, compare_torch --kernel-profile, one process each) the staged walk took 3.817 ms
