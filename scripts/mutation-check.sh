@@ -96,6 +96,7 @@ mutations=(
   "staged walk does not restart after a split row@src/cuda/aggregate.cu@jumped = r >= r1 || rbeg != kk;@jumped = r >= r1;@1@CudaAggregate.PlanKnobsKeepTheBitsOfUnsplitRows"
   "early walk ignores the split rows' total@src/cuda/aggregate.cu@if (verdict && !verdict_clean(verdict[0], verdict[1], verdict[2])) return;@if (verdict && !verdict_clean(verdict[0], 0, verdict[2])) return;@1@CudaAggregate.OneShotEarlyWalkGivesTheSameBits"
   "early walk ignores a bad edge@src/cuda/aggregate.cu@if (verdict && !verdict_clean(verdict[0], verdict[1], verdict[2])) return;@if (verdict && !verdict_clean(ULLONG_MAX, verdict[1], verdict[2])) return;@1@CudaAggregate.OneShotEarlyWalkGivesTheSameBits"
+  "early walk's guard in the compiled form only@src/cuda/aggregate.cu@if constexpr (WM < 0 || WM == kWInPairs) {@if constexpr (WM == kWInPairs) {@1@CudaAggregate.OneShotEarlyWalkGivesTheSameBits"
   "one-shot runs again after its early walk@src/cuda/aggregate.cu@if (!walked) plan->run(x, w, out, opts, false);@if (true) plan->run(x, w, out, opts, false);@1@CudaAggregate.OneShotEarlyWalkGivesTheSameBits"
   "held walk reads a stale slot@src/cuda/aggregate.cu@cslot = cslot == S - 1 ? 0 : cslot + 1;@cslot = cslot == S - 2 ? 0 : cslot + 1;@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
   "item order not the default@src/cuda/aggregate.cu@k.item_order = !knob_is_second(@k.item_order = knob_is_second(@1@CudaAggregate.ItemOrderKeepsTheBits"

@@ -1893,9 +1893,9 @@ TEST_F(CudaAggregate, OneShotEarlyWalkGivesTheSameBits) {
                           {"five long rows", with_rows(uniform_graph(N, E, seed), false, true), false},
                           {"int32 indices", uniform_graph(N, E, seed + 9, DType::i32), true}};
   auto one_shot = [&](const TensorView& x, const Tensor& src, const Tensor& dst, const TensorView& w,
-                      const Tensor& init, bool accumulate) {
+                      const Tensor& init, bool accumulate, Transform tr = Transform::tanh) {
     Tensor out = accumulate ? gpu(init) : poisoned_gpu(N, x.dim(1), x.dtype());
-    aggregate(x, src, dst, w, out, {.accumulate = accumulate, .path = AggregatePath::one_shot});
+    aggregate(x, src, dst, w, out, {.transform = tr, .accumulate = accumulate, .path = AggregatePath::one_shot});
     return host(out);
   };
   // The call's trace (debug log): whether the early walk was queued.
@@ -1924,6 +1924,15 @@ TEST_F(CudaAggregate, OneShotEarlyWalkGivesTheSameBits) {
       EXPECT_EQ(queued, F == 64) << "the early walk is queued where the staged walk runs, and only there";
       EXPECT_TRUE(bitwise_equal(got, ref)) << "overwrite";
       EXPECT_TRUE(bitwise_equal(got_acc, ref_acc)) << "accumulate (a walk run twice, or not at all, shows here)";
+      if (F == 64) {
+        // The identity transform: the walk's run-time form (no compiled weights' mode), which
+        // carries the same guard.
+        const ScopedEnv after({{"PIPELINK_AGG_ONESHOT_WALK", "after"}});
+        const Tensor ref_id = one_shot(xg, sg, dg, wg, init, true, Transform::identity);
+        const ScopedEnv again({{"PIPELINK_AGG_ONESHOT_WALK", "early"}});
+        EXPECT_TRUE(bitwise_equal(one_shot(xg, sg, dg, wg, init, true, Transform::identity), ref_id))
+            << "identity, accumulate";
+      }
       if (F == 64 && !gr.early_does_the_work) {
         // The same with the split tail: no early walk at all.
         const ScopedEnv split({{"PIPELINK_AGG_PLAN_TAIL", "split"}});

@@ -2706,10 +2706,22 @@ void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     check_launch();
     trace.mark("plan_tail");
     if (early) {
+      // The host waits for the tail alone (an event recorded before the walk), not the stream:
+      // the walk runs while the host reads the verdict, and the call stays asynchronous.
+      struct TailDone {
+        cudaEvent_t e = nullptr;
+        ~TailDone() {
+          if (e) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(e));
+        }
+      } tail;
+      PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&tail.e, cudaEventDisableTiming));
+      PIPELINK_CUDA_CHECK(cudaEventRecord(tail.e, s));
       (*early)(plan, status);
       trace.mark("early_walk");
+      PIPELINK_CUDA_CHECK(cudaEventSynchronize(tail.e));
+    } else {
+      PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
     }
-    PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
     for (int i = 0; i < 3; ++i) st[i] = slot->read(i);
     if (early && walked) *walked = verdict_clean(st[0], st[1], st[2]);
   } else {
@@ -4559,6 +4571,7 @@ void aggregate_one_shot(OpContext& ctx) {
     // are read first, so that a bad one still fails before any work.
     const TensorView &x = ctx.port("x"), &out = ctx.port("out");
     const AggregateOptions opts = options_of(ctx);
+    PIPELINK_CUDA_CHECK(cudaSetDevice(src.device().index));  // staged_fits asks the current device
     const bool early_ok = knobs.oneshot_walk_early && w && w->dtype() == DType::f32 && x.dtype() == DType::f32 &&
                           staged_fits<float, std::int32_t>(x, out, x.dim(1));
     if (early_ok) {
