@@ -488,11 +488,14 @@ TEST_F(CudaAggregate, TanhIsFaithfulInEveryFloatKernel) {
   out = poisoned_gpu(N, F, DType::f32);
   aggregate(xg, ig, ig, std::nullopt, out, {.path = AggregatePath::lean});
   check("lean (phi)", out, true);
-  // A bad PIPELINK_AGG_TANH (or PIPELINK_AGG_STAGED_ISSUE, _STAGED_WMODE) is an error that names the knob,
-  // raised before anything is written.
+  // A bad PIPELINK_AGG_TANH (or PIPELINK_AGG_STAGED_ISSUE, _STAGED_WMODE, and the process-wide
+  // _STAGED, _LONG_ROW, _FORCE_WIDE) is an error that names the knob, raised before anything is
+  // written.
   for (const auto& [knob, value] :
        {std::pair{"PIPELINK_AGG_TANH", "fast"}, std::pair{"PIPELINK_AGG_STAGED_ISSUE", "2"},
-        std::pair{"PIPELINK_AGG_STAGED_ISSUE", "Held"}, std::pair{"PIPELINK_AGG_STAGED_WMODE", "bogus"}}) {
+        std::pair{"PIPELINK_AGG_STAGED_ISSUE", "Held"}, std::pair{"PIPELINK_AGG_STAGED_WMODE", "bogus"},
+        std::pair{"PIPELINK_AGG_STAGED", "off"}, std::pair{"PIPELINK_AGG_LONG_ROW", "64x"},
+        std::pair{"PIPELINK_AGG_FORCE_WIDE", "yes"}}) {
     SCOPED_TRACE(std::string(knob) + "=" + value);
     ScopedEnv bad({{knob, value}});
     Tensor untouched = poisoned_gpu(N, F, DType::f32);
@@ -1744,7 +1747,9 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
         std::pair{"PIPELINK_AGG_MSD_LAST", "row"},       std::pair{"PIPELINK_AGG_MSD_ONE_TILE", "fast"},
         std::pair{"PIPELINK_AGG_BUILD_SORT", "radix"},   std::pair{"PIPELINK_AGG_BUILD_HIST", "both"},
         std::pair{"PIPELINK_AGG_PLAN_TAIL", "one"},      std::pair{"PIPELINK_AGG_TEST_POISON_ROWS", "2"},
-        std::pair{"PIPELINK_AGG_ITEM_ORDER", "heavy"},   std::pair{"PIPELINK_AGG_ONESHOT_WALK", "soon"}}) {
+        std::pair{"PIPELINK_AGG_ITEM_ORDER", "heavy"},   std::pair{"PIPELINK_AGG_ONESHOT_WALK", "soon"},
+        std::pair{"PIPELINK_AGG_LONG_ROW", "x"},         std::pair{"PIPELINK_AGG_LONG_ROW", "2000"},
+        std::pair{"PIPELINK_AGG_STAGED", "no"},          std::pair{"PIPELINK_AGG_FORCE_WIDE", "true"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);

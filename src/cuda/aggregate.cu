@@ -832,6 +832,26 @@ constexpr std::int64_t kRowsPerEdge = 1, kEdgesPerRow = 1;
 // PIPELINK_AGG_LONG_ROW overrides it (0: every non-empty row is a warp's item, as in v3/v4).
 constexpr std::int64_t kLongRow = 64;
 
+// The knobs read once a process (PIPELINK_AGG_LONG_ROW here, PIPELINK_AGG_STAGED in staged_fits)
+// and PIPELINK_AGG_FORCE_WIDE (read at each build) are checked at every build, one-shot call and
+// planned run, before any work, like every other knob: a bad value is an error that names it,
+// not a silent default (a non-number read as 0 here before session 41, and any value but "0"
+// left the staged walk on).
+void check_fixed_knobs() {
+  auto bad = [](const char* name, const char* v, const char* want) {
+    throw Error(std::string("aggregate: ") + name + "='" + v + "' is not " + want);
+  };
+  if (const char* v = std::getenv("PIPELINK_AGG_LONG_ROW"); v && *v) {
+    char* end = nullptr;
+    const long long x = std::strtoll(v, &end, 10);
+    if (*end != '\0' || x < 0 || x > kSegment) bad("PIPELINK_AGG_LONG_ROW", v, "an integer in [0, 1024]");
+  }
+  for (const char* name : {"PIPELINK_AGG_STAGED", "PIPELINK_AGG_FORCE_WIDE"}) {
+    const char* v = std::getenv(name);
+    if (v && *v && std::string_view(v) != "0" && std::string_view(v) != "1") bad(name, v, "0 or 1");
+  }
+}
+
 std::int64_t long_row_threshold() {
   static const std::int64_t t = [] {
     const char* v = std::getenv("PIPELINK_AGG_LONG_ROW");
@@ -990,6 +1010,7 @@ PlanKnobs plan_knobs() {
                   std::to_string(hi) + "]");
     return std::int64_t(x);
   };
+  check_fixed_knobs();
   PlanKnobs k;
   k.segment = read("PIPELINK_AGG_SEGMENT", 32, 1 << 20, kSegment);
   k.chunk = read("PIPELINK_AGG_CHUNK", 32, 1 << 20, 0);
@@ -4454,6 +4475,7 @@ void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& o
   (void)staged_tanh_libm();  // bad knobs: before any work
   (void)staged_issue_knob();
   (void)staged_wmode_runtime();
+  check_fixed_knobs();
   if (!w_in_pairs) {  // one-shot plans never permute; bad knobs fail here, before any work
     (void)w_permute_tile(num_edges, num_segments > 0);
     (void)w_permute_compact();

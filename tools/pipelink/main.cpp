@@ -64,8 +64,8 @@ int main(int argc, char** argv) {
   bagg->add_flag("!--no-null-test", bopt.null_test, "Skip the 4x-edges null test");
   bagg->add_option(
       "--ab", bopt.ab,
-      "CUDA: A/B of plan-build knobs, 'tag:VAR=1[,VAR2=1]' each (repeatable): a plan built under "
-      "each (PIPELINK_AGG_SEGMENT, _CHUNK, _ROWS_PER_EDGE, _EDGES_PER_ROW, _BUILD_CHUNKS are read at build), "
+      "CUDA: A/B of knobs, 'tag:VAR=1[,VAR2=1]' each (repeatable; every knob in docs/KNOBS.md): a plan built "
+      "under each (every plan-build knob is read at build), "
       "its planned run, the plan build itself (checked by a planned run on the plan), a one-shot "
       "call and a lean call (the last three with their allocator peak) verified, then timed "
       "interleaved with the default. Knobs read at each call do change "
