@@ -5,7 +5,7 @@
 # fit a call: each piece is one gtest
 # filter, optionally under knobs, with its own time limit, and the table at the end gives each
 # piece's time, exit status and hazard summary.
-#   usage: OUT=dir [PIECE_S=240] [DEADLINE_S=N] [SEGV=1] [RACECHECK_ARGS=...] \
+#   usage: OUT=dir [PIECE_S=240] [DEADLINE_S=N] [SEGV=1] [RACECHECK_ARGS=...] [PARALLEL=k] \
 #            scripts/racecheck-pieces.sh 'FILTER[|VAR=val,VAR2=val[|sanitizer options]]' ...
 #   or @FILE: one piece a line (# comments), e.g. @scripts/racecheck-remaining.txt
 #   e.g. '*FusedFirstRadixPassIsTheSamePlan*|PIPELINK_AGG_MSD_STREAMS=1'
@@ -17,6 +17,11 @@
 #   past a test's table fails it; a test without a table runs whole).
 #   SEGV=1 preloads scripts/segv-backtrace.c (a host backtrace if the test dies of SIGSEGV).
 #   PIPELINK_TEST_SEED is passed through, so a piece can be rerun on the seed that failed.
+#   PARALLEL=k (default 1): up to k pieces at once, each its own process on the one GPU. Whether
+#   that shortens a list depends on what bounds racecheck (the instrumented kernels on the GPU,
+#   or each launch's round trip to the tool on the host); not measured yet (perf-notes v44).
+#   Rows then come in the order the pieces finish. Keep pieces that fill the device
+#   (OneShotOnAFullDeviceRunsEdgeRanges) out of a parallel list.
 # Output: $OUT/racecheck.log (every piece's full text), the table on stdout and in $OUT/racecheck.md.
 # Exit: 0 every piece complete and clean; 1 a hazard, failed test or tool error; 4 a piece cut,
 # skipped or matching nothing (no hazard seen).
@@ -54,43 +59,73 @@ compute-sanitizer --help 2>&1 | grep -i -A4 'kernel' >"$OUT/sanitizer-kernel-fil
 printf '%s\n' "| piece | knobs | options | time | exit | racecheck summary |" "|---|---|---|---|---|---|" | tee "$OUT/racecheck.md"
 row() { printf '%s\n' "$1" | tee -a "$OUT/racecheck.md"; }
 hazard=0 incomplete=0
-for p in "$@"; do
+# One piece: its text to $OUT/piece.$i.txt, its row to the table, and a flag file for the verdict
+# ($OUT/flag.$i: "hazard" or "incomplete", absent when clean), so that pieces can run as jobs.
+run_piece() {
+  local i=$1 p=$2 limit=$3 filt knobs args t0 rc summary ran skipped txt=$OUT/piece.$1.txt
   IFS='|' read -r filt knobs args <<<"$p"
   filt=$(echo "$filt" | xargs)  # gtest keeps a filter's spaces: " *A*" would match nothing
+  t0=$SECONDS
+  # Knobs split at a comma that starts the next NAME=, so a value may hold commas (PIPELINK_TEST_CASES=0,1).
+  read -ra kv <<<"$(sed -E 's/,([A-Za-z_][A-Za-z0-9_]*=)/ \1/g' <<<"$knobs")"
+  env "${kv[@]}" "${pre[@]}" timeout --kill-after=10 "$limit" compute-sanitizer --tool racecheck --error-exitcode 3 \
+    ${RACECHECK_ARGS:-} $args "$bin" --gtest_filter="$filt" >"$txt" 2>&1
+  rc=$?
+  summary=$(grep -o 'RACECHECK SUMMARY:.*' "$txt" | tail -1)
+  ran=$(grep -c '^\[       OK \]' "$txt")
+  skipped=$(grep -c '^\[  SKIPPED \] .* ([0-9]* ms)$' "$txt")
+  local flag=""
+  # A test that skips itself (a knob it refuses, another device) is not checked: say so.
+  [ "$skipped" -gt 0 ] && { summary="$skipped test(s) SKIPPED; $summary"; flag=incomplete; }
+  [ "$ran" -eq 0 ] && [ "$skipped" -eq 0 ] && grep -q 'Running 0 tests' "$txt" && { summary="no test matched; $summary"; flag=incomplete; }
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+    summary="timed out at ${limit}s after $ran test(s) OK; $summary"
+    flag=incomplete
+  elif [ $rc -ne 0 ]; then
+    flag=hazard
+  fi
+  grep -q '^\[  FAILED  \]' "$txt" && { summary="gtest FAILED; $summary"; flag=hazard; }
+  [ -n "$flag" ] && echo "$flag" >"$OUT/flag.$i"
+  { echo "=== piece $filt [${knobs:-defaults}] [${args:-}] limit ${limit}s"; cat "$txt"; } >>"$OUT/racecheck.$i.log"
+  row "| \`$filt\` | ${knobs:--} | ${args:--} | $((SECONDS - t0))s | $rc | $summary |"
+  rm -f "$txt"
+}
+# Piece k's text into racecheck.log and its flag into the verdict (a piece cut by an outer limit
+# leaves racecheck.k.log behind).
+merge() {
+  [ -f "$OUT/racecheck.$1.log" ] && { cat "$OUT/racecheck.$1.log" >>"$OUT/racecheck.log"; rm -f "$OUT/racecheck.$1.log"; }
+  if [ -f "$OUT/flag.$1" ]; then
+    if [ "$(cat "$OUT/flag.$1")" = hazard ]; then hazard=1; else incomplete=1; fi
+    rm -f "$OUT/flag.$1"
+  fi
+  return 0
+}
+par=${PARALLEL:-1}
+i=0
+for p in "$@"; do
+  i=$((i + 1))
+  [ "$par" -gt 1 ] && while [ "$(jobs -rp | wc -l)" -ge "$par" ]; do wait -n; done
   limit=${PIECE_S:-240}
   if [ -n "${DEADLINE_S:-}" ]; then
     left=$((DEADLINE_S - SECONDS - 10))  # the piece's timeout may take 10 s more to kill it
     if [ "$left" -le 5 ]; then
-      row "| \`$filt\` | ${knobs:--} | ${args:--} | - | skipped (DEADLINE_S) | |"
+      IFS='|' read -r filt knobs args <<<"$p"
+      row "| \`$(echo "$filt" | xargs)\` | ${knobs:--} | ${args:--} | - | skipped (DEADLINE_S) | |"
       incomplete=1
       continue
     fi
     [ "$left" -lt "$limit" ] && limit=$left
   fi
-  echo "=== piece $filt [${knobs:-defaults}] [${args:-}] limit ${limit}s" >>"$OUT/racecheck.log"
-  t0=$SECONDS
-  # Knobs split at a comma that starts the next NAME=, so a value may hold commas (PIPELINK_TEST_CASES=0,1).
-  read -ra kv <<<"$(sed -E 's/,([A-Za-z_][A-Za-z0-9_]*=)/ \1/g' <<<"$knobs")"
-  env "${kv[@]}" "${pre[@]}" timeout --kill-after=10 "$limit" compute-sanitizer --tool racecheck --error-exitcode 3 \
-    ${RACECHECK_ARGS:-} $args "$bin" --gtest_filter="$filt" >"$OUT/piece.txt" 2>&1
-  rc=$?
-  cat "$OUT/piece.txt" >>"$OUT/racecheck.log"
-  summary=$(grep -o 'RACECHECK SUMMARY:.*' "$OUT/piece.txt" | tail -1)
-  ran=$(grep -c '^\[       OK \]' "$OUT/piece.txt")
-  skipped=$(grep -c '^\[  SKIPPED \] .* ([0-9]* ms)$' "$OUT/piece.txt")
-  # A test that skips itself (a knob it refuses, another device) is not checked: say so.
-  [ "$skipped" -gt 0 ] && { summary="$skipped test(s) SKIPPED; $summary"; incomplete=1; }
-  [ "$ran" -eq 0 ] && [ "$skipped" -eq 0 ] && grep -q 'Running 0 tests' "$OUT/piece.txt" && { summary="no test matched; $summary"; incomplete=1; }
-  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-    summary="timed out at ${limit}s after $ran test(s) OK; $summary"
-    incomplete=1
-  elif [ $rc -ne 0 ]; then
-    hazard=1
+  if [ "$par" -gt 1 ]; then
+    run_piece "$i" "$p" "$limit" &
+  else
+    run_piece "$i" "$p" "$limit"
+    merge "$i"  # at once: a call cut by an outer limit keeps the pieces before it in the log
   fi
-  grep -q '^\[  FAILED  \]' "$OUT/piece.txt" && { summary="gtest FAILED; $summary"; hazard=1; }
-  row "| \`$filt\` | ${knobs:--} | ${args:--} | $((SECONDS - t0))s | $rc | $summary |"
 done
-rm -f "$OUT/piece.txt" ${segv_so:+"$segv_so"}
+wait
+for ((k = 1; k <= i; k++)); do merge "$k"; done  # parallel pieces' text in the order given
+rm -f ${segv_so:+"$segv_so"}
 # 0: every piece ran to completion, no hazard; 1: a hazard, a failed test or a tool error;
 # 4: nothing wrong seen, but a piece was cut, skipped, or checked nothing.
 [ $hazard -ne 0 ] && exit 1
