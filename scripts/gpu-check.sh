@@ -18,7 +18,7 @@
 #          RACECHECK_FILTER (a gtest filter for the slow racecheck pass), SKIP_RACECHECK, RACECHECK_ARGS,
 #          SKIP_CTEST, SKIP_MEMCHECK (with SKIP_TESTS unset: racecheck alone), RACECHECK_PIECES (racecheck of
 #          test_cuda_aggregate in pieces with their own limits: "FILTER[|knobs[|options]];..."; PIECE_S;
-#          PARALLEL=k: up to k pieces at once),
+#          RACECHECK_PARALLEL=k: up to k pieces at once),
 #          CTEST_VARIANTS="tag:VAR=val[,VAR2=val] ..." (the whole CTest again under opt-in knobs),
 #          AB="tag:VAR=1[,VAR2=1] ..." (the main benchmarks also build a plan under each variant
 #          and time its planned run, the plan build, a one-shot call and a lean call interleaved with the default,

@@ -5,7 +5,7 @@
 # fit a call: each piece is one gtest
 # filter, optionally under knobs, with its own time limit, and the table at the end gives each
 # piece's time, exit status and hazard summary.
-#   usage: OUT=dir [PIECE_S=240] [DEADLINE_S=N] [SEGV=1] [RACECHECK_ARGS=...] [PARALLEL=k] \
+#   usage: OUT=dir [PIECE_S=240] [DEADLINE_S=N] [SEGV=1] [RACECHECK_ARGS=...] [RACECHECK_PARALLEL=k] \
 #            scripts/racecheck-pieces.sh 'FILTER[|VAR=val,VAR2=val[|sanitizer options]]' ...
 #   or @FILE: one piece a line (# comments), e.g. @scripts/racecheck-remaining.txt
 #   e.g. '*FusedFirstRadixPassIsTheSamePlan*|PIPELINK_AGG_MSD_STREAMS=1'
@@ -17,7 +17,7 @@
 #   past a test's table fails it; a test without a table runs whole).
 #   SEGV=1 preloads scripts/segv-backtrace.c (a host backtrace if the test dies of SIGSEGV).
 #   PIPELINK_TEST_SEED is passed through, so a piece can be rerun on the seed that failed.
-#   PARALLEL=k (default 1): up to k pieces at once, each its own process on the one GPU. Whether
+#   RACECHECK_PARALLEL=k (default 1): up to k pieces at once, each its own process on the one GPU. Whether
 #   that shortens a list depends on what bounds racecheck (the instrumented kernels on the GPU,
 #   or each launch's round trip to the tool on the host); not measured yet (perf-notes v44).
 #   Rows then come in the order the pieces finish. Keep pieces that fill the device
@@ -29,6 +29,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-$PWD/out/racecheck}
 mkdir -p "$OUT"
+# A cut run's per-piece files must not reach this run's verdict or log.
+rm -f "$OUT"/flag.* "$OUT"/racecheck.*.log "$OUT"/piece.*.txt
+par=${RACECHECK_PARALLEL:-1}
+[[ $par =~ ^[1-9][0-9]*$ ]] || { echo "RACECHECK_PARALLEL='$par' is not a positive integer"; exit 2; }
 export LD_LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 bin=build/gpu/tests/test_cuda_aggregate
 [ -x "$bin" ] || { echo "no $bin: build first (scripts/gpu-check.sh with SKIP_TESTS=1 SKIP_BENCH=1)"; exit 2; }
@@ -60,11 +64,14 @@ printf '%s\n' "| piece | knobs | options | time | exit | racecheck summary |" "|
 row() { printf '%s\n' "$1" | tee -a "$OUT/racecheck.md"; }
 hazard=0 incomplete=0
 # One piece: its text to $OUT/piece.$i.txt, its row to the table, and a flag file for the verdict
-# ($OUT/flag.$i: "hazard" or "incomplete", absent when clean), so that pieces can run as jobs.
+# ($OUT/flag.$i: "hazard", "incomplete" or "clean"; a missing one counts as incomplete), so that
+# pieces can run as jobs.
 run_piece() {
   local i=$1 p=$2 limit=$3 filt knobs args t0 rc summary ran skipped txt=$OUT/piece.$1.txt
   IFS='|' read -r filt knobs args <<<"$p"
   filt=$(echo "$filt" | xargs)  # gtest keeps a filter's spaces: " *A*" would match nothing
+  # The header first, so that a piece cut by an outer limit still shows which it was.
+  echo "=== piece $filt [${knobs:-defaults}] [${args:-}] limit ${limit}s" >>"$OUT/racecheck.$i.log"
   t0=$SECONDS
   # Knobs split at a comma that starts the next NAME=, so a value may hold commas (PIPELINK_TEST_CASES=0,1).
   read -ra kv <<<"$(sed -E 's/,([A-Za-z_][A-Za-z0-9_]*=)/ \1/g' <<<"$knobs")"
@@ -74,7 +81,7 @@ run_piece() {
   summary=$(grep -o 'RACECHECK SUMMARY:.*' "$txt" | tail -1)
   ran=$(grep -c '^\[       OK \]' "$txt")
   skipped=$(grep -c '^\[  SKIPPED \] .* ([0-9]* ms)$' "$txt")
-  local flag=""
+  local flag=clean
   # A test that skips itself (a knob it refuses, another device) is not checked: say so.
   [ "$skipped" -gt 0 ] && { summary="$skipped test(s) SKIPPED; $summary"; flag=incomplete; }
   [ "$ran" -eq 0 ] && [ "$skipped" -eq 0 ] && grep -q 'Running 0 tests' "$txt" && { summary="no test matched; $summary"; flag=incomplete; }
@@ -85,22 +92,27 @@ run_piece() {
     flag=hazard
   fi
   grep -q '^\[  FAILED  \]' "$txt" && { summary="gtest FAILED; $summary"; flag=hazard; }
-  [ -n "$flag" ] && echo "$flag" >"$OUT/flag.$i"
-  { echo "=== piece $filt [${knobs:-defaults}] [${args:-}] limit ${limit}s"; cat "$txt"; } >>"$OUT/racecheck.$i.log"
+  echo "$flag" >"$OUT/flag.$i"
+  cat "$txt" >>"$OUT/racecheck.$i.log"
   row "| \`$filt\` | ${knobs:--} | ${args:--} | $((SECONDS - t0))s | $rc | $summary |"
   rm -f "$txt"
 }
-# Piece k's text into racecheck.log and its flag into the verdict (a piece cut by an outer limit
-# leaves racecheck.k.log behind).
+# Piece k's text into racecheck.log and its flag into the verdict. A run cut by an outer limit
+# leaves racecheck.k.log (the piece's header, and its text if it finished) and piece.k.txt (the
+# text of one still running) behind in $OUT, and in parallel mode up to k sanitizer processes
+# until their own timeouts end them.
 merge() {
   [ -f "$OUT/racecheck.$1.log" ] && { cat "$OUT/racecheck.$1.log" >>"$OUT/racecheck.log"; rm -f "$OUT/racecheck.$1.log"; }
-  if [ -f "$OUT/flag.$1" ]; then
-    if [ "$(cat "$OUT/flag.$1")" = hazard ]; then hazard=1; else incomplete=1; fi
-    rm -f "$OUT/flag.$1"
-  fi
+  local f=incomplete
+  [ -f "$OUT/flag.$1" ] && f=$(cat "$OUT/flag.$1")
+  case $f in
+    clean) ;;
+    hazard) hazard=1 ;;
+    *) incomplete=1 ;;
+  esac
+  rm -f "$OUT/flag.$1"
   return 0
 }
-par=${PARALLEL:-1}
 i=0
 for p in "$@"; do
   i=$((i + 1))
@@ -124,7 +136,9 @@ for p in "$@"; do
   fi
 done
 wait
-for ((k = 1; k <= i; k++)); do merge "$k"; done  # parallel pieces' text in the order given
+# Parallel pieces' text in the order given (a piece skipped by the deadline has no flag: incomplete,
+# as its row says).
+[ "$par" -gt 1 ] && for ((k = 1; k <= i; k++)); do merge "$k"; done
 rm -f ${segv_so:+"$segv_so"}
 # 0: every piece ran to completion, no hazard; 1: a hazard, a failed test or a tool error;
 # 4: nothing wrong seen, but a piece was cut, skipped, or checked nothing.
