@@ -99,7 +99,7 @@ mutations=(
   "early walk's guard in the compiled form only@src/cuda/aggregate.cu@if constexpr (WM < 0 || WM == kWInPairs) {@if constexpr (WM == kWInPairs) {@1@CudaAggregate.OneShotEarlyWalkGivesTheSameBits"
   "one-shot runs again after its early walk@src/cuda/aggregate.cu@if (!walked) plan->run(x, w, out, opts, false);@if (true) plan->run(x, w, out, opts, false);@1@CudaAggregate.OneShotEarlyWalkGivesTheSameBits"
   "held walk reads a stale slot@src/cuda/aggregate.cu@cslot = cslot == S - 1 ? 0 : cslot + 1;@cslot = cslot == S - 2 ? 0 : cslot + 1;@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
-  "item order not the default@src/cuda/aggregate.cu@k.item_order = !knob_is_second(@k.item_order = knob_is_second(@1@CudaAggregate.ItemOrderKeepsTheBits"
+  "item order not the default@src/cuda/knobs.cpp@k.item_order = !knob_is_second(@k.item_order = knob_is_second(@1@CudaAggregate.ItemOrderKeepsTheBits"
   "item order drops the rank within a warp@src/cuda/aggregate.cu@+ before + rank] = std::int32_t(i);@+ before] = std::int32_t(i);@1@CudaAggregate.ItemOrderKeepsTheBits"
   "build pool knob ignored by the msd build's keys@src/cuda/aggregate.cu@const ScratchPoolScope scratch(knobs.build_own_pool);@const ScratchPoolScope scratch(false);@1@CudaAggregate.BuildPoolKnobPutsTheBuildArenasInTheScratchPool"
 )

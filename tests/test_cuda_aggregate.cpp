@@ -382,27 +382,6 @@ TEST_F(CudaAggregate, StagedWalkMatchesTheCpuOrderBitwise) {
   check_graph(c, h, seed + 4);
 }
 
-// Environment variables for the plan's work-split knobs (read at each build); the previous
-// values come back afterwards.
-struct ScopedEnv {
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
-  explicit ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
-    for (auto [n, v] : vars) {
-      const char* old = std::getenv(n);
-      saved.emplace_back(n, old ? std::optional<std::string>(old) : std::nullopt);
-      if (v) ::setenv(n, v, 1);
-      else ::unsetenv(n);
-    }
-  }
-  ~ScopedEnv() {
-    for (auto it = saved.rbegin(); it != saved.rend(); ++it) {  // reverse: a name given twice comes back right
-      if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
-      else ::unsetenv(it->first.c_str());
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-};
 
 // build_trace with `knob` set to `value` for that build only.
 std::string build_trace(const Tensor& src, const Tensor& dst, std::int64_t N, const char* knob, const char* value) {

@@ -10,8 +10,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "pipelink/pipelink.hpp"
@@ -75,6 +77,28 @@ inline double ulp_error(float got, double want) {
 /// process: give it to one case-table test at a time. Unset or empty: every case. A test run on
 /// part of its table says which part on stdout, so a piece never reads as the whole test; an
 /// index past the table, or text that is not a comma-separated list of indices, fails the test.
+/// Environment variables set (or, for nullptr, unset) for a scope, e.g. the library's knobs; the
+/// previous values come back afterwards, in reverse order (a name given twice comes back right).
+struct ScopedEnv {
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved;
+  explicit ScopedEnv(std::initializer_list<std::pair<const char*, const char*>> vars) {
+    for (auto [n, v] : vars) {
+      const char* old = std::getenv(n);
+      saved.emplace_back(n, old ? std::optional<std::string>(old) : std::nullopt);
+      if (v) ::setenv(n, v, 1);
+      else ::unsetenv(n);
+    }
+  }
+  ~ScopedEnv() {
+    for (auto it = saved.rbegin(); it != saved.rend(); ++it) {  // reverse: a name given twice comes back right
+      if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
+      else ::unsetenv(it->first.c_str());
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+};
+
 class CaseFilter {
  public:
   explicit CaseFilter(std::size_t count) : run_(count, true) {

@@ -1,0 +1,164 @@
+// The CUDA aggregate's knobs: see knobs.hpp and docs/KNOBS.md.
+#include "cuda/knobs.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "pipelink/error.hpp"
+
+namespace pipelink::cuda::knobs {
+
+int knob_choice(const char* name, std::initializer_list<const char*> values) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return 0;
+  int i = 0;
+  for (const char* c : values) {
+    if (std::string_view(v) == c) return i;
+    ++i;
+  }
+  std::string all;
+  i = 0;
+  for (const char* c : values) {
+    all += std::string(i == 0 ? "'" : i + 1 == int(values.size()) ? " or '" : ", '") + c + "'";
+    ++i;
+  }
+  throw Error(std::string("aggregate: ") + name + "='" + v + "' is not " + all);
+}
+// Two values: false for `first` (the default), true for `second`.
+bool knob_is_second(const char* name, const char* first, const char* second) {
+  return knob_choice(name, {first, second}) == 1;
+}
+
+void check_fixed_knobs() {
+  auto bad = [](const char* name, const char* v, const char* want) {
+    throw Error(std::string("aggregate: ") + name + "='" + v + "' is not " + want);
+  };
+  if (const char* v = std::getenv("PIPELINK_AGG_LONG_ROW"); v && *v) {
+    char* end = nullptr;
+    const long long x = std::strtoll(v, &end, 10);
+    if (*end != '\0' || x < 0 || x > kSegment) bad("PIPELINK_AGG_LONG_ROW", v, "an integer in [0, 1024]");
+  }
+  for (const char* name : {"PIPELINK_AGG_STAGED", "PIPELINK_AGG_FORCE_WIDE"}) {
+    const char* v = std::getenv(name);
+    if (v && *v && std::string_view(v) != "0" && std::string_view(v) != "1") bad(name, v, "0 or 1");
+  }
+}
+
+std::int64_t long_row_threshold() {
+  static const std::int64_t t = [] {
+    const char* v = std::getenv("PIPELINK_AGG_LONG_ROW");
+    // Capped at the segment length (in finish_plan): longer rows are always split into segments,
+    // and csr_rows_kernel must skip them (a row summed by both would be added twice when
+    // accumulating).
+    return v && *v ? std::clamp<std::int64_t>(std::atoll(v), 0, kSegment) : kLongRow;
+  }();
+  return t;
+}
+
+PlanKnobs plan_knobs() {
+  auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
+    const char* v = std::getenv(name);
+    if (!v || !*v) return dflt;
+    char* end = nullptr;
+    const long long x = std::strtoll(v, &end, 10);
+    if (*end != '\0' || x < lo || x > hi)
+      throw Error(std::string("aggregate: ") + name + "='" + v + "' is not an integer in [" + std::to_string(lo) + ", " +
+                  std::to_string(hi) + "]");
+    return std::int64_t(x);
+  };
+  check_fixed_knobs();
+  PlanKnobs k;
+  k.segment = read("PIPELINK_AGG_SEGMENT", 32, 1 << 20, kSegment);
+  k.chunk = read("PIPELINK_AGG_CHUNK", 32, 1 << 20, 0);
+  k.rows_per_edge = read("PIPELINK_AGG_ROWS_PER_EDGE", 0, 1 << 20, kRowsPerEdge);
+  k.edges_per_row = read("PIPELINK_AGG_EDGES_PER_ROW", 1, 64, kEdgesPerRow);
+  k.build_chunks = read("PIPELINK_AGG_BUILD_CHUNKS", 0, 4096, 0);
+  k.oneshot_chunks = read("PIPELINK_AGG_ONESHOT_CHUNKS", 0, 4096, 0);
+  k.build_memory = std::size_t(read("PIPELINK_AGG_BUILD_MEMORY", 1, std::int64_t(1) << 30, 0)) << 20;
+  k.test_range_oom_above = read("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", 0, std::int64_t(1) << 62, 0);
+  k.test_msd_scratch_fail = read("PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", 0, 1, 0) == 1;
+  k.test_poison_rows = read("PIPELINK_AGG_TEST_POISON_ROWS", 0, 1, 0) == 1;
+  k.build_first = knob_choice("PIPELINK_AGG_BUILD_FIRST", {"warp", "fused", "cub"});
+  k.row_ptr_scan = !knob_is_second("PIPELINK_AGG_ROW_PTR", "scan", "search");
+  k.oneshot_w_late = knob_is_second("PIPELINK_AGG_ONESHOT_W", "ranked", "late");
+  k.oneshot_own_pool = !knob_is_second("PIPELINK_AGG_ONESHOT_POOL", "own", "default");
+  k.build_own_pool = knob_is_second("PIPELINK_AGG_BUILD_POOL", "default", "own");
+  k.oneshot_msd = !knob_is_second("PIPELINK_AGG_ONESHOT_SORT", "msd", "lsd");
+  k.build_msd = knob_is_second("PIPELINK_AGG_BUILD_SORT", "lsd", "msd");
+  k.msd_batch = int(read("PIPELINK_AGG_MSD_BATCH", 1, 64, 16));
+  k.msd_streams = int(read("PIPELINK_AGG_MSD_STREAMS", 1, kMsdStreams, 2));
+  k.msd_last = msd::Last(knob_choice("PIPELINK_AGG_MSD_LAST", {"auto", "rows", "level"}));
+  k.msd_one_tile_direct = !knob_is_second("PIPELINK_AGG_MSD_ONE_TILE", "direct", "count");
+  k.build_hist = BuildHist(knob_choice("PIPELINK_AGG_BUILD_HIST", {"scatter", "own", "cub"}));
+  k.plan_tail_split = knob_is_second("PIPELINK_AGG_PLAN_TAIL", "fused", "split");
+  k.item_order = !knob_is_second("PIPELINK_AGG_ITEM_ORDER", "weight", "plain");
+  k.oneshot_walk_early = knob_is_second("PIPELINK_AGG_ONESHOT_WALK", "after", "early");
+  return k;
+}
+
+// PIPELINK_AGG_STAGED_ISSUE: unset, empty or "1" the LI copies with an unsigned row stride (2, the
+// default); "signed" the LI copies with a signed one (1, v12-v21's); "0" the wide-address copies
+// (0); "held" 2's copies with the slots' shared addresses held in registers (3, opt-in; tanh
+// only, other transforms take 2). Another value is an error naming the knob, raised by
+// CudaPlan::run before any work.
+int staged_issue_knob() {
+  constexpr int issue[] = {2, 1, 0, 3};
+  return issue[knob_choice("PIPELINK_AGG_STAGED_ISSUE", {"1", "signed", "0", "held"})];
+}
+
+// PIPELINK_AGG_STAGED_WMODE: unset or "const" (the hot forms with the weights' mode compiled in,
+// the default) or "runtime" (every form reads it at run time: v27's kernels), read at each launch
+// so that `bench --ab` times both in one process; another value is an error (CudaPlan::run).
+bool staged_wmode_runtime() { return knob_is_second("PIPELINK_AGG_STAGED_WMODE", "const", "runtime"); }
+
+// PIPELINK_AGG_TANH: unset or "f32" (tanh_f32, the default) or "libm" (the staged kernel with
+// CUDA's tanhf, TR 4), read at each run so that `bench --ab` times both in one process; another
+// value is an error, raised by CudaPlan::run before any kernel is queued.
+bool staged_tanh_libm() { return knob_is_second("PIPELINK_AGG_TANH", "f32", "libm"); }
+
+// PIPELINK_AGG_W_PERMUTE: unset or "auto" (kWPermTile where E >= kWPermMinEdges, the tables stay
+// under kWPermMaxTableBytesPerEdge and the plan has no split rows), "off" (the w[edge id] gather),
+// or a tile size T, a multiple of 32 in [64, 49152], used at any E (tests; the A/B of tile sizes).
+// Returns 0 for the gather. (Pass 1 holds T floats and 6 bytes per bucket in shared memory: sm_90
+// gives a block 227 KB, so a T of 65504, the u16 limit, never fit; session 15's first run of the
+// test found the plan on the gather.)
+// Why not on graphs with split rows (hubs of more than the segment length): measured on the H200
+// (session 15, `bench --ab`, same rounds), the permutation won on products-like (planned 4.48
+// against 5.08 ms for the gather) and lost on power-law (4.87 against 4.49): there x's hub rows
+// come from L2, DRAM has room for the gather's sectors beside the run, and the permutation's
+// ~0.45 ms is added in front. Split rows are the plan's cheap sign of such skew; a graph with hubs
+// and little reuse of x would be misjudged (not measured).
+int w_permute_tile(std::int64_t E, bool split_rows) {
+  const char* v = std::getenv("PIPELINK_AGG_W_PERMUTE");
+  const std::string_view k = v ? v : "";
+  if (k.empty() || k == "auto") {
+    const double t = double((E + kWPermTile - 1) / kWPermTile);
+    return E >= kWPermMinEdges && !split_rows && t * t * 6.0 <= kWPermMaxTableBytesPerEdge * double(E) ? kWPermTile : 0;
+  }
+  if (k == "off") return 0;
+  char* end = nullptr;
+  const long long t = std::strtoll(v, &end, 10);
+  if (*end != '\0' || t < 64 || t > kWPermTile || t % 32 != 0)
+    throw Error(std::string("aggregate: PIPELINK_AGG_W_PERMUTE='") + v +
+                "' is not 'auto', 'off' or a tile size (a multiple of 32 in [64, 49152])");
+  return int(t);
+}
+
+Compact w_permute_compact() {
+  constexpr Compact as[] = {Compact::lidx, Compact::src32, Compact::keep, Compact::src24};
+  return as[knob_choice("PIPELINK_AGG_W_PERMUTE_COMPACT", {"lidx", "1", "0", "24"})];
+}
+
+// PIPELINK_AGG_LEAN_ORDER: "spread" (the default: chunks of edges in the spread order of
+// core/spread_order.hpp) or "edges" (consecutive warps take consecutive edges).
+// Read at each launch, so that one process can A/B them. Spread is the default since session 13
+// (H200, lean ms, edges -> spread in the same rounds): power-law dst-sorted 50.32 -> 7.07,
+// products-like dst-sorted 8.78 -> 8.37, seed-40M dst-sorted 5.99 -> 5.51. With warp-wide index
+// loads (session 14) it no longer costs anything in random order either (products-like 13.73
+// edges against 13.70 spread, power-law 8.86 against 8.82, same rounds). The policy cannot pick
+// by input order: telling it would need a scan.
+bool lean_spread_order() { return !knob_is_second("PIPELINK_AGG_LEAN_ORDER", "spread", "edges"); }
+
+}  // namespace pipelink::cuda::knobs
