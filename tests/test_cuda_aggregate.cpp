@@ -382,7 +382,6 @@ TEST_F(CudaAggregate, StagedWalkMatchesTheCpuOrderBitwise) {
   check_graph(c, h, seed + 4);
 }
 
-
 // build_trace with `knob` set to `value` for that build only.
 std::string build_trace(const Tensor& src, const Tensor& dst, std::int64_t N, const char* knob, const char* value) {
   const ScopedEnv env({{knob, value}});

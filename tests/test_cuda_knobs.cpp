@@ -16,29 +16,47 @@ namespace {
 using namespace cuda::knobs;
 
 // Every knob these functions read, unset: the defaults whatever the caller's environment holds.
-const char* const kKnobs[] = {
-    "PIPELINK_AGG_SEGMENT",         "PIPELINK_AGG_CHUNK",
-    "PIPELINK_AGG_ROWS_PER_EDGE",   "PIPELINK_AGG_EDGES_PER_ROW",
-    "PIPELINK_AGG_BUILD_CHUNKS",    "PIPELINK_AGG_ONESHOT_CHUNKS",
-    "PIPELINK_AGG_BUILD_MEMORY",    "PIPELINK_AGG_TEST_RANGE_OOM_ABOVE",
-    "PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", "PIPELINK_AGG_TEST_POISON_ROWS",
-    "PIPELINK_AGG_BUILD_FIRST",     "PIPELINK_AGG_ROW_PTR",
-    "PIPELINK_AGG_ONESHOT_W",       "PIPELINK_AGG_ONESHOT_POOL",
-    "PIPELINK_AGG_BUILD_POOL",      "PIPELINK_AGG_ONESHOT_SORT",
-    "PIPELINK_AGG_BUILD_SORT",      "PIPELINK_AGG_MSD_BATCH",
-    "PIPELINK_AGG_MSD_STREAMS",     "PIPELINK_AGG_MSD_LAST",
-    "PIPELINK_AGG_MSD_ONE_TILE",    "PIPELINK_AGG_BUILD_HIST",
-    "PIPELINK_AGG_PLAN_TAIL",       "PIPELINK_AGG_ITEM_ORDER",
-    "PIPELINK_AGG_ONESHOT_WALK",    "PIPELINK_AGG_LONG_ROW",
-    "PIPELINK_AGG_STAGED",          "PIPELINK_AGG_FORCE_WIDE",
-    "PIPELINK_AGG_STAGED_ISSUE",    "PIPELINK_AGG_STAGED_WMODE",
-    "PIPELINK_AGG_TANH",            "PIPELINK_AGG_W_PERMUTE",
-    "PIPELINK_AGG_W_PERMUTE_COMPACT", "PIPELINK_AGG_LEAN_ORDER"};
+const char* const kKnobs[] = {"PIPELINK_AGG_SEGMENT",
+                              "PIPELINK_AGG_CHUNK",
+                              "PIPELINK_AGG_ROWS_PER_EDGE",
+                              "PIPELINK_AGG_EDGES_PER_ROW",
+                              "PIPELINK_AGG_BUILD_CHUNKS",
+                              "PIPELINK_AGG_ONESHOT_CHUNKS",
+                              "PIPELINK_AGG_BUILD_MEMORY",
+                              "PIPELINK_AGG_TEST_RANGE_OOM_ABOVE",
+                              "PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL",
+                              "PIPELINK_AGG_TEST_POISON_ROWS",
+                              "PIPELINK_AGG_BUILD_FIRST",
+                              "PIPELINK_AGG_ROW_PTR",
+                              "PIPELINK_AGG_ONESHOT_W",
+                              "PIPELINK_AGG_ONESHOT_POOL",
+                              "PIPELINK_AGG_BUILD_POOL",
+                              "PIPELINK_AGG_ONESHOT_SORT",
+                              "PIPELINK_AGG_BUILD_SORT",
+                              "PIPELINK_AGG_MSD_BATCH",
+                              "PIPELINK_AGG_MSD_STREAMS",
+                              "PIPELINK_AGG_MSD_LAST",
+                              "PIPELINK_AGG_MSD_ONE_TILE",
+                              "PIPELINK_AGG_BUILD_HIST",
+                              "PIPELINK_AGG_PLAN_TAIL",
+                              "PIPELINK_AGG_ITEM_ORDER",
+                              "PIPELINK_AGG_ONESHOT_WALK",
+                              "PIPELINK_AGG_LONG_ROW",
+                              "PIPELINK_AGG_STAGED",
+                              "PIPELINK_AGG_FORCE_WIDE",
+                              "PIPELINK_AGG_STAGED_ISSUE",
+                              "PIPELINK_AGG_STAGED_WMODE",
+                              "PIPELINK_AGG_TANH",
+                              "PIPELINK_AGG_W_PERMUTE",
+                              "PIPELINK_AGG_W_PERMUTE_COMPACT",
+                              "PIPELINK_AGG_LEAN_ORDER"};
 
 class CudaKnobs : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* k : kKnobs) clear_.push_back(std::make_unique<ScopedEnv>(std::initializer_list<std::pair<const char*, const char*>>{{k, nullptr}}));
+    for (const char* k : kKnobs)
+      clear_.push_back(
+          std::make_unique<ScopedEnv>(std::initializer_list<std::pair<const char*, const char*>>{{k, nullptr}}));
   }
   void TearDown() override {
     while (!clear_.empty()) clear_.pop_back();  // the caller's values back, last set first
@@ -189,26 +207,44 @@ TEST_F(CudaKnobs, EveryValueTheCodeAccepts) {
 
 TEST_F(CudaKnobs, BadValuesAreErrorsNamingTheKnob) {
   // Each plan knob out of its range or set to a word it does not know, once.
-  const std::pair<const char*, const char*> plan_bad[] = {
-      {"PIPELINK_AGG_SEGMENT", "16"},         {"PIPELINK_AGG_SEGMENT", "2097152"},
-      {"PIPELINK_AGG_CHUNK", "12x"},          {"PIPELINK_AGG_ROWS_PER_EDGE", "-1"},
-      {"PIPELINK_AGG_EDGES_PER_ROW", "0"},    {"PIPELINK_AGG_EDGES_PER_ROW", "65"},
-      {"PIPELINK_AGG_BUILD_CHUNKS", "5000"},  {"PIPELINK_AGG_ONESHOT_CHUNKS", "-1"},
-      {"PIPELINK_AGG_ONESHOT_CHUNKS", "4097"}, {"PIPELINK_AGG_BUILD_MEMORY", "0"},
-      {"PIPELINK_AGG_BUILD_MEMORY", "1G"},    {"PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", "-5"},
-      {"PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", "2"}, {"PIPELINK_AGG_TEST_POISON_ROWS", "yes"},
-      {"PIPELINK_AGG_BUILD_FIRST", "fast"},   {"PIPELINK_AGG_ROW_PTR", "fast"},
-      {"PIPELINK_AGG_ONESHOT_W", "early"},    {"PIPELINK_AGG_ONESHOT_POOL", "mine"},
-      {"PIPELINK_AGG_BUILD_POOL", "scratch"}, {"PIPELINK_AGG_ONESHOT_SORT", "radix"},
-      {"PIPELINK_AGG_BUILD_SORT", "radix"},   {"PIPELINK_AGG_MSD_BATCH", "0"},
-      {"PIPELINK_AGG_MSD_BATCH", "65"},       {"PIPELINK_AGG_MSD_STREAMS", "0"},
-      {"PIPELINK_AGG_MSD_STREAMS", "5"},      {"PIPELINK_AGG_MSD_LAST", "row"},
-      {"PIPELINK_AGG_MSD_ONE_TILE", "fast"},  {"PIPELINK_AGG_BUILD_HIST", "both"},
-      {"PIPELINK_AGG_PLAN_TAIL", "one"},      {"PIPELINK_AGG_ITEM_ORDER", "heavy"},
-      {"PIPELINK_AGG_ONESHOT_WALK", "soon"},  {"PIPELINK_AGG_LONG_ROW", "x"},
-      {"PIPELINK_AGG_LONG_ROW", "64x"},       {"PIPELINK_AGG_LONG_ROW", "-1"},
-      {"PIPELINK_AGG_LONG_ROW", "1025"},      {"PIPELINK_AGG_STAGED", "off"},
-      {"PIPELINK_AGG_STAGED", "2"},           {"PIPELINK_AGG_FORCE_WIDE", "yes"}};
+  const std::pair<const char*, const char*> plan_bad[] = {{"PIPELINK_AGG_SEGMENT", "16"},
+                                                          {"PIPELINK_AGG_SEGMENT", "2097152"},
+                                                          {"PIPELINK_AGG_CHUNK", "12x"},
+                                                          {"PIPELINK_AGG_ROWS_PER_EDGE", "-1"},
+                                                          {"PIPELINK_AGG_EDGES_PER_ROW", "0"},
+                                                          {"PIPELINK_AGG_EDGES_PER_ROW", "65"},
+                                                          {"PIPELINK_AGG_BUILD_CHUNKS", "5000"},
+                                                          {"PIPELINK_AGG_ONESHOT_CHUNKS", "-1"},
+                                                          {"PIPELINK_AGG_ONESHOT_CHUNKS", "4097"},
+                                                          {"PIPELINK_AGG_BUILD_MEMORY", "0"},
+                                                          {"PIPELINK_AGG_BUILD_MEMORY", "1G"},
+                                                          {"PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", "-5"},
+                                                          {"PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", "2"},
+                                                          {"PIPELINK_AGG_TEST_POISON_ROWS", "yes"},
+                                                          {"PIPELINK_AGG_BUILD_FIRST", "fast"},
+                                                          {"PIPELINK_AGG_ROW_PTR", "fast"},
+                                                          {"PIPELINK_AGG_ONESHOT_W", "early"},
+                                                          {"PIPELINK_AGG_ONESHOT_POOL", "mine"},
+                                                          {"PIPELINK_AGG_BUILD_POOL", "scratch"},
+                                                          {"PIPELINK_AGG_ONESHOT_SORT", "radix"},
+                                                          {"PIPELINK_AGG_BUILD_SORT", "radix"},
+                                                          {"PIPELINK_AGG_MSD_BATCH", "0"},
+                                                          {"PIPELINK_AGG_MSD_BATCH", "65"},
+                                                          {"PIPELINK_AGG_MSD_STREAMS", "0"},
+                                                          {"PIPELINK_AGG_MSD_STREAMS", "5"},
+                                                          {"PIPELINK_AGG_MSD_LAST", "row"},
+                                                          {"PIPELINK_AGG_MSD_ONE_TILE", "fast"},
+                                                          {"PIPELINK_AGG_BUILD_HIST", "both"},
+                                                          {"PIPELINK_AGG_PLAN_TAIL", "one"},
+                                                          {"PIPELINK_AGG_ITEM_ORDER", "heavy"},
+                                                          {"PIPELINK_AGG_ONESHOT_WALK", "soon"},
+                                                          {"PIPELINK_AGG_LONG_ROW", "x"},
+                                                          {"PIPELINK_AGG_LONG_ROW", "64x"},
+                                                          {"PIPELINK_AGG_LONG_ROW", "-1"},
+                                                          {"PIPELINK_AGG_LONG_ROW", "1025"},
+                                                          {"PIPELINK_AGG_STAGED", "off"},
+                                                          {"PIPELINK_AGG_STAGED", "2"},
+                                                          {"PIPELINK_AGG_FORCE_WIDE", "yes"}};
   for (auto [knob, value] : plan_bad) expect_knob_error(knob, value, [] { (void)plan_knobs(); });
   // The process-wide ones through check_fixed_knobs too (each planned run calls it).
   for (auto [knob, value] : {std::pair{"PIPELINK_AGG_LONG_ROW", "2000"}, std::pair{"PIPELINK_AGG_STAGED", "true"},

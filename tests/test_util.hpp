@@ -85,14 +85,18 @@ struct ScopedEnv {
     for (auto [n, v] : vars) {
       const char* old = std::getenv(n);
       saved.emplace_back(n, old ? std::optional<std::string>(old) : std::nullopt);
-      if (v) ::setenv(n, v, 1);
-      else ::unsetenv(n);
+      if (v)
+        ::setenv(n, v, 1);
+      else
+        ::unsetenv(n);
     }
   }
   ~ScopedEnv() {
     for (auto it = saved.rbegin(); it != saved.rend(); ++it) {  // reverse: a name given twice comes back right
-      if (it->second) ::setenv(it->first.c_str(), it->second->c_str(), 1);
-      else ::unsetenv(it->first.c_str());
+      if (it->second)
+        ::setenv(it->first.c_str(), it->second->c_str(), 1);
+      else
+        ::unsetenv(it->first.c_str());
     }
   }
   ScopedEnv(const ScopedEnv&) = delete;

@@ -41,9 +41,9 @@
 #include "core/spread_order.hpp"
 #include "cuda/check.cuh"
 #include "cuda/knobs.hpp"
-#include "cuda/tanh_f32.cuh"
 #include "cuda/memory.cuh"
 #include "cuda/msd_levels.hpp"
+#include "cuda/tanh_f32.cuh"
 #include "pipelink/debug.hpp"
 #include "pipelink/ops/reference.hpp"
 #include "pipelink/registry.hpp"
@@ -69,7 +69,6 @@ int grid_for(std::int64_t work, int block) {
 }
 
 void check_launch() { PIPELINK_CUDA_CHECK(cudaGetLastError()); }
-
 
 // Device buffers carved from one allocation start on 256-byte boundaries.
 std::size_t round_up_256(std::size_t b) { return (b + 255) / 256 * 256; }
@@ -792,7 +791,6 @@ __global__ void group_rows_kernel(const P* row_ptr, std::int64_t N, std::int64_t
                                   P* first_row) {
   group_rows_part(row_ptr, N, groups, C, rw, first_row, blockIdx.x, gridDim.x);
 }
-
 
 // A row of in-degree d: its segments if it is split (d > seg_len; else 0), and whether it is a
 // long row that is not split (long_row < d <= seg_len). The one classification of both
@@ -3402,7 +3400,6 @@ struct StagedSegments {  // the split rows' segments, summed by the staged kerne
   const unsigned long long* verdict = nullptr;
 };
 
-
 template <int TR>
 void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const EdgePair<std::int32_t>* pp, const float* xp,
                       std::int64_t xs, const float* wp, int wmode, float* op, std::int64_t os, std::int64_t groups,
@@ -3497,7 +3494,6 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
   }
   check_launch();
 }
-
 
 void launch_staged(const std::int32_t* rp, const std::int32_t* fr, const EdgePair<std::int32_t>* pp, const float* xp,
                    std::int64_t xs, const float* wp, int wmode, float* op, std::int64_t os, std::int64_t groups, int tr,
@@ -3676,7 +3672,6 @@ bool stream_capturing(cudaStream_t q) {
   }
   return c != cudaStreamCaptureStatusNone;
 }
-
 
 using u16 = std::uint16_t;
 using u32 = std::uint32_t;
@@ -4429,7 +4424,6 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
     }
   }
 }
-
 
 template <class T, class I, int VEC>
 void launch_atomic_vec(const OpContext& ctx, int lpe, bool spread) {

@@ -64,8 +64,8 @@ PlanKnobs plan_knobs() {
     char* end = nullptr;
     const long long x = std::strtoll(v, &end, 10);
     if (*end != '\0' || x < lo || x > hi)
-      throw Error(std::string("aggregate: ") + name + "='" + v + "' is not an integer in [" + std::to_string(lo) + ", " +
-                  std::to_string(hi) + "]");
+      throw Error(std::string("aggregate: ") + name + "='" + v + "' is not an integer in [" + std::to_string(lo) +
+                  ", " + std::to_string(hi) + "]");
     return std::int64_t(x);
   };
   check_fixed_knobs();

@@ -106,9 +106,9 @@ struct PlanKnobs {
   // launches the staged walk's items heaviest first, see order_items) or 'plain' (segments, then
   // groups in row order, as in v1-v40).
   bool item_order = true;
-  std::int64_t build_chunks = 0;  // 0: one sort, or destination-range chunks when that does not fit
-  std::int64_t oneshot_chunks = 0;  // 0: one plan, or edge ranges when its sort does not fit
-  std::size_t build_memory = 0;     // bytes; 0: no cap
+  std::int64_t build_chunks = 0;          // 0: one sort, or destination-range chunks when that does not fit
+  std::int64_t oneshot_chunks = 0;        // 0: one plan, or edge ranges when its sort does not fit
+  std::size_t build_memory = 0;           // bytes; 0: no cap
   std::int64_t test_range_oom_above = 0;  // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (0: off)
   // PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL=1 (tests only): the MSD sort's bucket scratch fails as if
   // out of memory, after its first pass, so that its hand-back to the one sort runs.
@@ -117,7 +117,7 @@ struct PlanKnobs {
   // 0xAB bytes before the batches, so that a row no block writes shows (a fresh allocation may
   // hold zeros, or the right offsets from the call before).
   bool test_poison_rows = false;
-  int build_first = 0;  // PIPELINK_AGG_BUILD_FIRST: 0 warp, 1 fused, 2 cub
+  int build_first = 0;          // PIPELINK_AGG_BUILD_FIRST: 0 warp, 1 fused, 2 cub
   bool row_ptr_scan = true;     // PIPELINK_AGG_ROW_PTR: 'scan' (the default) or 'search'
   bool oneshot_w_late = false;  // PIPELINK_AGG_ONESHOT_W=late: w read at the first pass's write-out (opt-in)
   // PIPELINK_AGG_ONESHOT_POOL: 'own' (the default: one-shot calls allocate from PipeLink's
@@ -188,7 +188,7 @@ struct PlanKnobs {
 // Every knob above, read and checked now: a bad value is an Error naming it, before any work.
 PlanKnobs plan_knobs();
 
-int staged_issue_knob();     // PIPELINK_AGG_STAGED_ISSUE (knobs.cpp: the values and their history)
+int staged_issue_knob();      // PIPELINK_AGG_STAGED_ISSUE (knobs.cpp: the values and their history)
 bool staged_wmode_runtime();  // PIPELINK_AGG_STAGED_WMODE
 bool staged_tanh_libm();      // PIPELINK_AGG_TANH
 
