@@ -2491,6 +2491,8 @@ void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
       PIPELINK_CUDA_CHECK(cudaEventRecord(tail.e, s));
       (*early)(plan, status);
       trace.mark("early_walk");
+      if (log_level() <= LogLevel::debug)  // the tests read it: a build that throws reports no trace
+        ::pipelink::detail::log_message(LogLevel::debug, "aggregate: one-shot walk queued before the build's verdict");
       PIPELINK_CUDA_CHECK(cudaEventSynchronize(tail.e));
     } else {
       PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
