@@ -2874,8 +2874,10 @@ __device__ __forceinline__ float phi_c(float v) {
 
 // Work items: warps [0, num_split) take one segment of a split row each (seg_len edges; its
 // double sum goes to partial[item], added per row in segment order by combine_segments_kernel),
-// the others one group of rows each. Segments first, so that hub rows start early and run beside
-// the row groups in one launch (power-law: 22.8% of the edges lie in 1758 split rows).
+// the others one group of rows each. Launched heaviest first where the plan built an order
+// (split or long rows, PIPELINK_AGG_ITEM_ORDER=weight, the default since v41; see order_items),
+// else segments first: either way hub rows start early and run beside the row groups in one
+// launch (power-law: 22.8% of the edges lie in 1758 split rows).
 // LI (the default since v12; PIPELINK_AGG_STAGED_ISSUE=0 selects the wide-address copies, which
 // also serve row strides of 2^29 floats or more, and negative ones by default): a stage's copies from addresses whose per-lane
 // parts are computed once. The wide-address issue (SASS, sm_90, tanh, from
