@@ -34,7 +34,7 @@ rm -f "$OUT"/flag.* "$OUT"/racecheck.*.log "$OUT"/piece.*.txt
 par=${RACECHECK_PARALLEL:-1}
 [[ $par =~ ^[1-9][0-9]*$ ]] || { echo "RACECHECK_PARALLEL='$par' is not a positive integer"; exit 2; }
 export LD_LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-bin=build/gpu/tests/test_cuda_aggregate
+bin=${RACECHECK_BIN:-build/gpu/tests/test_cuda_aggregate}  # RACECHECK_BIN: tests/racecheck_pieces_check.sh
 [ -x "$bin" ] || { echo "no $bin: build first (scripts/gpu-check.sh with SKIP_TESTS=1 SKIP_BENCH=1)"; exit 2; }
 [ $# -gt 0 ] || { echo "usage: $0 'FILTER[|VAR=val,...]' ... | @FILE"; exit 2; }
 # @FILE: the pieces from FILE, one a line; blank lines and lines starting with # are skipped.

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# CI check of scripts/racecheck-pieces.sh's verdicts, with stand-ins for compute-sanitizer and the
+# test binary (no GPU here): exit 0 clean, 1 for a hazard or a failed test, 4 for a piece cut,
+# skipped or matching nothing; the same one piece at a time and RACECHECK_PARALLEL pieces at once;
+# every piece's row and text; a knob reaching its piece; a cut run's leftovers ignored.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/bin"
+# The stand-in test binary: what a gtest filter's piece prints, by the filter's name.
+cat >"$tmp/test_cuda_aggregate" <<'EOF'
+#!/usr/bin/env bash
+f=${1#--gtest_filter=}
+case "$f" in
+  *None*) echo "Running 0 tests from 0 test suites."; exit 0 ;;
+  *Skip*) echo "Running 1 test"; echo "[  SKIPPED ] $f (1 ms)"; exit 0 ;;
+  *Fail*) echo "Running 1 test"; echo "[  FAILED  ] $f (1 ms)"; exit 1 ;;
+  *Slow*) echo "Running 1 test"; sleep 30; exit 0 ;;
+  *) echo "Running 1 test"; sleep 0.2; echo "[       OK ] $f (1 ms) cases=${PIPELINK_TEST_CASES:-all}" ;;
+esac
+EOF
+# The stand-in sanitizer: runs the binary, reports a hazard for pieces named *Hazard*.
+cat >"$tmp/bin/compute-sanitizer" <<'EOF'
+#!/usr/bin/env bash
+[ "${1:-}" = --help ] && { echo "  --kernel-name arg"; exit 0; }
+while [ $# -gt 0 ] && [[ $1 != */test_cuda_aggregate ]]; do shift; done
+bin=$1
+shift
+rc=0
+"$bin" "$@" || rc=$?
+if [[ "$*" == *Hazard* ]]; then
+  echo "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"
+  exit 3
+fi
+echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
+exit $rc
+EOF
+chmod +x "$tmp/test_cuda_aggregate" "$tmp/bin/compute-sanitizer"
+export PATH="$tmp/bin:$PATH" RACECHECK_BIN="$tmp/test_cuda_aggregate"
+unset DEADLINE_S RACECHECK_ARGS SEGV
+
+n=0
+check() {  # name, wanted exit, RACECHECK_PARALLEL, pieces...
+  local name=$1 want=$2 par=$3 rc=0
+  shift 3
+  n=$((n + 1))
+  local out=$tmp/out$n
+  OUT=$out RACECHECK_PARALLEL=$par PIECE_S=2 "$root/scripts/racecheck-pieces.sh" "$@" >"$out.txt" 2>&1 || rc=$?
+  if [ "$rc" != "$want" ]; then
+    echo "FAIL: $name (RACECHECK_PARALLEL=$par): exit $rc, wanted $want"
+    cat "$out.txt"
+    exit 1
+  fi
+  local rows
+  rows=$(grep -c '^| `' "$out/racecheck.md")
+  [ "$rows" -eq $# ] || { echo "FAIL: $name: $rows rows for $# pieces"; cat "$out/racecheck.md"; exit 1; }
+  [ "$(grep -c '^=== piece' "$out/racecheck.log")" -eq $# ] || { echo "FAIL: $name: the log lacks a piece"; exit 1; }
+  # Nothing per piece is left behind.
+  if ls "$out" | grep -Eq '^(flag\.|piece\.|racecheck\.[0-9])'; then
+    echo "FAIL: $name: leftovers in OUT: $(ls "$out")"
+    exit 1
+  fi
+  echo "ok: $name (RACECHECK_PARALLEL=$par, exit $rc)"
+}
+
+for par in 1 3; do
+  check "clean pieces" 0 "$par" '*A*' '*B*|PIPELINK_TEST_CASES=0,1' '*C*'
+  grep -q 'cases=0,1' "$tmp/out$n/racecheck.log" || { echo "FAIL: the piece's knob did not reach its test"; exit 1; }
+  check "a hazard" 1 "$par" '*A*' '*Hazard*' '*C*'
+  check "a failed test" 1 "$par" '*A*' '*Fail*'
+  check "a piece cut by its limit" 4 "$par" '*A*' '*Slow*'
+  check "a piece matching nothing" 4 "$par" '*None*'
+  check "a test that skips itself" 4 "$par" '*A*' '*Skip*'
+done
+# A run cut earlier left a hazard flag and a log behind in the same OUT: not this run's verdict.
+mkdir -p "$tmp/stale"
+echo hazard >"$tmp/stale/flag.1"
+echo "stale text" >"$tmp/stale/racecheck.1.log"
+OUT=$tmp/stale PIECE_S=2 "$root/scripts/racecheck-pieces.sh" '*A*' >/dev/null 2>&1 || {
+  echo "FAIL: a stale flag from an earlier run changed the verdict"
+  exit 1
+}
+! grep -q "stale text" "$tmp/stale/racecheck.log" || { echo "FAIL: a stale log reached this run's"; exit 1; }
+# A bad RACECHECK_PARALLEL is refused before any piece runs.
+rc=0
+OUT=$tmp/bad RACECHECK_PARALLEL=x "$root/scripts/racecheck-pieces.sh" '*A*' >/dev/null 2>&1 || rc=$?
+[ "$rc" = 2 ] || { echo "FAIL: RACECHECK_PARALLEL=x gave exit $rc, wanted 2"; exit 1; }
+echo "racecheck-pieces: every verdict as expected"
