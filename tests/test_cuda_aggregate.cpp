@@ -1844,7 +1844,7 @@ TEST_F(CudaAggregate, OneShotEarlyWalkGivesTheSameBits) {
   // the work (accumulating too: a walk run twice, or not at all, shows there), write nothing where
   // the verdict is not clean (split or long rows: the host runs the plan again; a bad index: out
   // untouched), and leave the paths it does not cover to the default (F = 3, float64 x, the split
-  // tail). The trace shows where it was queued.
+  // tail). A debug log line shows where it was queued.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_LONG_ROW", "PIPELINK_AGG_FORCE_WIDE",
                        "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY", "PIPELINK_AGG_STAGED");
   const ScopedEnv defaults({{"PIPELINK_AGG_ONESHOT_WALK", nullptr},
@@ -1881,7 +1881,8 @@ TEST_F(CudaAggregate, OneShotEarlyWalkGivesTheSameBits) {
     aggregate(x, src, dst, w, out, {.transform = tr, .accumulate = accumulate, .path = AggregatePath::one_shot});
     return host(out);
   };
-  // The call's trace (debug log): whether the early walk was queued.
+  // Whether the early walk was queued: finish_plan's debug log line (a build that throws reports
+  // no trace, so the trace's step cannot tell).
   auto queued_early = [&](const std::function<void()>& f) {
     const LogLevel before = log_level();
     set_log_level(LogLevel::debug);
