@@ -1844,7 +1844,9 @@ TEST_F(CudaAggregate, OneShotEarlyWalkGivesTheSameBits) {
   // the work (accumulating too: a walk run twice, or not at all, shows there), write nothing where
   // the verdict is not clean (split or long rows: the host runs the plan again; a bad index: out
   // untouched), and leave the paths it does not cover to the default (F = 3, float64 x, the split
-  // tail). A debug log line shows where it was queued.
+  // tail). Debug log lines show where it was queued and where it did the call's work: without the
+  // second, a verdict wrongly read as not clean on both sides would leave every bit right and the
+  // feature off.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_LONG_ROW", "PIPELINK_AGG_FORCE_WIDE",
                        "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY", "PIPELINK_AGG_STAGED");
   const ScopedEnv defaults({{"PIPELINK_AGG_ONESHOT_WALK", nullptr},
@@ -1881,18 +1883,23 @@ TEST_F(CudaAggregate, OneShotEarlyWalkGivesTheSameBits) {
     aggregate(x, src, dst, w, out, {.transform = tr, .accumulate = accumulate, .path = AggregatePath::one_shot});
     return host(out);
   };
-  // Whether the early walk was queued: finish_plan's debug log line (a build that throws reports
-  // no trace, so the trace's step cannot tell).
-  auto queued_early = [&](const std::function<void()>& f) {
+  // Whether the early walk was queued (finish_plan's debug log line; a build that throws reports
+  // no trace, so the trace's step cannot tell), and whether it did the call's work (the one-shot's).
+  struct Early {
+    bool queued, worked;
+  };
+  auto early_walk = [&](const std::function<void()>& f) {
     const LogLevel before = log_level();
     set_log_level(LogLevel::debug);
     testing::internal::CaptureStderr();
     f();
     cuda::synchronize();
     set_log_level(before);
-    return testing::internal::GetCapturedStderr().find("one-shot walk queued before the build's verdict") !=
-           std::string::npos;
+    const std::string log = testing::internal::GetCapturedStderr();
+    return Early{log.find("one-shot walk queued before the build's verdict") != std::string::npos,
+                 log.find("the one-shot's early walk did the call's work") != std::string::npos};
   };
+  auto queued_early = [&](const std::function<void()>& f) { return early_walk(f).queued; };
   for (const Graph& gr : graphs) {
     SCOPED_TRACE(gr.name);
     for (std::int64_t F : {std::int64_t(64), std::int64_t(3)}) {
@@ -1904,9 +1911,11 @@ TEST_F(CudaAggregate, OneShotEarlyWalkGivesTheSameBits) {
       const Tensor ref = one_shot(xg, sg, dg, wg, init, false), ref_acc = one_shot(xg, sg, dg, wg, init, true);
       const ScopedEnv early({{"PIPELINK_AGG_ONESHOT_WALK", "early"}});
       Tensor got, got_acc;
-      const bool queued = queued_early([&] { got = one_shot(xg, sg, dg, wg, init, false); });
-      got_acc = one_shot(xg, sg, dg, wg, init, true);
-      EXPECT_EQ(queued, F == 64) << "the early walk is queued where the staged walk runs, and only there";
+      const Early ran = early_walk([&] { got = one_shot(xg, sg, dg, wg, init, false); });
+      const Early ran_acc = early_walk([&] { got_acc = one_shot(xg, sg, dg, wg, init, true); });
+      EXPECT_EQ(ran.queued, F == 64) << "the early walk is queued where the staged walk runs, and only there";
+      EXPECT_EQ(ran.worked, F == 64 && gr.early_does_the_work) << "overwrite: where the early walk did the work";
+      EXPECT_EQ(ran_acc.worked, F == 64 && gr.early_does_the_work) << "accumulate: where the early walk did the work";
       EXPECT_TRUE(bitwise_equal(got, ref)) << "overwrite";
       EXPECT_TRUE(bitwise_equal(got_acc, ref_acc)) << "accumulate (a walk run twice, or not at all, shows here)";
       if (F == 64) {
@@ -1950,7 +1959,7 @@ TEST_F(CudaAggregate, OneShotEarlyWalkGivesTheSameBits) {
     Tensor out = gpu(before);
     Tensor sg = gpu(g.src), dg = gpu(g.dst);
     for (bool accumulate : {false, true}) {
-      const bool queued = queued_early([&] {
+      const Early ran = early_walk([&] {
         try {
           aggregate(xg, sg, dg, wg.view(), out, {.accumulate = accumulate, .path = AggregatePath::one_shot});
           cuda::synchronize();
@@ -1960,7 +1969,8 @@ TEST_F(CudaAggregate, OneShotEarlyWalkGivesTheSameBits) {
           EXPECT_EQ(e.port(), port) << e.what();
         }
       });
-      EXPECT_TRUE(queued) << "the early walk was not queued, so this checks nothing";
+      EXPECT_TRUE(ran.queued) << "the early walk was not queued, so this checks nothing";
+      EXPECT_FALSE(ran.worked) << "the early walk said it did the work of a call with a bad index";
       EXPECT_TRUE(bitwise_equal(host(out), before)) << "output modified, accumulate=" << accumulate;
     }
   }

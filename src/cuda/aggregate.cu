@@ -2295,14 +2295,15 @@ class StatusSlot {
   StatusSlot(const StatusSlot&) = delete;
   StatusSlot& operator=(const StatusSlot&) = delete;
   bool ok() const { return device_ != nullptr; }
-  // The slot for a kernel queued on `s` next; read() once s is synchronized.
+  // The slot for a kernel queued on `s` next; read() once that kernel is done (s synchronized,
+  // or an event recorded right after it: the one-shot's early walk, which never writes the slot).
   unsigned long long* device_for(cudaStream_t s) {
     writer_ = s;  // the default stream is null: armed_ says whether it is set
     armed_ = true;
     return device_;
   }
   unsigned long long read(int i) {
-    armed_ = false;  // the caller synchronized the writer's stream
+    armed_ = false;  // the caller waited for the writer (see device_for)
     return static_cast<volatile const unsigned long long*>(host_)[i];
   }
 
@@ -2444,9 +2445,10 @@ void order_items(CudaPlan& plan, cudaStream_t s) {
 }
 
 // A one-shot call's walk, queued by finish_plan before the host waits for the build's verdict
-// (PIPELINK_AGG_ONESHOT_WALK=early): it launches the staged walk of `plan`, taken as a plan with
-// no split or long rows, guarded by the verdict's device words (see staged_rows_kernel).
-using EarlyWalk = std::function<void(const CudaPlan& plan, const unsigned long long* verdict)>;
+// (PIPELINK_AGG_ONESHOT_WALK=early): it launches the staged walk of `plan` on `s` (the build's
+// stream), taken as a plan with no split or long rows, guarded by the verdict's device words (see
+// staged_rows_kernel).
+using EarlyWalk = std::function<void(const CudaPlan& plan, const unsigned long long* verdict, cudaStream_t s)>;
 
 // The rest of the plan (work split, long rows, segments), then the index check's verdict.
 // early (narrow plans, the fused tail only): queued right after the tail, so that the walk need
@@ -2489,7 +2491,7 @@ void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
       } tail;
       PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&tail.e, cudaEventDisableTiming));
       PIPELINK_CUDA_CHECK(cudaEventRecord(tail.e, s));
-      (*early)(plan, status);
+      (*early)(plan, status, s);
       trace.mark("early_walk");
       if (log_level() <= LogLevel::debug)  // the tests read it: a build that throws reports no trace
         ::pipelink::detail::log_message(LogLevel::debug, "aggregate: one-shot walk queued before the build's verdict");
@@ -2951,8 +2953,11 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
   // early, see finish_plan): it writes nothing unless the build was clean, with no split or long
   // rows (the host then builds their tables and runs the walk again). Only the forms a one-shot
   // call launches carry the test; the planned forms pass nullptr.
+  // verdict[3] is plan_tail_kernel's count of finished blocks, zeroed before the build and not zero
+  // after the tail: the zeroed words read as clean, so a walk that ever ran before the tail (another
+  // stream, an earlier launch) writes nothing rather than sums on a bad index.
   if constexpr (WM < 0 || WM == kWInPairs) {
-    if (verdict && !verdict_clean(verdict[0], verdict[1], verdict[2])) return;
+    if (verdict && (verdict[3] == 0 || !verdict_clean(verdict[0], verdict[1], verdict[2]))) return;
   }
   // A compile-time mode comes with weights (the host picks it only then).
   const int wmode = WM >= 0 ? WM : wmode_arg;
@@ -3572,7 +3577,9 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   const int tr = int(opts.transform);
   const bool acc = opts.accumulate;
   const bool staged = staged_fits<T, P>(x, out, F);
-  if (verdict && (!staged || plan.num_segments + plan.num_long > 0 || !plan.w_in_pairs))
+  // (plan.num_segments and num_long are not known yet when the early walk is queued: the
+  // kernel's own test of the verdict covers them.)
+  if (verdict && (!staged || !plan.w_in_pairs))
     throw Error("aggregate: internal error: an early one-shot walk outside the staged walk of a plain one-shot plan");
   DeviceBuffer partial(std::size_t(plan.num_segments * F) * sizeof(double), s);
   if (staged) {
@@ -4280,8 +4287,8 @@ void aggregate_one_shot(OpContext& ctx) {
       (void)staged_issue_knob();
       (void)staged_wmode_runtime();
     }
-    const EarlyWalk early = [&](const CudaPlan& p, const unsigned long long* verdict) {
-      launch_rows<float, std::int32_t>(p, x, w, false, out, opts, as_stream(ctx.stream), verdict);
+    const EarlyWalk early = [&](const CudaPlan& p, const unsigned long long* verdict, cudaStream_t s) {
+      launch_rows<float, std::int32_t>(p, x, w, false, out, opts, s, verdict);
     };
     bool walked = false;
     try {
@@ -4298,6 +4305,8 @@ void aggregate_one_shot(OpContext& ctx) {
     }
     if (plan) {
       if (!walked) plan->run(x, w, out, opts, false);
+      else if (log_level() <= LogLevel::debug)  // the tests read it: the early walk did the work
+        ::pipelink::detail::log_message(LogLevel::debug, "aggregate: the one-shot's early walk did the call's work");
       return;
     }
     K = std::min(edge_ranges, std::max<std::int64_t>(E, 1));
