@@ -3,6 +3,7 @@
 // the GPU tests (test_cuda_aggregate.cpp) check that a bad knob stops a call before any work.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -242,6 +243,12 @@ TEST_F(CudaKnobs, BadValuesAreErrorsNamingTheKnob) {
                                                           {"PIPELINK_AGG_LONG_ROW", "64x"},
                                                           {"PIPELINK_AGG_LONG_ROW", "-1"},
                                                           {"PIPELINK_AGG_LONG_ROW", "1025"},
+                                                          {"PIPELINK_AGG_LONG_ROW", " 64"},
+                                                          {"PIPELINK_AGG_LONG_ROW", "+64"},
+                                                          {"PIPELINK_AGG_SEGMENT", " 512"},
+                                                          {"PIPELINK_AGG_SEGMENT", "+512"},
+                                                          {"PIPELINK_AGG_CHUNK", "-"},
+                                                          {"PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", "99999999999999999999"},
                                                           {"PIPELINK_AGG_STAGED", "off"},
                                                           {"PIPELINK_AGG_STAGED", "2"},
                                                           {"PIPELINK_AGG_FORCE_WIDE", "yes"}};
@@ -257,8 +264,27 @@ TEST_F(CudaKnobs, BadValuesAreErrorsNamingTheKnob) {
   expect_knob_error("PIPELINK_AGG_TANH", "fast", [] { (void)staged_tanh_libm(); });
   expect_knob_error("PIPELINK_AGG_W_PERMUTE_COMPACT", "2", [] { (void)w_permute_compact(); });
   expect_knob_error("PIPELINK_AGG_LEAN_ORDER", "random", [] { (void)lean_spread_order(); });
-  for (const char* t : {"32", "100", "49184", "4k", "-64"})
+  for (const char* t : {"32", "100", "49184", "4k", "-64", " 4096", "+4096"})
     expect_knob_error("PIPELINK_AGG_W_PERMUTE", t, [] { (void)w_permute_tile(std::int64_t(1) << 24, false); });
+}
+
+TEST_F(CudaKnobs, IntegersAreDecimalDigitsInRange) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max(), kMin = std::numeric_limits<std::int64_t>::min();
+  const std::pair<const char*, std::int64_t> good[] = {{"0", 0},   {"-0", 0},           {"7", 7},
+                                                       {"-10", -10}, {"0010", 10},     {"9223372036854775807", kMax},
+                                                       {"-9223372036854775808", kMin}};
+  for (auto [v, want] : good) {
+    const auto x = parse_knob_int(v, kMin, kMax);
+    ASSERT_TRUE(x.has_value()) << v;
+    EXPECT_EQ(*x, want) << v;
+  }
+  for (const char* v : {"", " 1", "1 ", "+1", "-", "--1", "1e3", "0x10", "1.0", "9223372036854775808",
+                        "-9223372036854775809", "99999999999999999999"})
+    EXPECT_FALSE(parse_knob_int(v, kMin, kMax).has_value()) << "'" << v << "'";
+  EXPECT_FALSE(parse_knob_int(nullptr, kMin, kMax).has_value());
+  EXPECT_TRUE(parse_knob_int("5", 5, 5).has_value()) << "the range's ends are in it";
+  EXPECT_FALSE(parse_knob_int("4", 5, 6).has_value());
+  EXPECT_FALSE(parse_knob_int("7", 5, 6).has_value());
 }
 
 TEST_F(CudaKnobs, ChoiceErrorsListEveryValue) {

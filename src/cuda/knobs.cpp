@@ -1,8 +1,9 @@
 // The CUDA aggregate's knobs: see knobs.hpp and docs/KNOBS.md.
 #include "cuda/knobs.hpp"
 
-#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -31,43 +32,48 @@ bool knob_is_second(const char* name, const char* first, const char* second) {
   return knob_choice(name, {first, second}) == 1;
 }
 
+std::optional<std::int64_t> parse_knob_int(const char* v, std::int64_t lo, std::int64_t hi) {
+  // Decimal digits with an optional '-', nothing else: strtoll alone would also take leading
+  // white space and a '+', and read past 2^63 as its limit.
+  if (!v || !*v) return std::nullopt;
+  const char* digits = *v == '-' ? v + 1 : v;
+  if (*digits < '0' || *digits > '9') return std::nullopt;
+  errno = 0;
+  char* end = nullptr;
+  const long long x = std::strtoll(v, &end, 10);
+  if (*end != '\0' || errno == ERANGE || x < lo || x > hi) return std::nullopt;
+  return std::int64_t(x);
+}
+
+std::int64_t int_knob(const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return dflt;
+  if (const auto x = parse_knob_int(v, lo, hi)) return *x;
+  throw Error(std::string("aggregate: ") + name + "='" + v + "' is not an integer in [" + std::to_string(lo) + ", " +
+              std::to_string(hi) + "]");
+}
+
 void check_fixed_knobs() {
-  auto bad = [](const char* name, const char* v, const char* want) {
-    throw Error(std::string("aggregate: ") + name + "='" + v + "' is not " + want);
-  };
-  if (const char* v = std::getenv("PIPELINK_AGG_LONG_ROW"); v && *v) {
-    char* end = nullptr;
-    const long long x = std::strtoll(v, &end, 10);
-    if (*end != '\0' || x < 0 || x > kSegment) bad("PIPELINK_AGG_LONG_ROW", v, "an integer in [0, 1024]");
-  }
+  (void)int_knob("PIPELINK_AGG_LONG_ROW", 0, kSegment, kLongRow);
+  // These two are read as strings where they act (staged_fits: anything but "0" is on), so only
+  // the two strings pass here: "-0" or "01" would read as numbers and not as the code reads them.
   for (const char* name : {"PIPELINK_AGG_STAGED", "PIPELINK_AGG_FORCE_WIDE"}) {
     const char* v = std::getenv(name);
-    if (v && *v && std::string_view(v) != "0" && std::string_view(v) != "1") bad(name, v, "0 or 1");
+    if (v && *v && std::string_view(v) != "0" && std::string_view(v) != "1")
+      throw Error(std::string("aggregate: ") + name + "='" + v + "' is not 0 or 1");
   }
 }
 
 std::int64_t long_row_threshold() {
-  static const std::int64_t t = [] {
-    const char* v = std::getenv("PIPELINK_AGG_LONG_ROW");
-    // Capped at the segment length (in finish_plan): longer rows are always split into segments,
-    // and csr_rows_kernel must skip them (a row summed by both would be added twice when
-    // accumulating).
-    return v && *v ? std::clamp<std::int64_t>(std::atoll(v), 0, kSegment) : kLongRow;
-  }();
+  // Capped at the segment length (in finish_plan): longer rows are always split into segments,
+  // and csr_rows_kernel must skip them (a row summed by both would be added twice when
+  // accumulating).
+  static const std::int64_t t = int_knob("PIPELINK_AGG_LONG_ROW", 0, kSegment, kLongRow);
   return t;
 }
 
 PlanKnobs plan_knobs() {
-  auto read = [](const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt) {
-    const char* v = std::getenv(name);
-    if (!v || !*v) return dflt;
-    char* end = nullptr;
-    const long long x = std::strtoll(v, &end, 10);
-    if (*end != '\0' || x < lo || x > hi)
-      throw Error(std::string("aggregate: ") + name + "='" + v + "' is not an integer in [" + std::to_string(lo) +
-                  ", " + std::to_string(hi) + "]");
-    return std::int64_t(x);
-  };
+  const auto read = int_knob;
   check_fixed_knobs();
   PlanKnobs k;
   k.segment = read("PIPELINK_AGG_SEGMENT", 32, 1 << 20, kSegment);
@@ -138,12 +144,11 @@ int w_permute_tile(std::int64_t E, bool split_rows) {
     return E >= kWPermMinEdges && !split_rows && t * t * 6.0 <= kWPermMaxTableBytesPerEdge * double(E) ? kWPermTile : 0;
   }
   if (k == "off") return 0;
-  char* end = nullptr;
-  const long long t = std::strtoll(v, &end, 10);
-  if (*end != '\0' || t < 64 || t > kWPermTile || t % 32 != 0)
+  const auto t = parse_knob_int(v, 64, kWPermTile);
+  if (!t || *t % 32 != 0)
     throw Error(std::string("aggregate: PIPELINK_AGG_W_PERMUTE='") + v +
                 "' is not 'auto', 'off' or a tile size (a multiple of 32 in [64, 49152])");
-  return int(t);
+  return int(*t);
 }
 
 Compact w_permute_compact() {

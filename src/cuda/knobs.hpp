@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 
 #include "cuda/msd_levels.hpp"
 
@@ -18,6 +19,11 @@ namespace pipelink::cuda::knobs {
 int knob_choice(const char* name, std::initializer_list<const char*> values);
 // Two values: false for `first` (the default), true for `second`.
 bool knob_is_second(const char* name, const char* first, const char* second);
+// An integer knob in [lo, hi], read where it is called: unset or empty gives dflt; decimal digits
+// with an optional '-' in range give their value; anything else (white space, '+', a unit, past
+// 2^63) is an error naming the knob and the range. parse_knob_int is its test of one value.
+std::int64_t int_knob(const char* name, std::int64_t lo, std::int64_t hi, std::int64_t dflt);
+std::optional<std::int64_t> parse_knob_int(const char* v, std::int64_t lo, std::int64_t hi);
 
 // Rows longer than kSegment edges (power-law hubs reach ~198k) are split into segments of
 // kSegment edges, each a warp's work item; their double partial sums are combined per row in
