@@ -269,9 +269,14 @@ TEST_F(CudaKnobs, BadValuesAreErrorsNamingTheKnob) {
 }
 
 TEST_F(CudaKnobs, IntegersAreDecimalDigitsInRange) {
-  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max(), kMin = std::numeric_limits<std::int64_t>::min();
-  const std::pair<const char*, std::int64_t> good[] = {{"0", 0},   {"-0", 0},           {"7", 7},
-                                                       {"-10", -10}, {"0010", 10},     {"9223372036854775807", kMax},
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max(),
+                         kMin = std::numeric_limits<std::int64_t>::min();
+  const std::pair<const char*, std::int64_t> good[] = {{"0", 0},
+                                                       {"-0", 0},
+                                                       {"7", 7},
+                                                       {"-10", -10},
+                                                       {"0010", 10},
+                                                       {"9223372036854775807", kMax},
                                                        {"-9223372036854775808", kMin}};
   for (auto [v, want] : good) {
     const auto x = parse_knob_int(v, kMin, kMax);
