@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <functional>
+#include <numeric>
 
 #include "pipelink/ops/reference.hpp"
 #include "test_util.hpp"
@@ -180,6 +181,65 @@ TEST(AggregateOracle, PitchedRowsAndRMatSkew) {
   VerifyReport r = verify_aggregate(out, o);
   EXPECT_TRUE(r.within_tolerance) << r.summary();
   EXPECT_EQ(r.unwritten, 0) << r.summary();
+}
+
+TEST(AggregateOracle, SampledRowsAgreeWithTheWholeOracle) {
+  // verify_aggregate_rows (the bench's null test, where the whole oracle of 4x a workload's edges
+  // would cost too much): on the rows asked, the same verdict as verify_aggregate; repeated and
+  // edgeless rows; a wrong element in a sampled row fails, one outside the sample does not count;
+  // a NaN (an unwritten element) counts as such; bad rows and bad edges are errors.
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 3000, F = 7;
+  EdgeList g = uniform_graph(N, 40000, seed, DType::i32);
+  g.dst.data_as<std::int32_t>()[5] = 11;  // row 11 has edges; row 2999 none (below)
+  for (std::int64_t e = 0; e < g.num_edges(); ++e)
+    if (g.dst.data_as<std::int32_t>()[e] == 2999) g.dst.data_as<std::int32_t>()[e] = 12;
+  const Tensor x = random_tensor({N, F}, DType::f32, seed + 1, -2, 2), w = random_tensor({g.num_edges()}, DType::f32, seed + 2);
+  Tensor out = TensorBuilder().shape({N, F}).build();
+  poison(out);
+  aggregate(x, g.src, g.dst, w.view(), out);
+  const VerifyReport whole = verify_aggregate(out, aggregate_oracle(x, g.src, g.dst, w.view()));
+  ASSERT_TRUE(whole.within_tolerance) << whole.summary();
+  const std::vector<std::int64_t> rows = {11, 0, 2999, 11, 1500, N - 2};
+  VerifyReport r = verify_aggregate_rows(out, x, g.src, g.dst, w.view(), rows);
+  EXPECT_TRUE(r.within_tolerance) << r.summary();
+  EXPECT_EQ(r.violations, 0);
+  EXPECT_LE(r.max_abs_err, whole.max_abs_err);
+  // The same sums as the whole oracle's, for each row asked (the repeated one too).
+  {
+    std::vector<std::int64_t> all(static_cast<std::size_t>(N));
+    std::iota(all.begin(), all.end(), 0);
+    const VerifyReport every = verify_aggregate_rows(out, x, g.src, g.dst, w.view(), all);
+    EXPECT_EQ(every.max_abs_err, whole.max_abs_err);
+    EXPECT_DOUBLE_EQ(every.rel_l2_err, whole.rel_l2_err);
+    EXPECT_EQ(every.worst_index, whole.worst_index);
+  }
+  // A wrong element in a sampled row (a repeated one: both places see it); none outside.
+  Tensor bad = clone(out);
+  bad.data_as<float>()[11 * F + 3] += 1e-2f;
+  bad.data_as<float>()[7 * F + 1] += 1.f;  // row 7: not sampled
+  r = verify_aggregate_rows(bad, x, g.src, g.dst, w.view(), rows);
+  EXPECT_FALSE(r.within_tolerance);
+  EXPECT_EQ(r.violations, 2) << r.summary();
+  EXPECT_EQ(r.worst_index, 11 * F + 3);
+  EXPECT_TRUE(verify_aggregate_rows(bad, x, g.src, g.dst, w.view(), {0, 2999}).within_tolerance);
+  // An edgeless row must be 0 and an unwritten element is NaN.
+  bad = clone(out);
+  bad.data_as<float>()[2999 * F] = 1e-30f;
+  bad.data_as<float>()[1500 * F + 6] = std::numeric_limits<float>::quiet_NaN();
+  r = verify_aggregate_rows(bad, x, g.src, g.dst, w.view(), rows);
+  EXPECT_EQ(r.violations, 2) << r.summary();
+  EXPECT_EQ(r.unwritten, 1) << r.summary();
+  // Transform and weights as given: identity without weights is another sum.
+  EXPECT_FALSE(verify_aggregate_rows(out, x, g.src, g.dst, std::nullopt, rows, {.transform = Transform::identity})
+                   .within_tolerance);
+  EXPECT_THROW(verify_aggregate_rows(out, x, g.src, g.dst, w.view(), {N}), std::invalid_argument);
+  EXPECT_THROW(verify_aggregate_rows(out, x, g.src, g.dst, w.view(), {-1}), std::invalid_argument);
+  EdgeList broken = g;
+  broken.src = clone(g.src);
+  broken.src.data_as<std::int32_t>()[100] = std::int32_t(N);
+  EXPECT_THROW(verify_aggregate_rows(out, x, broken.src, g.dst, w.view(), rows), IndexOutOfRangeError);
 }
 
 // ---- bad indices: the error names the first bad edge and the output stays untouched --------

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "pipelink/ops/aggregate.hpp"
 #include "pipelink/tensor.hpp"
@@ -35,5 +36,14 @@ struct VerifyReport {
 
 /// Checks `y` (float32 or float64, [N, F], any device) against the oracle.
 VerifyReport verify_aggregate(const TensorView& y, const AggregateOracle& oracle);
+
+/// Checks the rows `rows` of `y` ([N, F], any device) against a float64 oracle of those rows
+/// alone, computed here in one pass over the edges (memory: the rows' sums, not [N, F]), with the
+/// same per-element bound: for graphs whose whole oracle costs too much to compute (the bench's
+/// null test, 4x a workload's edges). The report's numbers cover those rows only. A row index
+/// outside [0, N) is std::invalid_argument; a bad edge index, IndexOutOfRangeError.
+VerifyReport verify_aggregate_rows(const TensorView& y, const TensorView& x, const TensorView& src,
+                                   const TensorView& dst, const std::optional<TensorView>& w,
+                                   const std::vector<std::int64_t>& rows, const AggregateOptions& opts = {});
 
 }  // namespace pipelink

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -77,40 +78,100 @@ AggregateOracle aggregate_oracle(const TensorView& x_in, const TensorView& src_i
   return o;
 }
 
-VerifyReport verify_aggregate(const TensorView& y_in, const AggregateOracle& o) {
-  Tensor y = host_contiguous(y_in);
-  const std::int64_t N = o.y.dim(0), F = o.y.dim(1);
-  if (y.numel() != N * F)
-    throw std::invalid_argument(fmt::format("verify_aggregate: output has {} elements, oracle {}", y.numel(), N * F));
-  const double u = y.dtype() == DType::f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
-  const double* ref = o.y.data_as<const double>();
-  const double* s = o.abs_sum.data_as<const double>();
-  const std::int64_t* d = o.degree.data_as<const std::int64_t>();
+namespace {
+
+// The per-element rule over rows: row j of the oracle (ref, s: F values each, degree d[j]) against
+// row y_row(j) of the output, flat index k_of(j, f) in the report.
+template <class YRow, class KOf>
+VerifyReport compare_rows(std::int64_t rows, std::int64_t F, const Tensor& y, double u, const double* ref,
+                          const double* s, const std::int64_t* d, YRow y_row, KOf k_of) {
   VerifyReport r;
   double err2 = 0, ref2 = 0;
-  for (std::int64_t i = 0; i < N; ++i) {
+  for (std::int64_t j = 0; j < rows; ++j) {
+    const std::int64_t yi = y_row(j);
     for (std::int64_t f = 0; f < F; ++f) {
-      const std::int64_t k = i * F + f;
-      const double v = element(y, k);
-      const double err = std::fabs(v - ref[k]);
-      const double bound = 2.0 * double(d[i] + 4) * u * s[k];
+      const std::int64_t o = j * F + f;
+      const double v = element(y, yi * F + f);
+      const double err = std::fabs(v - ref[o]);
+      const double bound = 2.0 * double(d[j] + 4) * u * s[o];
       if (std::isnan(v)) ++r.unwritten;
       if (!(err <= bound)) ++r.violations;
       const double inf = std::numeric_limits<double>::infinity();
       const double ratio = std::isnan(err) ? inf : bound > 0 ? err / bound : (err == 0 ? 0 : inf);
       if (r.worst_index < 0 || ratio > r.worst_ratio) {
         r.worst_ratio = ratio;
-        r.worst_index = k;
+        r.worst_index = k_of(j, f);
       }
       if (!std::isnan(err)) r.max_abs_err = std::max(r.max_abs_err, err);
       else r.max_abs_err = std::numeric_limits<double>::infinity();
-      err2 += (v - ref[k]) * (v - ref[k]);
-      ref2 += ref[k] * ref[k];
+      err2 += (v - ref[o]) * (v - ref[o]);
+      ref2 += ref[o] * ref[o];
     }
   }
   r.rel_l2_err = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
   r.within_tolerance = r.violations == 0;
   return r;
+}
+
+double unit_roundoff(const Tensor& y) { return y.dtype() == DType::f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24); }
+
+}  // namespace
+
+VerifyReport verify_aggregate(const TensorView& y_in, const AggregateOracle& o) {
+  Tensor y = host_contiguous(y_in);
+  const std::int64_t N = o.y.dim(0), F = o.y.dim(1);
+  if (y.numel() != N * F)
+    throw std::invalid_argument(fmt::format("verify_aggregate: output has {} elements, oracle {}", y.numel(), N * F));
+  return compare_rows(
+      N, F, y, unit_roundoff(y), o.y.data_as<const double>(), o.abs_sum.data_as<const double>(),
+      o.degree.data_as<const std::int64_t>(), [](std::int64_t j) { return j; },
+      [F](std::int64_t j, std::int64_t f) { return j * F + f; });
+}
+
+VerifyReport verify_aggregate_rows(const TensorView& y_in, const TensorView& x_in, const TensorView& src_in,
+                                   const TensorView& dst_in, const std::optional<TensorView>& w_in,
+                                   const std::vector<std::int64_t>& rows, const AggregateOptions& opts) {
+  Tensor y = host_contiguous(y_in), x = host_contiguous(x_in), src = host_contiguous(src_in),
+         dst = host_contiguous(dst_in);
+  Tensor w = w_in ? host_contiguous(*w_in) : Tensor();
+  const std::int64_t N = x.dim(0), F = x.dim(1), E = src.numel(), R = std::int64_t(rows.size());
+  if (y.numel() != N * F)
+    throw std::invalid_argument(fmt::format("verify_aggregate_rows: output has {} elements, x {}", y.numel(), N * F));
+  std::vector<std::int64_t> slot(static_cast<std::size_t>(N), -1);  // row -> its place in `rows` (the first, if repeated)
+  for (std::int64_t j = R - 1; j >= 0; --j) {
+    const std::int64_t i = rows[std::size_t(j)];
+    if (i < 0 || i >= N) throw std::invalid_argument(fmt::format("verify_aggregate_rows: row {} is not in [0, {})", i, N));
+    slot[std::size_t(i)] = j;
+  }
+  std::vector<double> ref(static_cast<std::size_t>(R * F)), s(static_cast<std::size_t>(R * F));
+  std::vector<std::int64_t> d(static_cast<std::size_t>(R));
+  for (std::int64_t e = 0; e < E; ++e) {
+    const auto sv = std::int64_t(element(src, e)), dv = std::int64_t(element(dst, e));
+    if (sv < 0 || sv >= N || dv < 0 || dv >= N)
+      throw IndexOutOfRangeError("verify_aggregate_rows", "src/dst", e, sv < 0 || sv >= N ? sv : dv, N);
+    const std::int64_t j = slot[std::size_t(dv)];
+    if (j < 0) continue;
+    ++d[std::size_t(j)];
+    const double we = w.defined() && w.numel() ? element(w, e) : 1.0;
+    for (std::int64_t f = 0; f < F; ++f) {
+      const double t = phi64(element(x, sv * F + f) * we, opts.transform);
+      ref[std::size_t(j * F + f)] += t;
+      s[std::size_t(j * F + f)] += std::fabs(t);
+    }
+  }
+  // A repeated row takes its first place's sums.
+  std::vector<std::int64_t> first(static_cast<std::size_t>(R));
+  for (std::int64_t j = 0; j < R; ++j) first[std::size_t(j)] = slot[std::size_t(rows[std::size_t(j)])];
+  for (std::int64_t j = 0; j < R; ++j) {
+    const std::int64_t k = first[std::size_t(j)];
+    if (k == j) continue;
+    d[std::size_t(j)] = d[std::size_t(k)];
+    std::copy_n(ref.begin() + k * F, F, ref.begin() + j * F);
+    std::copy_n(s.begin() + k * F, F, s.begin() + j * F);
+  }
+  return compare_rows(
+      R, F, y, unit_roundoff(y), ref.data(), s.data(), d.data(), [&](std::int64_t j) { return rows[std::size_t(j)]; },
+      [&](std::int64_t j, std::int64_t f) { return rows[std::size_t(j)] * F + f; });
 }
 
 std::string VerifyReport::summary() const {
