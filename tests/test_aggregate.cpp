@@ -195,7 +195,8 @@ TEST(AggregateOracle, SampledRowsAgreeWithTheWholeOracle) {
   g.dst.data_as<std::int32_t>()[5] = 11;  // row 11 has edges; row 2999 none (below)
   for (std::int64_t e = 0; e < g.num_edges(); ++e)
     if (g.dst.data_as<std::int32_t>()[e] == 2999) g.dst.data_as<std::int32_t>()[e] = 12;
-  const Tensor x = random_tensor({N, F}, DType::f32, seed + 1, -2, 2), w = random_tensor({g.num_edges()}, DType::f32, seed + 2);
+  const Tensor x = random_tensor({N, F}, DType::f32, seed + 1, -2, 2),
+               w = random_tensor({g.num_edges()}, DType::f32, seed + 2);
   Tensor out = TensorBuilder().shape({N, F}).build();
   poison(out);
   aggregate(x, g.src, g.dst, w.view(), out);

@@ -137,10 +137,12 @@ VerifyReport verify_aggregate_rows(const TensorView& y_in, const TensorView& x_i
   const std::int64_t N = x.dim(0), F = x.dim(1), E = src.numel(), R = std::int64_t(rows.size());
   if (y.numel() != N * F)
     throw std::invalid_argument(fmt::format("verify_aggregate_rows: output has {} elements, x {}", y.numel(), N * F));
-  std::vector<std::int64_t> slot(static_cast<std::size_t>(N), -1);  // row -> its place in `rows` (the first, if repeated)
+  std::vector<std::int64_t> slot(static_cast<std::size_t>(N),
+                                 -1);  // row -> its place in `rows` (the first, if repeated)
   for (std::int64_t j = R - 1; j >= 0; --j) {
     const std::int64_t i = rows[std::size_t(j)];
-    if (i < 0 || i >= N) throw std::invalid_argument(fmt::format("verify_aggregate_rows: row {} is not in [0, {})", i, N));
+    if (i < 0 || i >= N)
+      throw std::invalid_argument(fmt::format("verify_aggregate_rows: row {} is not in [0, {})", i, N));
     slot[std::size_t(i)] = j;
   }
   std::vector<double> ref(static_cast<std::size_t>(R * F)), s(static_cast<std::size_t>(R * F));
