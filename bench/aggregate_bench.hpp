@@ -40,12 +40,26 @@ struct VariantResult {
   // allocator caches were emptied; catches memory PipeLink's counters do not see. -1: not measured.
   std::int64_t process_peak_bytes = -1;
   double max_abs_err = 0, rel_l2_err = 0;
-  bool within_tolerance = false;
+  bool within_tolerance = false;  // the per-element bound (PROTOCOL.md §2) on the cold call
+  // The L2 rule (PROTOCOL.md §2): rel_l2_err at most max(1e-6, 2x the in-service reference's own
+  // in this run, three-op's). 0: not checked (the plan-build rows, which write no output).
+  double rel_l2_limit = 0;
+  // The path promises bitwise-identical runs (the GPU's planned and one-shot paths, the CPU's
+  // fused and planned ones): a further run that differs from the cold call breaks the contract.
+  bool deterministic = false;
+  // Whether a run after the timed ones (the last timed run's output, or one more run into a
+  // poisoned output) met the contract too: the same bits as the cold call where deterministic,
+  // else the per-element bound. Checked after timing, so a failure marks a timed row.
+  bool later_runs_ok = true;
   double effective_gbs = 0;       // bytes that must move / median time
   // Deterministic GPU paths: further runs compared bit for bit with the verified cold call's
   // output (issue 3: the planned path bitwise identical across 10 runs). -1: not checked.
   int bitwise_runs = 0, bitwise_differing = -1;
   std::string note;
+
+  // Which rule the variant breaks ("" where it meets every rule checked). The CLI exits 1 on any.
+  std::string contract_failure() const;
+  bool meets_contract() const { return contract_failure().empty(); }
 };
 
 struct AggregateBenchResult {
@@ -61,7 +75,12 @@ struct AggregateBenchResult {
   double reference_spread_max_abs = 0;  // three-op run-to-run
   int reference_spread_runs = 0;
   std::vector<VariantResult> variants;
-  double null_ratio = 0;                // time(4E) / time(E), fused
+  double null_ratio = 0;                // time(4E) / time(E), fused (CPU) or one-shot (GPU)
+  // The null test's output, checked on a sample of rows (verify_aggregate_rows): empty where not
+  // run, else the report's summary; null_ok false where it failed the per-element bound.
+  std::string null_check;
+  bool null_ok = true;
+  double reference_rel_l2 = -1;         // three-op's rel L2 against the oracle in this run (-1: none)
   std::string git, date;
 
   const VariantResult* find(const std::string& name) const;
@@ -70,6 +89,15 @@ struct AggregateBenchResult {
 };
 
 AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& opts);
+
+// Shared by the CPU and GPU halves. Fills v's errors from rep and applies the contract's
+// per-element and L2 rules (the limit from r.reference_rel_l2, which three-op's own report sets);
+// true where v may be timed. Sets v.note on a failure.
+bool judge(VariantResult& v, const VerifyReport& rep, AggregateBenchResult& r);
+// The null test's check: every (N / 2000)-th row of `out` (4x the edges) against the float64
+// sums of those rows alone; sets r.null_check and r.null_ok.
+void check_null_test(AggregateBenchResult& r, const TensorView& out, const TensorView& x, const EdgeList& g,
+                     const TensorView& w);
 
 // The CUDA half (bench/aggregate_bench_cuda.cpp).
 double device_copy_bandwidth(Device dev);

@@ -284,13 +284,13 @@ grep -m1 -E "H200|H100|NVIDIA [A-Z]" "$OUT/env.txt" || true
 grep -h "^MUTANT" "$OUT/tests.log" 2>/dev/null || true
 grep -E "tests passed|tests failed" "$OUT/tests.log" || true
 tail -n 3 "$OUT/pytest.log" 2>/dev/null || true
-grep -E "^\| |vs three-op|null test|vs default|bitwise" "$OUT/bench.md" 2>/dev/null || true
+grep -E "^\| |vs three-op|null test|vs default|bitwise|contract" "$OUT/bench.md" 2>/dev/null || true
 grep -vE "^=== |^ptxas" "$OUT/micro.log" 2>/dev/null || true
 grep -h "plan build N=" "$OUT/bench.log" 2>/dev/null | tail -n 4 || true
 cat "$OUT"/compare-*.md 2>/dev/null || true
 [ -n "${NCU_PY:-}" ] && grep -E "^=== |gpu__time_duration|dram__bytes_read|lts__t_sector_hit|launch__grid_size" "$OUT/ncu.log" 2>/dev/null | awk '/^===/ {keep = $2 == "ncu" && ($3 == "python" || $3 == "c++"); if (keep) {sub(/:$/, "", $4); printf "\n%s %s %s:", $2, $3, $4}; next} keep && /dram__bytes/ {printf "\n  %s %s", $NF, $(NF-1); next} keep {printf " %s%s", $NF, ($(NF-1) ~ /__/ ? "" : " " $(NF-1))} END {print ""}' || true
 grep -h "under torch.profiler" "$OUT/bench.log" 2>/dev/null | cut -c1-400 || true
-grep -E "^#|^\| (planned|one-shot|plan-build|lean) " "$OUT/variants.md" 2>/dev/null || true
+grep -E "^#|^\| (planned|one-shot|plan-build|lean) |bitwise|null test" "$OUT/variants.md" 2>/dev/null || true
 cat "$OUT/instr.txt" 2>/dev/null || true
 grep -h "ERROR SUMMARY" "$OUT/sanitizer.log" 2>/dev/null | sort | uniq -c || true
 cat "$OUT/racecheck.md" 2>/dev/null || true

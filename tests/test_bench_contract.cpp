@@ -1,0 +1,146 @@
+// The benchmark's verdicts (bench/aggregate_bench.*): which variant meets PROTOCOL.md §2's
+// contract, and that a failure shows in the JSON, the Markdown and the CLI's exit status. The
+// GPU half takes the same verdicts (judge, contract_failure, check_null_test); only the CPU's
+// bench can run here, so the failures are made by hand.
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <string>
+
+#include "aggregate_bench.hpp"
+#include "test_util.hpp"
+
+namespace pipelink::test {
+namespace {
+
+using bench::AggregateBenchResult;
+using bench::VariantResult;
+
+VerifyReport report(bool ok, double rel_l2) {
+  VerifyReport r;
+  r.within_tolerance = ok;
+  r.violations = ok ? 0 : 3;
+  r.rel_l2_err = rel_l2;
+  return r;
+}
+
+TEST(BenchContract, TheL2RuleTakesThreeOpsOwnError) {
+  AggregateBenchResult r;
+  VariantResult ref;
+  ref.name = "three-op";
+  EXPECT_TRUE(bench::judge(ref, report(true, 4e-7), r));
+  EXPECT_EQ(r.reference_rel_l2, 4e-7);
+  EXPECT_EQ(ref.rel_l2_limit, 1e-6) << "max(1e-6, 2 x 4e-7)";
+  VariantResult v;
+  v.name = "planned";
+  EXPECT_TRUE(bench::judge(v, report(true, 9.9e-7), r));
+  EXPECT_TRUE(v.meets_contract());
+  EXPECT_FALSE(bench::judge(v, report(true, 1.1e-6), r)) << "within every element's bound, over the L2 limit";
+  EXPECT_NE(v.contract_failure().find("rel L2"), std::string::npos) << v.contract_failure();
+  EXPECT_NE(v.note.find("not timed"), std::string::npos) << v.note;
+  // A reference with a larger error of its own (power-law's hub rows: 1.2e-6) sets 2x that.
+  r.reference_rel_l2 = -1;
+  ref.name = "three-op";
+  EXPECT_TRUE(bench::judge(ref, report(true, 1.2e-6), r));
+  v = VariantResult{};
+  v.name = "one-shot";
+  EXPECT_TRUE(bench::judge(v, report(true, 2.3e-6), r));
+  EXPECT_FALSE(bench::judge(v, report(true, 2.5e-6), r));
+  // A NaN error is over any limit.
+  EXPECT_FALSE(bench::judge(v, report(true, std::numeric_limits<double>::quiet_NaN()), r));
+  // A reference that fails its own check sets no allowance: the floor, 1e-6.
+  EXPECT_FALSE(bench::judge(ref, report(false, 5e-6), r));
+  EXPECT_EQ(r.reference_rel_l2, -1);
+  v = VariantResult{};
+  v.name = "lean";
+  EXPECT_FALSE(bench::judge(v, report(true, 1.5e-6), r));
+  EXPECT_FALSE(bench::judge(v, report(false, 1e-8), r)) << "the per-element bound";
+  EXPECT_EQ(v.contract_failure(), "per-element bound");
+}
+
+TEST(BenchContract, BitsWherePromisedAndTheRunsAfterTiming) {
+  VariantResult v;
+  v.name = "planned";
+  v.within_tolerance = true;
+  v.deterministic = true;
+  v.bitwise_runs = 11;
+  v.bitwise_differing = 0;
+  EXPECT_TRUE(v.meets_contract());
+  v.bitwise_differing = 1;
+  EXPECT_EQ(v.contract_failure(), "runs differ bitwise");
+  v.deterministic = false;  // lean: its differing runs are the check's control
+  EXPECT_TRUE(v.meets_contract());
+  v.later_runs_ok = false;
+  EXPECT_EQ(v.contract_failure(), "a later run broke the per-element bound");
+  v.deterministic = true;
+  v.bitwise_differing = 0;
+  EXPECT_EQ(v.contract_failure(), "a later run differs bitwise");
+}
+
+TEST(BenchContract, FailuresShowInTheJsonAndMarkdown) {
+  AggregateBenchResult r;
+  r.options.device = Device::cpu();
+  VariantResult good, bad;
+  good.name = "fused";
+  good.within_tolerance = true;
+  good.timed = true;
+  bad.name = "planned";
+  bad.within_tolerance = true;
+  bad.rel_l2_err = 3e-6;
+  bad.rel_l2_limit = 1e-6;
+  r.variants = {good, bad};
+  r.null_ratio = 4.1;
+  r.null_ok = false;
+  r.null_check = "2000 rows: violations=7";
+  const std::string md = r.to_markdown(), js = r.to_json();
+  EXPECT_NE(md.find("| yes |"), std::string::npos) << md;
+  EXPECT_NE(md.find("**no**: rel L2 over 1.00e-06"), std::string::npos) << md;
+  EXPECT_NE(md.find("**2000 rows: violations=7**"), std::string::npos) << md;
+  EXPECT_NE(js.find("\"meets_contract\": false"), std::string::npos);
+  EXPECT_NE(js.find("\"contract_failure\": \"rel L2 over 1.00e-06\""), std::string::npos);
+  EXPECT_NE(js.find("\"sampled_rows_check\": \"2000 rows: violations=7\""), std::string::npos);
+}
+
+TEST(BenchContract, NullTestChecksSampledRows) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 5000, F = 4;
+  const EdgeList g = uniform_graph(N, 80000, seed, DType::i64);
+  const Tensor x = random_tensor({N, F}, DType::f32, seed + 1), w = random_tensor({g.num_edges()}, DType::f32, seed + 2);
+  Tensor out = TensorBuilder().shape({N, F}).build();
+  poison(out);
+  aggregate(x, g.src, g.dst, w.view(), out);
+  AggregateBenchResult r;
+  bench::check_null_test(r, out, x, g, w.view());
+  EXPECT_TRUE(r.null_ok) << r.null_check;
+  // Every (N / 2000)-th row from the middle of the first step: rows 1, 3, 5, ..., 4999 at N = 5000.
+  EXPECT_EQ(r.null_check.rfind("2500 rows: ", 0), 0u) << r.null_check;
+  out.data_as<float>()[3 * F + 2] = std::numeric_limits<float>::quiet_NaN();
+  bench::check_null_test(r, out, x, g, w.view());
+  EXPECT_FALSE(r.null_ok);
+  EXPECT_NE(r.null_check.find("unwritten=1"), std::string::npos) << r.null_check;
+}
+
+TEST(BenchContract, CpuBenchPassesAndSaysSo) {
+  bench::AggregateBenchOptions o;
+  o.edge_scale = 0.01;
+  o.repeats = 2;
+  o.warmup = 0;
+  const AggregateBenchResult r = bench::run_aggregate_bench(o);
+  ASSERT_FALSE(r.variants.empty());
+  for (const VariantResult& v : r.variants) {
+    EXPECT_TRUE(v.meets_contract()) << v.name << ": " << v.contract_failure();
+    EXPECT_TRUE(v.timed) << v.name;
+    EXPECT_GT(v.rel_l2_limit, 0) << v.name;
+    EXPECT_EQ(v.deterministic, v.name != "three-op") << v.name;
+    if (v.deterministic) {
+      EXPECT_EQ(v.bitwise_differing, 0) << v.name;
+    }
+  }
+  EXPECT_GT(r.reference_rel_l2, 0);
+  EXPECT_TRUE(r.null_ok) << r.null_check;
+  EXPECT_FALSE(r.null_check.empty());
+}
+
+}  // namespace
+}  // namespace pipelink::test
