@@ -7,10 +7,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <utility>
 #include <vector>
-#include <nlohmann/json.hpp>
 
 #include "pipelink/pipelink.hpp"
 
@@ -238,18 +238,19 @@ std::string AggregateBenchResult::to_json() const {
   using nlohmann::json;
   json j;
   j["schema_version"] = 1;
-  j["workload"] = {{"name", workload_name},
-                   {"order", options.order},
-                   {"relabel", options.relabel},
-                   {"nodes", nodes},
-                   {"edges", edges},
-                   {"features", features},
-                   {"seed", options.seed},
-                   {"edge_scale", options.edge_scale},
-                   {"cost_variable", "E"},
-                   {"production_range", "40M-62M edges"},
-                   {"oracle", "reference computed in float64"},
-                   {"tolerance", "|y - oracle| <= 2 (d_i + 4) 2^-24 S_i per element; rel L2 <= max(1e-6, 2x three-op's)"}};
+  j["workload"] = {
+      {"name", workload_name},
+      {"order", options.order},
+      {"relabel", options.relabel},
+      {"nodes", nodes},
+      {"edges", edges},
+      {"features", features},
+      {"seed", options.seed},
+      {"edge_scale", options.edge_scale},
+      {"cost_variable", "E"},
+      {"production_range", "40M-62M edges"},
+      {"oracle", "reference computed in float64"},
+      {"tolerance", "|y - oracle| <= 2 (d_i + 4) 2^-24 S_i per element; rel L2 <= max(1e-6, 2x three-op's)"}};
   j["device"] = {{"kind", std::string(device_kind_name(options.device.kind))}, {"name", device_name}, {"threads", threads}, {"isa", isa},
                  {"copy_bandwidth_gbs", copy_gbs}};
   j["git"] = git;
@@ -319,15 +320,17 @@ std::string AggregateBenchResult::to_markdown() const {
     s += ".\n\n";
   }
   const bool gpu = options.device.kind == DeviceKind::cuda;
-  s += fmt::format("| variant | median ms | min ms | max ms | cold ms | {} | eff. GB/s (% copy) | max abs err | rel L2 err | meets contract |\n",
-                   gpu ? "extra peak device memory" : "extra peak RSS");
+  s += fmt::format(
+      "| variant | median ms | min ms | max ms | cold ms | {} | eff. GB/s (% copy) | max abs err | rel L2 err | meets "
+      "contract |\n",
+      gpu ? "extra peak device memory" : "extra peak RSS");
   s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|\n";
   for (const auto& v : variants) {
     const std::string process = v.process_peak_bytes >= 0
                                     ? fmt::format(" (process {:.1f} MB)", double(v.process_peak_bytes) / 1e6)
                                     : std::string();
-    s += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.1f} MB{}{} | {:.1f} ({:.0f}%) | {:.2e} | {:.2e} | {} |\n", v.name,
-                     v.timed ? fmt::format("{:.2f}", v.time.median) : "not timed",
+    s += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.1f} MB{}{} | {:.1f} ({:.0f}%) | {:.2e} | {:.2e} | {} |\n",
+                     v.name, v.timed ? fmt::format("{:.2f}", v.time.median) : "not timed",
                      v.timed ? fmt::format("{:.2f}", v.time.min) : "-",
                      v.timed ? fmt::format("{:.2f}", v.time.max) : "-", v.cold_ms, double(v.extra_peak_bytes) / 1e6,
                      v.memory_exact ? "" : " (approx.)", process, v.effective_gbs,
@@ -341,10 +344,11 @@ std::string AggregateBenchResult::to_markdown() const {
       s += fmt::format("- {} vs three-op, same run: {}\n", name, ratio_text(a->time.median / b->time.median));
   s += fmt::format("- reference (three-op) run-to-run spread over {} runs: max abs diff {:.3g}\n", reference_spread_runs,
                    reference_spread_max_abs);
-  s += fmt::format("- contract: each element within 2 (d_i + 4) 2^-24 S_i of the float64 oracle, rel L2 at most "
-                   "max(1e-6, 2x three-op's {:.2e}), deterministic paths bitwise repeatable; checked on each cold "
-                   "call and again after the timed runs\n",
-                   reference_rel_l2);
+  s += fmt::format(
+      "- contract: each element within 2 (d_i + 4) 2^-24 S_i of the float64 oracle, rel L2 at most "
+      "max(1e-6, 2x three-op's {:.2e}), deterministic paths bitwise repeatable; checked on each cold "
+      "call and again after the timed runs\n",
+      reference_rel_l2);
   if (null_ratio > 0)
     s += fmt::format("- null test: {} with 4x the edges took {:.2f}x the time; its output on sampled rows: {}{}{}\n",
                      gpu ? "one-shot" : "fused", null_ratio, null_ok ? "" : "**", null_check, null_ok ? "" : "**");

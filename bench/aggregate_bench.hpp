@@ -75,12 +75,12 @@ struct AggregateBenchResult {
   double reference_spread_max_abs = 0;  // three-op run-to-run
   int reference_spread_runs = 0;
   std::vector<VariantResult> variants;
-  double null_ratio = 0;                // time(4E) / time(E), fused (CPU) or one-shot (GPU)
+  double null_ratio = 0;  // time(4E) / time(E), fused (CPU) or one-shot (GPU)
   // The null test's output, checked on a sample of rows (verify_aggregate_rows): empty where not
   // run, else the report's summary; null_ok false where it failed the per-element bound.
   std::string null_check;
   bool null_ok = true;
-  double reference_rel_l2 = -1;         // three-op's rel L2 against the oracle in this run (-1: none)
+  double reference_rel_l2 = -1;  // three-op's rel L2 against the oracle in this run (-1: none)
   std::string git, date;
 
   const VariantResult* find(const std::string& name) const;
