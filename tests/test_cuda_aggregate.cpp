@@ -179,9 +179,11 @@ void check_hub_graph(Case c, const EdgeList& g, std::uint64_t seed) {
 }
 
 TEST_F(CudaAggregate, NodeCountsPastSixteenBits) {
-  // Past 2^16 nodes the plan's sort takes three 8-bit passes and leaves its result in the buffer
-  // the plan keeps; with 9-16 bits it takes two and the result is copied there (most other tests'
-  // graphs). 5M nodes with 1M edges: mostly empty rows, in runs.
+  // Keys past 16 bits (17, 19 and 23 here): the plan's first pass sorts the low 6 bits, then
+  // 8-bit passes the rest (two at 17-19 bits, three at 23; most other tests' graphs take one or
+  // two), the first pass writing where their count's parity leaves the result in the buffer the
+  // plan keeps. (The =cub form's copy after an odd count is in FusedFirstRadixPassIsTheSamePlan,
+  // as its reference.) 5M nodes with 1M edges: mostly empty rows, in runs.
   const Case cases[] = {{70000, 2000000, 64, DType::i32},
                         {70000, 2000000, 64, DType::i64},
                         {300000, 2000000, 64, DType::i64},
@@ -857,8 +859,8 @@ TEST_F(CudaAggregate, PlanBuiltInDestinationRangesIsTheSamePlan) {
   graphs.push_back(uniform_graph(1, 5000, seed + 2, DType::i32));  // N = 1: one bin, one range
   graphs.push_back(uniform_graph(3000, 50000, seed + 6, DType::i32));  // N < 4096 bins; rows 2000+ empty
   for (std::int64_t e = 0; e < 50000; ++e) graphs.back().dst.data_as<std::int32_t>()[e] %= 2000;
-  // 17 key bits: the one sort takes three CUB passes and leaves its result in the kept pairs (the
-  // other graphs above: 12-15 bits, two passes and a copy; N = 1: one bit), against ranges of at most 16 bits; 300
+  // 17 key bits: the one sort's 6-bit first pass and two 8-bit passes (the other graphs above:
+  // 12-15 bits, the first and one or two more; N = 1: one bit), against ranges of at most 16 bits; 300
   // rows with few edges: CUB's single-tile sort, in the one sort and in every range.
   graphs.push_back(uniform_graph(100000, 400000, seed + 7, DType::i32));
   graphs.push_back(uniform_graph(300, 2000, seed + 8, DType::i32));
@@ -1004,8 +1006,8 @@ TEST_F(CudaAggregate, PlanTailOneKernelIsTheTwo) {
   // against v38's two kernels and a copy (=split): the same plan (its bytes: the totals size the
   // tables) and the same bits, float32 and float64 (staged and lane-group walks), on graphs with
   // neither, with split rows (past 1024 edges) and long rows (65-1024) in many blocks' rows, and
-  // N = 1; a bad index named by either; which form ran, by the build's trace; and more builds
-  // than a page of slots, one after another.
+  // N = 1; a bad index named by either; which form ran, by the build's trace; and 70 builds one
+  // after another whose verdicts change every build (each reuses the slot the last gave back).
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_PLAN_TAIL", "PIPELINK_AGG_SEGMENT", "PIPELINK_AGG_LONG_ROW",
                        "PIPELINK_AGG_FORCE_WIDE");
   const auto seed = fresh_seed();
@@ -1063,12 +1065,35 @@ TEST_F(CudaAggregate, PlanTailOneKernelIsTheTwo) {
   const std::string split = build_trace(sg, dg, 500, "PIPELINK_AGG_PLAN_TAIL", "split");
   EXPECT_NE(split.find(" work_split "), std::string::npos) << split;
   EXPECT_EQ(split.find("plan_tail"), std::string::npos) << split;
-  // 70 builds one after another, each taking a slot and giving it back (a page holds 64).
-  std::size_t first = 0;
+  // 70 builds one after another, each taking the slot the last one gave back, their verdicts
+  // changing every build: clean, a split row (its totals size the segment tables, so the plan's
+  // bytes differ), a bad index. A slot whose host copy the tail did not write would carry the
+  // last build's verdict into the next. (The builds hold one slot at a time, so a second page of
+  // slots, past 64 held at once, is not reached here.)
+  EdgeList hub = g;
+  hub.dst = clone(g.dst);
+  for (std::int64_t e = 0; e < 3000; e += 2) hub.dst.data_as<std::int32_t>()[e] = 42;  // 1500 edges: split
+  EdgeList bad = g;
+  bad.src = clone(g.src);
+  bad.src.data_as<std::int32_t>()[2100] = 500;
+  const Tensor hub_dst = gpu(hub.dst), bad_src = gpu(bad.src);
+  const std::size_t clean_bytes = AggregatePlan::build(sg, dg, 500).bytes(),
+                    hub_bytes = AggregatePlan::build(sg, hub_dst, 500).bytes();
+  ASSERT_NE(clean_bytes, hub_bytes) << "the split row's tables must show in the plan's bytes";
   for (int i = 0; i < 70; ++i) {
-    const AggregatePlan plan = AggregatePlan::build(sg, dg, 500);
-    if (i == 0) first = plan.bytes();
-    ASSERT_EQ(plan.bytes(), first) << "build " << i;
+    SCOPED_TRACE("build " + std::to_string(i));
+    if (i % 3 == 0) {
+      ASSERT_EQ(AggregatePlan::build(sg, dg, 500).bytes(), clean_bytes) << "clean";
+    } else if (i % 3 == 1) {
+      ASSERT_EQ(AggregatePlan::build(sg, hub_dst, 500).bytes(), hub_bytes) << "split row";
+    } else {
+      try {
+        (void)AggregatePlan::build(bad_src, dg, 500);
+        FAIL() << "no error";
+      } catch (const IndexOutOfRangeError& e) {
+        ASSERT_EQ(e.position(), 2100) << e.what();
+      }
+    }
   }
 }
 
@@ -1382,9 +1407,11 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
 // bucket holding a third of the edges (a batch of its own, fewer streams), buckets of one tile,
 // F = 64 and 3, twice; under the default batches and streams, one stream with a batch a bucket
 // (PIPELINK_AGG_MSD_BATCH=64), v34's batches (=8), four streams of several buckets a batch (=2),
-// the last level as the default chooses it (PIPELINK_AGG_MSD_LAST=auto: by rows, but by level
-// passes in the last case, whose bucket 0 is skewed), by rows (=rows: a hub sub-bucket past a
-// tile in the third case, sub-buckets of ~14 tiles in the last) with one-tile sub-buckets
+// the last level as the default chooses it (PIPELINK_AGG_MSD_LAST=auto: by rows in the 22-bit and
+// the gaps cases; by level passes where the key sample is skewed (the hub case) or the buckets'
+// mean is past msd::kRowsMeanTiles (the low-rows case, whose sample, every 6th edge, sees only
+// its uniform third), so that =level runs the default's code there), by rows (=rows: a hub
+// sub-bucket past a tile in the hub case, sub-buckets of ~14 tiles in the low-rows case) with one-tile sub-buckets
 // ranked directly (PIPELINK_AGG_MSD_ONE_TILE=direct, the default; the hubs' sub-buckets still in
 // chunks) and counted first (=count), and by two level passes (=level); against
 // PIPELINK_AGG_ONESHOT_SORT=lsd; and with its scratch failing
@@ -2263,8 +2290,10 @@ TEST_F(CudaAggregate, WeightPermutationGivesTheGatherBits) {
         AggregatePlan fresh = AggregatePlan::build(sg, dg, N);
         EXPECT_TRUE(bitwise_equal(run(fresh, false, other.get()), *gathered[0]));
       }
-      // w 4 bytes past a 16-byte boundary: the passes' 16-byte loads do not apply, and each
-      // thread takes one edge at a time (a tile of 4096 and the last, partial one).
+      // w 4 bytes past a 16-byte boundary: pass 1's 16-byte loads do not apply, and each of its
+      // threads takes one edge at a time (a tile of 4096 and the last, partial one); pass 2 reads
+      // its own aligned scratch, 16 bytes at a time still (its scalar form:
+      // WeightPermutationKernelsOnASmallGraph).
       {
         Tensor wpad = gpu(random_tensor({E + 1}, DType::f32, seed + 5));
         const std::int64_t wshape[] = {E};
