@@ -20,7 +20,9 @@ struct SweepOptions {
   std::function<void(const std::string&)> progress;
 };
 
-/// Runs the sweep and returns the JSON text (schema_version 1).
-std::string run_aggregate_sweep(const SweepOptions& o);
+/// Runs the sweep and returns the JSON text (schema_version 1). *disagreements (where given): how
+/// many points' outputs disagreed with the first path's at their size (recorded in the JSON; the
+/// sweep goes on, and the CLI exits 1 after writing it).
+std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements = nullptr);
 
 }  // namespace pipelink::bench

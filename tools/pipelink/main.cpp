@@ -106,8 +106,14 @@ int main(int argc, char** argv) {
     if (*bsweep) {
       sweep.device = Device::parse(sweep_device);
       if (!sweep_quiet) sweep.progress = [](const std::string& s) { std::cerr << "[sweep] " << s << std::endl; };
-      tools::write_text_atomically(sweep_json, bench::run_aggregate_sweep(sweep) + "\n");
+      int disagreements = 0;
+      tools::write_text_atomically(sweep_json, bench::run_aggregate_sweep(sweep, &disagreements) + "\n");
       std::cout << "wrote " << sweep_json << "\n";
+      if (disagreements > 0) {
+        std::fprintf(stderr, "pipelink: %d sweep point(s) disagree with the first path at their size (see the JSON)\n",
+                     disagreements);
+        return 1;
+      }
       return 0;
     }
     if (*bagg) {
