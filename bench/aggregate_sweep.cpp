@@ -186,20 +186,27 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
       if (p["path"] == n && p["status"] == "ok") best = std::max<std::int64_t>(best, p["edges"].get<std::int64_t>());
     reach[n] = {{"max_edges_run", best}, {"first_failure", failed_at.count(n) ? nlohmann::json(failed_at[n]) : nlohmann::json(nullptr)}};
   }
-  nlohmann::json j = {{"schema_version", 1},
-                      {"kind", "aggregate-sweep"},
-                      {"workload", {{"name", spec.name}, {"nodes", N}, {"features", F}, {"edges", "uniform, doubling"},
-                                    {"index_dtype", "int32"}, {"seed", o.seed}}},
-                      {"device", {{"kind", std::string(device_kind_name(o.device.kind))}, {"name", describe(o.device).str()}}},
-                      {"git", git_revision()},
-                      {"date", iso_time_utc()},
-                      {"verification", "each path into a poisoned output: against the float64 oracle at the first "
-                                       "size; at every size against the first path that ran there (rel. L2 within 1e-5)"},
-                      {"disagreements", disagree},
-                      {"memory", gpu ? "PipeLink allocator peak over what it held before the call (planned: + the plan)"
-                                     : "peak RSS growth of one call"},
-                      {"reach", reach},
-                      {"points", points}};
+  nlohmann::json j = {
+      {"schema_version", 1},
+      {"kind", "aggregate-sweep"},
+      {"workload",
+       {{"name", spec.name},
+        {"nodes", N},
+        {"features", F},
+        {"edges", "uniform, doubling"},
+        {"index_dtype", "int32"},
+        {"seed", o.seed}}},
+      {"device", {{"kind", std::string(device_kind_name(o.device.kind))}, {"name", describe(o.device).str()}}},
+      {"git", git_revision()},
+      {"date", iso_time_utc()},
+      {"verification",
+       "each path into a poisoned output: against the float64 oracle at the first "
+       "size; at every size against the first path that ran there (rel. L2 within 1e-5)"},
+      {"disagreements", disagree},
+      {"memory", gpu ? "PipeLink allocator peak over what it held before the call (planned: + the plan)"
+                     : "peak RSS growth of one call"},
+      {"reach", reach},
+      {"points", points}};
   if (disagreements) *disagreements = disagree;
   return j.dump(2);
 }
