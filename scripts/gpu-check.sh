@@ -31,8 +31,15 @@
 #          NCU_KERNEL, NCU_SKIP, NCU_COUNT, NCU_KNOBS (which launches NCU profiles, under which knobs),
 #          COMPARE_ALLOC (torch allocator backends for COMPARE, default "native"),
 #          COMPARE_KNOBS="tag:VAR=val[,VAR2=val] ..." (each COMPARE run again under those knobs),
-#          DEADLINE_S (see step() below)
+#          DEADLINE_S (see step() below),
+#          MATRIX=1 (issue 3's correctness matrix: ORDER and WORKLOADS default to both orders and all four
+#          named workloads, arxiv-like seed-40M products-like power-law; ~70 s a pair, so split by ORDER
+#          under a 600 s call)
 set -uo pipefail
+if [ -n "${MATRIX:-}" ]; then
+  ORDER=${ORDER:-random dst-sorted}
+  WORKLOADS=${WORKLOADS:-arxiv-like seed-40M products-like power-law}
+fi
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/gpu-check}
 mkdir -p "$OUT"
