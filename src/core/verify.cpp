@@ -1,6 +1,7 @@
 #include "pipelink/verify.hpp"
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -33,6 +34,13 @@ double element(const TensorView& v, std::int64_t flat) {
 }
 
 Tensor host_contiguous(const TensorView& v) { return to_device(v, Device::cpu()); }
+
+// v itself where it is on the host and contiguous, else a host copy held in `hold`.
+TensorView on_host(const TensorView& v, Tensor& hold) {
+  if (v.device().kind == DeviceKind::cpu && v.is_contiguous()) return v;
+  hold = host_contiguous(v);
+  return hold.view();
+}
 
 }  // namespace
 
@@ -83,7 +91,7 @@ namespace {
 // The per-element rule over rows: row j of the oracle (ref, s: F values each, degree d[j]) against
 // row y_row(j) of the output, flat index k_of(j, f) in the report.
 template <class YRow, class KOf>
-VerifyReport compare_rows(std::int64_t rows, std::int64_t F, const Tensor& y, double u, const double* ref,
+VerifyReport compare_rows(std::int64_t rows, std::int64_t F, const TensorView& y, double u, const double* ref,
                           const double* s, const std::int64_t* d, YRow y_row, KOf k_of) {
   VerifyReport r;
   double err2 = 0, ref2 = 0;
@@ -113,7 +121,7 @@ VerifyReport compare_rows(std::int64_t rows, std::int64_t F, const Tensor& y, do
   return r;
 }
 
-double unit_roundoff(const Tensor& y) { return y.dtype() == DType::f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24); }
+double unit_roundoff(const TensorView& y) { return y.dtype() == DType::f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24); }
 
 }  // namespace
 
@@ -131,9 +139,10 @@ VerifyReport verify_aggregate(const TensorView& y_in, const AggregateOracle& o) 
 VerifyReport verify_aggregate_rows(const TensorView& y_in, const TensorView& x_in, const TensorView& src_in,
                                    const TensorView& dst_in, const std::optional<TensorView>& w_in,
                                    const std::vector<std::int64_t>& rows, const AggregateOptions& opts) {
-  Tensor y = host_contiguous(y_in), x = host_contiguous(x_in), src = host_contiguous(src_in),
-         dst = host_contiguous(dst_in);
-  Tensor w = w_in ? host_contiguous(*w_in) : Tensor();
+  // The bench's null test passes host tensors of 4x a workload's edges: no copies of those.
+  Tensor hy, hx, hs, hd, hw;
+  const TensorView y = on_host(y_in, hy), x = on_host(x_in, hx), src = on_host(src_in, hs), dst = on_host(dst_in, hd);
+  const TensorView w = w_in ? on_host(*w_in, hw) : TensorView();
   const std::int64_t N = x.dim(0), F = x.dim(1), E = src.numel(), R = std::int64_t(rows.size());
   if (y.numel() != N * F)
     throw std::invalid_argument(fmt::format("verify_aggregate_rows: output has {} elements, x {}", y.numel(), N * F));
@@ -145,14 +154,35 @@ VerifyReport verify_aggregate_rows(const TensorView& y_in, const TensorView& x_i
       throw std::invalid_argument(fmt::format("verify_aggregate_rows: row {} is not in [0, {})", i, N));
     slot[std::size_t(i)] = j;
   }
+  // The sampled rows' edges, found in parallel (each thread a contiguous range of edges, kept in
+  // edge order), then summed in edge order: the whole oracle's sums, bit for bit. The first bad
+  // edge is the lowest one any thread found.
+  const int threads = omp_get_max_threads();
+  std::vector<std::vector<std::int64_t>> found(static_cast<std::size_t>(threads));
+  std::vector<std::int64_t> first_bad(static_cast<std::size_t>(threads), E);
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num();
+    const std::int64_t e0 = E * t / threads, e1 = E * (t + 1) / threads;
+    for (std::int64_t e = e0; e < e1; ++e) {
+      const auto sv = std::int64_t(element(src, e)), dv = std::int64_t(element(dst, e));
+      if (sv < 0 || sv >= N || dv < 0 || dv >= N) {
+        first_bad[std::size_t(t)] = e;
+        break;
+      }
+      if (slot[std::size_t(dv)] >= 0) found[std::size_t(t)].push_back(e);
+    }
+  }
+  if (const std::int64_t e = *std::min_element(first_bad.begin(), first_bad.end()); e < E) {
+    const auto sv = std::int64_t(element(src, e)), dv = std::int64_t(element(dst, e));
+    throw IndexOutOfRangeError("verify_aggregate_rows", "src/dst", e, sv < 0 || sv >= N ? sv : dv, N);
+  }
   std::vector<double> ref(static_cast<std::size_t>(R * F)), s(static_cast<std::size_t>(R * F));
   std::vector<std::int64_t> d(static_cast<std::size_t>(R));
-  for (std::int64_t e = 0; e < E; ++e) {
+  for (const auto& part : found)
+  for (const std::int64_t e : part) {
     const auto sv = std::int64_t(element(src, e)), dv = std::int64_t(element(dst, e));
-    if (sv < 0 || sv >= N || dv < 0 || dv >= N)
-      throw IndexOutOfRangeError("verify_aggregate_rows", "src/dst", e, sv < 0 || sv >= N ? sv : dv, N);
     const std::int64_t j = slot[std::size_t(dv)];
-    if (j < 0) continue;
     ++d[std::size_t(j)];
     const double we = w.defined() && w.numel() ? element(w, e) : 1.0;
     for (std::int64_t f = 0; f < F; ++f) {
