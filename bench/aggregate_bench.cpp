@@ -358,7 +358,8 @@ std::string AggregateBenchResult::to_markdown() const {
   if (!null_check.empty())
     s += fmt::format("- null test: {} with 4x the edges took {}; its output on sampled rows: {}{}{}\n",
                      gpu ? "one-shot" : "fused",
-                     null_ratio > 0 ? fmt::format("{:.2f}x the time", null_ratio) : std::string("(no ratio: the path was not timed)"),
+                     null_ratio > 0 ? fmt::format("{:.2f}x the time", null_ratio)
+                                    : std::string("(no ratio: the path was not timed)"),
                      null_ok ? "" : "**", null_check, null_ok ? "" : "**");
   if (!gpu)
     s += fmt::format("- output size {:.1f} MB; bound for fused extra peak: output + 16 B/edge = {:.1f} MB\n",

@@ -121,7 +121,9 @@ VerifyReport compare_rows(std::int64_t rows, std::int64_t F, const TensorView& y
   return r;
 }
 
-double unit_roundoff(const TensorView& y) { return y.dtype() == DType::f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24); }
+double unit_roundoff(const TensorView& y) {
+  return y.dtype() == DType::f64 ? std::ldexp(1.0, -53) : std::ldexp(1.0, -24);
+}
 
 }  // namespace
 
@@ -180,17 +182,17 @@ VerifyReport verify_aggregate_rows(const TensorView& y_in, const TensorView& x_i
   std::vector<double> ref(static_cast<std::size_t>(R * F)), s(static_cast<std::size_t>(R * F));
   std::vector<std::int64_t> d(static_cast<std::size_t>(R));
   for (const auto& part : found)
-  for (const std::int64_t e : part) {
-    const auto sv = std::int64_t(element(src, e)), dv = std::int64_t(element(dst, e));
-    const std::int64_t j = slot[std::size_t(dv)];
-    ++d[std::size_t(j)];
-    const double we = w.defined() && w.numel() ? element(w, e) : 1.0;
-    for (std::int64_t f = 0; f < F; ++f) {
-      const double t = phi64(element(x, sv * F + f) * we, opts.transform);
-      ref[std::size_t(j * F + f)] += t;
-      s[std::size_t(j * F + f)] += std::fabs(t);
+    for (const std::int64_t e : part) {
+      const auto sv = std::int64_t(element(src, e)), dv = std::int64_t(element(dst, e));
+      const std::int64_t j = slot[std::size_t(dv)];
+      ++d[std::size_t(j)];
+      const double we = w.defined() && w.numel() ? element(w, e) : 1.0;
+      for (std::int64_t f = 0; f < F; ++f) {
+        const double t = phi64(element(x, sv * F + f) * we, opts.transform);
+        ref[std::size_t(j * F + f)] += t;
+        s[std::size_t(j * F + f)] += std::fabs(t);
+      }
     }
-  }
   // A repeated row takes its first place's sums.
   std::vector<std::int64_t> first(static_cast<std::size_t>(R));
   for (std::int64_t j = 0; j < R; ++j) first[std::size_t(j)] = slot[std::size_t(rows[std::size_t(j)])];
