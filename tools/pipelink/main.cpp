@@ -4,6 +4,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <chrono>
+#include <functional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +15,18 @@
 #include "aggregate_sweep.hpp"
 #include "commands.hpp"
 #include "pipelink/pipelink.hpp"
+
+namespace {
+// Progress lines for long runs, each with the seconds since the run began ("[bench 12.3s] ..."),
+// so that a log shows where a run's time went (the GPU machine's time is counted).
+std::function<void(const std::string&)> progress_printer(const char* what) {
+  const auto t0 = std::chrono::steady_clock::now();
+  return [what, t0](const std::string& s) {
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::cerr << "[" << what << " " << fmt::format("{:.1f}", t) << "s] " << s << std::endl;
+  };
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace pipelink;
@@ -105,7 +119,7 @@ int main(int argc, char** argv) {
     }
     if (*bsweep) {
       sweep.device = Device::parse(sweep_device);
-      if (!sweep_quiet) sweep.progress = [](const std::string& s) { std::cerr << "[sweep] " << s << std::endl; };
+      if (!sweep_quiet) sweep.progress = progress_printer("sweep");
       int disagreements = 0;
       tools::write_text_atomically(sweep_json, bench::run_aggregate_sweep(sweep, &disagreements) + "\n");
       std::cout << "wrote " << sweep_json << "\n";
@@ -118,7 +132,7 @@ int main(int argc, char** argv) {
     }
     if (*bagg) {
       bopt.device = Device::parse(device);
-      if (!quiet) bopt.progress = [](const std::string& s) { std::cerr << "[bench] " << s << std::endl; };
+      if (!quiet) bopt.progress = progress_printer("bench");
       bench::AggregateBenchResult r = bench::run_aggregate_bench(bopt);
       const std::string md = r.to_markdown();
       std::cout << md;
