@@ -5,10 +5,10 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <functional>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 
 #include "aggregate_bench.hpp"
