@@ -47,8 +47,10 @@ TensorView on_host(const TensorView& v, Tensor& hold) {
 AggregateOracle aggregate_oracle(const TensorView& x_in, const TensorView& src_in, const TensorView& dst_in,
                                  const std::optional<TensorView>& w_in, const AggregateOptions& opts,
                                  const std::optional<TensorView>& initial) {
-  Tensor x = host_contiguous(x_in), src = host_contiguous(src_in), dst = host_contiguous(dst_in);
-  Tensor w = w_in ? host_contiguous(*w_in) : Tensor();
+  // Host inputs as they are (the bench's are 1-2 GB on products-like), others copied.
+  Tensor hx, hs, hd, hw;
+  const TensorView x = on_host(x_in, hx), src = on_host(src_in, hs), dst = on_host(dst_in, hd);
+  const TensorView w = w_in ? on_host(*w_in, hw) : TensorView();
   const std::int64_t N = x.dim(0), F = x.dim(1), E = src.numel();
   AggregateOracle o;
   o.y = TensorBuilder().shape({N, F}).dtype(DType::f64).zeros();
@@ -73,15 +75,40 @@ AggregateOracle aggregate_oracle(const TensorView& x_in, const TensorView& src_i
       throw IndexOutOfRangeError("aggregate_oracle", "src/dst", e, sv[std::size_t(e)], N);
     ++d[dv[std::size_t(e)]];
   }
-  // Threads own feature columns, so every element is summed in edge order (deterministic).
-#pragma omp parallel for schedule(static)
-  for (std::int64_t f = 0; f < F; ++f) {
-    for (std::int64_t e = 0; e < E; ++e) {
-      const double we = w.defined() && w.numel() ? element(w, e) : 1.0;
-      const double t = phi64(element(x, sv[std::size_t(e)] * F + f) * we, opts.transform);
-      y[dv[std::size_t(e)] * F + f] += t;
-      s[dv[std::size_t(e)] * F + f] += std::fabs(t);
+  // Threads own output rows (row i: thread i % T), and each walks every edge in order, summing
+  // those of its rows: every element is still summed in edge order, whatever the thread count.
+  // Each edge's x row is read whole. (Until session 42 threads owned feature columns, one random
+  // 8-byte read of x an edge and a column: products-like's oracle took ~30 s for a tenth of its
+  // edges on this 2-core machine, most of a GPU bench call's host time on the GPU machine.)
+  const bool has_w = w.defined() && w.numel() > 0;
+  const std::int64_t T = omp_get_max_threads();
+  auto sum_rows = [&](auto x_at) {
+#pragma omp parallel num_threads(int(T))
+    {
+      const std::int64_t t = omp_get_thread_num();
+      for (std::int64_t e = 0; e < E; ++e) {
+        const std::int64_t di = dv[std::size_t(e)];
+        if (di % T != t) continue;
+        const double we = has_w ? element(w, e) : 1.0;
+        const std::int64_t xi = sv[std::size_t(e)] * F;
+        double* yr = y + di * F;
+        double* sr = s + di * F;
+        for (std::int64_t f = 0; f < F; ++f) {
+          const double v = phi64(x_at(xi + f) * we, opts.transform);
+          yr[f] += v;
+          sr[f] += std::fabs(v);
+        }
+      }
     }
+  };
+  if (x.dtype() == DType::f32) {
+    const float* xp = x.data_as<const float>();
+    sum_rows([xp](std::int64_t k) { return double(xp[k]); });
+  } else if (x.dtype() == DType::f64) {
+    const double* xp = x.data_as<const double>();
+    sum_rows([xp](std::int64_t k) { return xp[k]; });
+  } else {
+    sum_rows([&x](std::int64_t k) { return element(x, k); });
   }
   return o;
 }
@@ -89,32 +116,56 @@ AggregateOracle aggregate_oracle(const TensorView& x_in, const TensorView& src_i
 namespace {
 
 // The per-element rule over rows: row j of the oracle (ref, s: F values each, degree d[j]) against
-// row y_row(j) of the output, flat index k_of(j, f) in the report.
+// row y_row(j) of the output, flat index k_of(j, f) in the report. In a fixed number of row chunks,
+// in parallel, combined in chunk order: the same report at any thread count (products-like's 157M
+// elements took ~0.56 s serially, and the bench checks each path's output several times).
 template <class YRow, class KOf>
 VerifyReport compare_rows(std::int64_t rows, std::int64_t F, const TensorView& y, double u, const double* ref,
                           const double* s, const std::int64_t* d, YRow y_row, KOf k_of) {
+  struct Part {
+    VerifyReport r;
+    double err2 = 0, ref2 = 0;
+  };
+  constexpr std::int64_t kChunks = 256;
+  std::vector<Part> parts(static_cast<std::size_t>(kChunks));
+#pragma omp parallel for schedule(dynamic)
+  for (std::int64_t c = 0; c < kChunks; ++c) {
+    Part& p = parts[std::size_t(c)];
+    VerifyReport& r = p.r;
+    for (std::int64_t j = rows * c / kChunks; j < rows * (c + 1) / kChunks; ++j) {
+      const std::int64_t yi = y_row(j);
+      for (std::int64_t f = 0; f < F; ++f) {
+        const std::int64_t o = j * F + f;
+        const double v = element(y, yi * F + f);
+        const double err = std::fabs(v - ref[o]);
+        const double bound = 2.0 * double(d[j] + 4) * u * s[o];
+        if (std::isnan(v)) ++r.unwritten;
+        if (!(err <= bound)) ++r.violations;
+        const double inf = std::numeric_limits<double>::infinity();
+        const double ratio = std::isnan(err) ? inf : bound > 0 ? err / bound : (err == 0 ? 0 : inf);
+        if (r.worst_index < 0 || ratio > r.worst_ratio) {
+          r.worst_ratio = ratio;
+          r.worst_index = k_of(j, f);
+        }
+        if (!std::isnan(err)) r.max_abs_err = std::max(r.max_abs_err, err);
+        else r.max_abs_err = std::numeric_limits<double>::infinity();
+        p.err2 += (v - ref[o]) * (v - ref[o]);
+        p.ref2 += ref[o] * ref[o];
+      }
+    }
+  }
   VerifyReport r;
   double err2 = 0, ref2 = 0;
-  for (std::int64_t j = 0; j < rows; ++j) {
-    const std::int64_t yi = y_row(j);
-    for (std::int64_t f = 0; f < F; ++f) {
-      const std::int64_t o = j * F + f;
-      const double v = element(y, yi * F + f);
-      const double err = std::fabs(v - ref[o]);
-      const double bound = 2.0 * double(d[j] + 4) * u * s[o];
-      if (std::isnan(v)) ++r.unwritten;
-      if (!(err <= bound)) ++r.violations;
-      const double inf = std::numeric_limits<double>::infinity();
-      const double ratio = std::isnan(err) ? inf : bound > 0 ? err / bound : (err == 0 ? 0 : inf);
-      if (r.worst_index < 0 || ratio > r.worst_ratio) {
-        r.worst_ratio = ratio;
-        r.worst_index = k_of(j, f);
-      }
-      if (!std::isnan(err)) r.max_abs_err = std::max(r.max_abs_err, err);
-      else r.max_abs_err = std::numeric_limits<double>::infinity();
-      err2 += (v - ref[o]) * (v - ref[o]);
-      ref2 += ref[o] * ref[o];
+  for (const Part& p : parts) {  // in row order: the first of equal worst ratios, as one pass would
+    r.unwritten += p.r.unwritten;
+    r.violations += p.r.violations;
+    if (p.r.worst_index >= 0 && (r.worst_index < 0 || p.r.worst_ratio > r.worst_ratio)) {
+      r.worst_ratio = p.r.worst_ratio;
+      r.worst_index = p.r.worst_index;
     }
+    r.max_abs_err = std::max(r.max_abs_err, p.r.max_abs_err);
+    err2 += p.err2;
+    ref2 += p.ref2;
   }
   r.rel_l2_err = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
   r.within_tolerance = r.violations == 0;
