@@ -147,8 +147,10 @@ VerifyReport compare_rows(std::int64_t rows, std::int64_t F, const TensorView& y
           r.worst_ratio = ratio;
           r.worst_index = k_of(j, f);
         }
-        if (!std::isnan(err)) r.max_abs_err = std::max(r.max_abs_err, err);
-        else r.max_abs_err = std::numeric_limits<double>::infinity();
+        if (!std::isnan(err))
+          r.max_abs_err = std::max(r.max_abs_err, err);
+        else
+          r.max_abs_err = std::numeric_limits<double>::infinity();
         p.err2 += (v - ref[o]) * (v - ref[o]);
         p.ref2 += ref[o] * ref[o];
       }
