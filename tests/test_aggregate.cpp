@@ -2,6 +2,7 @@
 // tolerance, on fresh random inputs and poisoned outputs.
 #include <omp.h>
 
+#include <cstring>
 #include <functional>
 #include <numeric>
 
@@ -181,6 +182,37 @@ TEST(AggregateOracle, PitchedRowsAndRMatSkew) {
   VerifyReport r = verify_aggregate(out, o);
   EXPECT_TRUE(r.within_tolerance) << r.summary();
   EXPECT_EQ(r.unwritten, 0) << r.summary();
+}
+
+TEST(AggregateOracle, SameSumsInsideAParallelRegion) {
+  // The oracle's threads own output rows by the team's size: called from inside a parallel
+  // region (a nested team of one), it must still sum every row, to the same bits.
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 700, F = 5;
+  const EdgeList g = uniform_graph(N, 9000, seed, DType::i64);
+  const Tensor x = random_tensor({N, F}, DType::f32, seed + 1), w = random_tensor({g.num_edges()}, DType::f32, seed + 2);
+  const AggregateOracle outside = aggregate_oracle(x, g.src, g.dst, w.view());
+  Tensor y(outside.y), inside_y;
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp master
+    inside_y = aggregate_oracle(x, g.src, g.dst, w.view()).y;
+  }
+  ASSERT_TRUE(inside_y.defined());
+  EXPECT_EQ(std::memcmp(inside_y.data(), y.data(), std::size_t(N * F) * sizeof(double)), 0);
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(N));
+  std::iota(rows.begin(), rows.end(), 0);
+  Tensor out = TensorBuilder().shape({N, F}).build();
+  aggregate(x, g.src, g.dst, w.view(), out);
+  VerifyReport in_region;
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp master
+    in_region = verify_aggregate_rows(out, x, g.src, g.dst, w.view(), rows);
+  }
+  EXPECT_TRUE(in_region.within_tolerance) << in_region.summary();
+  EXPECT_EQ(in_region.rel_l2_err, verify_aggregate(out, outside).rel_l2_err);
 }
 
 TEST(AggregateOracle, SampledRowsAgreeWithTheWholeOracle) {

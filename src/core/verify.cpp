@@ -81,11 +81,12 @@ AggregateOracle aggregate_oracle(const TensorView& x_in, const TensorView& src_i
   // 8-byte read of x an edge and a column: products-like's oracle took ~30 s for a tenth of its
   // edges on this 2-core machine, most of a GPU bench call's host time on the GPU machine.)
   const bool has_w = w.defined() && w.numel() > 0;
-  const std::int64_t T = omp_get_max_threads();
+  // The team's own size, read inside the region: a caller already in a parallel region gets a
+  // team of one, and every row must still be summed.
   auto sum_rows = [&](auto x_at) {
-#pragma omp parallel num_threads(int(T))
+#pragma omp parallel
     {
-      const std::int64_t t = omp_get_thread_num();
+      const std::int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
       for (std::int64_t e = 0; e < E; ++e) {
         const std::int64_t di = dv[std::size_t(e)];
         if (di % T != t) continue;
@@ -212,12 +213,13 @@ VerifyReport verify_aggregate_rows(const TensorView& y_in, const TensorView& x_i
   // The sampled rows' edges, found in parallel (each thread a contiguous range of edges, kept in
   // edge order), then summed in edge order: the whole oracle's sums, bit for bit. The first bad
   // edge is the lowest one any thread found.
-  const int threads = omp_get_max_threads();
-  std::vector<std::vector<std::int64_t>> found(static_cast<std::size_t>(threads));
-  std::vector<std::int64_t> first_bad(static_cast<std::size_t>(threads), E);
-#pragma omp parallel num_threads(threads)
+  // (The team's size read inside the region, as in aggregate_oracle; at most omp_get_max_threads.)
+  const int most = omp_get_max_threads();
+  std::vector<std::vector<std::int64_t>> found(static_cast<std::size_t>(most));
+  std::vector<std::int64_t> first_bad(static_cast<std::size_t>(most), E);
+#pragma omp parallel num_threads(most)
   {
-    const int t = omp_get_thread_num();
+    const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
     const std::int64_t e0 = E * t / threads, e1 = E * (t + 1) / threads;
     for (std::int64_t e = e0; e < e1; ++e) {
       const auto sv = std::int64_t(element(src, e)), dv = std::int64_t(element(dst, e));
