@@ -72,7 +72,8 @@ AggregateOracle aggregate_oracle(const TensorView& x_in, const TensorView& src_i
     sv[std::size_t(e)] = std::int64_t(element(src, e));
     dv[std::size_t(e)] = std::int64_t(element(dst, e));
     if (sv[std::size_t(e)] < 0 || sv[std::size_t(e)] >= N || dv[std::size_t(e)] < 0 || dv[std::size_t(e)] >= N)
-      throw IndexOutOfRangeError("aggregate_oracle", "src/dst", e, sv[std::size_t(e)], N);
+      throw IndexOutOfRangeError("aggregate_oracle", "src/dst", e,
+                                 sv[std::size_t(e)] < 0 || sv[std::size_t(e)] >= N ? sv[std::size_t(e)] : dv[std::size_t(e)], N);
     ++d[dv[std::size_t(e)]];
   }
   // Threads own output rows (row i: thread i % T), and each walks every edge in order, summing
@@ -143,7 +144,9 @@ VerifyReport compare_rows(std::int64_t rows, std::int64_t F, const TensorView& y
         if (std::isnan(v)) ++r.unwritten;
         if (!(err <= bound)) ++r.violations;
         const double inf = std::numeric_limits<double>::infinity();
-        const double ratio = std::isnan(err) ? inf : bound > 0 ? err / bound : (err == 0 ? 0 : inf);
+        // (inf / inf, where S overflowed and y is inf, counts as the worst too, not as NaN.)
+        const double q = std::isnan(err) ? inf : bound > 0 ? err / bound : (err == 0 ? 0 : inf);
+        const double ratio = std::isnan(q) ? inf : q;
         if (r.worst_index < 0 || ratio > r.worst_ratio) {
           r.worst_ratio = ratio;
           r.worst_index = k_of(j, f);
