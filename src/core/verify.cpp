@@ -72,8 +72,9 @@ AggregateOracle aggregate_oracle(const TensorView& x_in, const TensorView& src_i
     sv[std::size_t(e)] = std::int64_t(element(src, e));
     dv[std::size_t(e)] = std::int64_t(element(dst, e));
     if (sv[std::size_t(e)] < 0 || sv[std::size_t(e)] >= N || dv[std::size_t(e)] < 0 || dv[std::size_t(e)] >= N)
-      throw IndexOutOfRangeError("aggregate_oracle", "src/dst", e,
-                                 sv[std::size_t(e)] < 0 || sv[std::size_t(e)] >= N ? sv[std::size_t(e)] : dv[std::size_t(e)], N);
+      throw IndexOutOfRangeError(
+          "aggregate_oracle", "src/dst", e,
+          sv[std::size_t(e)] < 0 || sv[std::size_t(e)] >= N ? sv[std::size_t(e)] : dv[std::size_t(e)], N);
     ++d[dv[std::size_t(e)]];
   }
   // Threads own output rows (row i: thread i % T), and each walks every edge in order, summing
