@@ -202,6 +202,10 @@ if [ -n "${INSTR:-}" ]; then
     done
   done
 fi
+# The main benchmarks as one picture (a panel a workload and order; red where a variant failed the contract).
+if compgen -G "$OUT/bench-*.json" >/dev/null; then
+  step "plot bench" bench.log python3 bench/plot_bench.py "$OUT"/bench-*.json --out "$OUT/bench.png"
+fi
 cat "$OUT"/bench-*.md >>"$OUT/bench.md" 2>/dev/null && rm -f "$OUT"/bench-*.md
 if [ -n "${COMPARE:-}" ] && [ ${#pyopt[@]} -gt 0 ]; then  # COMPARE="arxiv-like products-like": bench/compare_torch.py
   # COMPARE_ALLOC="native cudaMallocAsync": one run per torch allocator backend

@@ -39,6 +39,7 @@ echo "=== Python package: pip install . into build/pyenv, then pytest ==="
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 "$py" -m venv --system-site-packages build/pyenv
-build/pyenv/bin/python -m pip install -q --disable-pip-version-check "pytest>=7"
+# matplotlib: the tests of bench/plot_bench.py and bench/plot_sweep.py (python/tests/test_plots.py).
+build/pyenv/bin/python -m pip install -q --disable-pip-version-check "pytest>=7" matplotlib
 PIPELINK_CUDA=${PIPELINK_PYTHON_CUDA:-OFF} build/pyenv/bin/python -m pip install -q --disable-pip-version-check .
 build/pyenv/bin/python -m pytest -q -rs python/tests
