@@ -5,7 +5,8 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build git
       libgtest-dev libgmock-dev libbenchmark-dev
       libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libyaml-cpp-dev libsleef-dev
-      python3-dev python3-venv python3-pip python3-numpy python3-torch)
+      python3-dev python3-venv python3-pip python3-numpy python3-torch
+      python3-matplotlib)  # matplotlib: the plot scripts' tests; Debian's, built on Debian's NumPy
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

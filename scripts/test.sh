@@ -39,7 +39,8 @@ echo "=== Python package: pip install . into build/pyenv, then pytest ==="
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 "$py" -m venv --system-site-packages build/pyenv
-# matplotlib: the tests of bench/plot_bench.py and bench/plot_sweep.py (python/tests/test_plots.py).
-build/pyenv/bin/python -m pip install -q --disable-pip-version-check "pytest>=7" matplotlib
+# (matplotlib for python/tests/test_plots.py comes from Debian, scripts/install-deps.sh: pip's pulled
+# in a NumPy 2 over Debian's, and Debian's torch then found no NumPy.)
+build/pyenv/bin/python -m pip install -q --disable-pip-version-check "pytest>=7"
 PIPELINK_CUDA=${PIPELINK_PYTHON_CUDA:-OFF} build/pyenv/bin/python -m pip install -q --disable-pip-version-check .
 build/pyenv/bin/python -m pytest -q -rs python/tests
