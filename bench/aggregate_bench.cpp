@@ -202,6 +202,7 @@ AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& o) {
       say(fmt::format("{}: repeat {}/{}: {:.2f} ms", p.name, i + 1, o.repeats, samples.back()));
     }
     v.time = stats_of(samples);
+    v.wall = v.time;
     v.timed = true;
     v.effective_gbs = double(r.must_move_bytes) / (v.time.median * 1e-3) / 1e9;
     // The last timed run's output, then one more run into a NaN-poisoned output (one that wrote
@@ -278,6 +279,9 @@ std::string AggregateBenchResult::to_json() const {
                   {"min_ms", v.time.min},
                   {"max_ms", v.time.max},
                   {"cold_ms", v.cold_ms},
+                  {"wall_median_ms", v.wall.median},
+                  {"wall_min_ms", v.wall.min},
+                  {"wall_max_ms", v.wall.max},
                   {"samples_ms", v.time.samples},
                   {"extra_peak_bytes", v.extra_peak_bytes},
                   {"extra_peak_bytes_exact", v.memory_exact},
@@ -350,6 +354,13 @@ std::string AggregateBenchResult::to_markdown() const {
       s += fmt::format("- {} vs three-op, same run: {}\n", name, ratio_text(a->time.median / b->time.median));
   s += fmt::format("- reference (three-op) run-to-run spread over {} runs: max abs diff {:.3g}\n", reference_spread_runs,
                    reference_spread_max_abs);
+  if (gpu) {
+    std::string walls;
+    for (const auto& v : variants)
+      if (v.timed && v.wall.median > 0 && v.name.find('[') == std::string::npos)
+        walls += fmt::format("{}{} {:.3f}", walls.empty() ? "" : ", ", v.name, v.wall.median);
+    if (!walls.empty()) s += "- synchronized wall time per call, median ms (host to the end on the device): " + walls + "\n";
+  }
   s += fmt::format(
       "- contract: each element within 2 (d_i + 4) 2^-24 S_i of the float64 oracle, rel L2 at most "
       "max(1e-6, 2x three-op's {:.2e}), deterministic paths bitwise repeatable; checked on each cold "

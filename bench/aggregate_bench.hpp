@@ -32,7 +32,8 @@ struct AggregateBenchOptions {
 struct VariantResult {
   std::string name;
   bool timed = false;             // false when it failed verification (protocol: not timed)
-  Stats time;                     // ms
+  Stats time;                     // ms (GPU: between CUDA events; CPU: wall time)
+  Stats wall;                     // ms, the synchronized wall time of each timed call (CPU: = time)
   double cold_ms = 0;
   std::int64_t extra_peak_bytes = 0;  // peak RSS growth of one call, output allocation included
   bool memory_exact = false;

@@ -101,6 +101,24 @@ TEST(BenchContract, FailuresShowInTheJsonAndMarkdown) {
   EXPECT_NE(js.find("\"sampled_rows_check\": \"2000 rows: violations=7\""), std::string::npos);
 }
 
+TEST(BenchContract, GpuTablesGiveTheWallTimeOfACall) {
+  AggregateBenchResult r;
+  r.options.device = Device::parse("cuda:0");  // a description only: no GPU needed
+  VariantResult v;
+  v.name = "one-shot";
+  v.within_tolerance = v.timed = true;
+  v.time.median = 6.05;
+  v.wall.median = 6.1;
+  VariantResult arm = v;
+  arm.name = "one-shot [ew]";  // A/B rows: event times only
+  r.variants = {v, arm};
+  const std::string md = r.to_markdown();
+  EXPECT_NE(md.find("synchronized wall time per call, median ms (host to the end on the device): one-shot 6.100\n"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(r.to_json().find("\"wall_median_ms\": 6.1"), std::string::npos);
+}
+
 TEST(BenchContract, NullTestChecksSampledRows) {
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
@@ -137,6 +155,7 @@ TEST(BenchContract, CpuBenchPassesAndSaysSo) {
     if (v.deterministic) {
       EXPECT_EQ(v.bitwise_differing, 0) << v.name;
     }
+    EXPECT_EQ(v.wall.median, v.time.median) << v.name << ": on the CPU the time is the wall time";
   }
   EXPECT_GT(r.reference_rel_l2, 0);
   EXPECT_TRUE(r.null_ok) << r.null_check;
