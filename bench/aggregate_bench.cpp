@@ -359,7 +359,8 @@ std::string AggregateBenchResult::to_markdown() const {
     for (const auto& v : variants)
       if (v.timed && v.wall.median > 0 && v.name.find('[') == std::string::npos)
         walls += fmt::format("{}{} {:.3f}", walls.empty() ? "" : ", ", v.name, v.wall.median);
-    if (!walls.empty()) s += "- synchronized wall time per call, median ms (host to the end on the device): " + walls + "\n";
+    if (!walls.empty())
+      s += "- synchronized wall time per call, median ms (host to the end on the device): " + walls + "\n";
   }
   s += fmt::format(
       "- contract: each element within 2 (d_i + 4) 2^-24 S_i of the float64 oracle, rel L2 at most "
