@@ -46,6 +46,11 @@ TEST(BenchContract, TheL2RuleTakesThreeOpsOwnError) {
   v.name = "one-shot";
   EXPECT_TRUE(bench::judge(v, report(true, 2.3e-6), r));
   EXPECT_FALSE(bench::judge(v, report(true, 2.5e-6), r));
+  // An A/B row is never the reference, whatever its name holds.
+  VariantResult arm;
+  arm.name = "three-op [tag]";
+  (void)bench::judge(arm, report(true, 9e-7), r);
+  EXPECT_EQ(r.reference_rel_l2, 1.2e-6);
   // A NaN error is over any limit.
   EXPECT_FALSE(bench::judge(v, report(true, std::numeric_limits<double>::quiet_NaN()), r));
   // A reference that fails its own check sets no allowance: the floor, 1e-6.
