@@ -45,8 +45,7 @@ TensorView on_host(const TensorView& v, Tensor& hold) {
 // The oracle's per-edge steps, shared by aggregate_oracle and verify_aggregate_rows.
 bool in_range(std::int64_t i, std::int64_t N) { return i >= 0 && i < N; }
 void check_edge(const char* op, std::int64_t e, std::int64_t sv, std::int64_t dv, std::int64_t N) {
-  if (!in_range(sv, N) || !in_range(dv, N))
-    throw IndexOutOfRangeError(op, "src/dst", e, in_range(sv, N) ? dv : sv, N);
+  if (!in_range(sv, N) || !in_range(dv, N)) throw IndexOutOfRangeError(op, "src/dst", e, in_range(sv, N) ? dv : sv, N);
 }
 double weight(const TensorView& w, std::int64_t e) { return w.defined() && w.numel() > 0 ? element(w, e) : 1.0; }
 // Adds one edge's message phi(x[src] * w) to a row's sums (y_row) and sums of magnitudes (s_row).
