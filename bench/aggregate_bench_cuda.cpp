@@ -272,7 +272,7 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
                            double(cuda::memory_stats().peak - warm_before.current) / double(r.edges));
       say("planned: " + v.note);
     }
-    if (p.name == "one-shot" || p.name.starts_with("planned") || p.name == "lean") {
+    if (v.deterministic || p.name == "lean") {
       // The paths promised deterministic: `repeats` more runs, each into a poisoned output (a run
       // that skipped a row could not match), compared bit for bit with the cold call's output.
       // After the timed samples, so that the copies back do not sit between them. Lean (float
