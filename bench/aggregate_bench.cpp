@@ -146,7 +146,9 @@ AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& o) {
   };
   // Outputs start as NaN, so that an element a path never writes fails the check (and counts as
   // unwritten in its report).
-  auto poison = [](const Tensor& t) { std::fill_n(t.data_as<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN()); };
+  auto poison = [](const Tensor& t) {
+    std::fill_n(t.data_as<float>(), t.numel(), std::numeric_limits<float>::quiet_NaN());
+  };
   auto new_out = [&] {
     Tensor t = TensorBuilder().shape({N, F}).dtype(DType::f32).build();
     poison(t);
