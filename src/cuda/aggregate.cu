@@ -4158,10 +4158,7 @@ void CudaPlan::prepare_weights(DType weights, void* stream_arg) {
 
 void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& out, const AggregateOptions& opts,
                    bool w_in_plan_order) {
-  (void)staged_tanh_libm();  // bad knobs: before any work
-  (void)staged_issue_knob();
-  (void)staged_wmode_runtime();
-  check_fixed_knobs();
+  check_run_knobs();  // bad knobs: before any work
   if (!w_in_pairs) {  // one-shot plans never permute; bad knobs fail here, before any work
     (void)w_permute_tile(num_edges, num_segments > 0);
     (void)w_permute_compact();
@@ -4282,11 +4279,7 @@ void aggregate_one_shot(OpContext& ctx) {
     PIPELINK_CUDA_CHECK(cudaSetDevice(src.device().index));  // staged_fits asks the current device
     const bool early_ok = knobs.oneshot_walk_early && w && w->dtype() == DType::f32 && x.dtype() == DType::f32 &&
                           staged_fits<float, std::int32_t>(x, out, x.dim(1));
-    if (early_ok) {
-      (void)staged_tanh_libm();
-      (void)staged_issue_knob();
-      (void)staged_wmode_runtime();
-    }
+    if (early_ok) check_run_knobs();
     const EarlyWalk early = [&](const CudaPlan& p, const unsigned long long* verdict, cudaStream_t s) {
       launch_rows<float, std::int32_t>(p, x, w, false, out, opts, s, verdict);
     };

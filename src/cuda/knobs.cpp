@@ -124,6 +124,13 @@ bool staged_wmode_runtime() { return knob_is_second("PIPELINK_AGG_STAGED_WMODE",
 // value is an error, raised by CudaPlan::run before any kernel is queued.
 bool staged_tanh_libm() { return knob_is_second("PIPELINK_AGG_TANH", "f32", "libm"); }
 
+void check_run_knobs() {
+  (void)staged_tanh_libm();
+  (void)staged_issue_knob();
+  (void)staged_wmode_runtime();
+  check_fixed_knobs();
+}
+
 // PIPELINK_AGG_W_PERMUTE: unset or "auto" (kWPermTile where E >= kWPermMinEdges, the tables stay
 // under kWPermMaxTableBytesPerEdge and the plan has no split rows), "off" (the w[edge id] gather),
 // or a tile size T, a multiple of 32 in [64, 49152], used at any E (tests; the A/B of tile sizes).

@@ -197,6 +197,9 @@ PlanKnobs plan_knobs();
 int staged_issue_knob();      // PIPELINK_AGG_STAGED_ISSUE (knobs.cpp: the values and their history)
 bool staged_wmode_runtime();  // PIPELINK_AGG_STAGED_WMODE
 bool staged_tanh_libm();      // PIPELINK_AGG_TANH
+// The run's knobs (the three above and check_fixed_knobs), read now: a bad value is an Error
+// naming it, raised before any work (each planned run, and a one-shot call before its early walk).
+void check_run_knobs();
 
 // The w permutation's tiles (see src/cuda/aggregate.cu's pass kernels).
 inline constexpr int kWPermTile = 49152;                   // the micro's fastest of 49152, 32768, 24576
