@@ -190,9 +190,7 @@ TEST(AggregateOracle, SameSumsInsideAParallelRegion) {
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const std::int64_t N = 700, F = 5;
-  const EdgeList g = uniform_graph(N, 9000, seed, DType::i64);
-  const Tensor x = random_tensor({N, F}, DType::f32, seed + 1),
-               w = random_tensor({g.num_edges()}, DType::f32, seed + 2);
+  const auto [g, x, w] = graph_inputs(N, 9000, F, seed);
   const AggregateOracle outside = aggregate_oracle(x, g.src, g.dst, w.view());
   Tensor y(outside.y), inside_y;
 #pragma omp parallel num_threads(2)

@@ -128,9 +128,7 @@ TEST(BenchContract, NullTestChecksSampledRows) {
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   const std::int64_t N = 5000, F = 4;
-  const EdgeList g = uniform_graph(N, 80000, seed, DType::i64);
-  const Tensor x = random_tensor({N, F}, DType::f32, seed + 1),
-               w = random_tensor({g.num_edges()}, DType::f32, seed + 2);
+  const auto [g, x, w] = graph_inputs(N, 80000, F, seed);
   Tensor out = TensorBuilder().shape({N, F}).build();
   poison(out);
   aggregate(x, g.src, g.dst, w.view(), out);

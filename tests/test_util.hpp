@@ -41,6 +41,17 @@ inline Tensor random_tensor(std::vector<std::int64_t> shape, DType t, std::uint6
   return x;
 }
 
+/// A CPU test's inputs: a uniform graph and fresh float32 x ([N, F]) and w, in [-1, 1).
+struct GraphInputs {
+  EdgeList g;
+  Tensor x, w;
+};
+inline GraphInputs graph_inputs(std::int64_t N, std::int64_t E, std::int64_t F, std::uint64_t seed,
+                                DType index = DType::i64) {
+  return {uniform_graph(N, E, seed, index), random_tensor({N, F}, DType::f32, seed + 1),
+          random_tensor({E}, DType::f32, seed + 2)};
+}
+
 /// Fills a CPU float tensor with NaN so that an element never written is caught.
 inline void poison(const TensorView& v) {
   const auto n = v.numel();

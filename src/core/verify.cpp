@@ -97,7 +97,7 @@ AggregateOracle aggregate_oracle(const TensorView& x_in, const TensorView& src_i
   // edges on this 2-core machine, most of a GPU bench call's host time on the GPU machine.)
   // The team's own size, read inside the region: a caller already in a parallel region gets a
   // team of one, and every row must still be summed. (x read through element(): typed pointers
-  // measured no faster, 0.83-1.20 against 0.88-1.24 s on arxiv-like here.)
+  // gained nothing beyond the noise, 0.83-1.20 against 0.88-1.24 s on arxiv-like here, two runs each.)
 #pragma omp parallel
   {
     const std::int64_t T = omp_get_num_threads(), t = omp_get_thread_num();
