@@ -48,9 +48,10 @@ struct VariantResult {
   // The path promises bitwise-identical runs (the GPU's planned and one-shot paths, the CPU's
   // fused and planned ones): a further run that differs from the cold call breaks the contract.
   bool deterministic = false;
-  // Whether a run after the timed ones (the last timed run's output, or one more run into a
-  // poisoned output) met the contract too: the same bits as the cold call where deterministic,
-  // else the per-element bound. Checked after timing, so a failure marks a timed row.
+  // Paths not promised deterministic (lean): whether a run after the timed ones (the last timed
+  // run's output, or one more run into a poisoned output) met the per-element bound too. Checked
+  // after timing, so a failure marks a timed row. The deterministic paths' later runs are
+  // compared bit for bit instead and counted in bitwise_differing.
   bool later_runs_ok = true;
   double effective_gbs = 0;       // bytes that must move / median time
   // Deterministic GPU paths: further runs compared bit for bit with the verified cold call's
