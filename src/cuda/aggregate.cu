@@ -43,6 +43,7 @@
 #include "cuda/knobs.hpp"
 #include "cuda/memory.cuh"
 #include "cuda/msd_levels.hpp"
+#include "cuda/short_build.hpp"
 #include "cuda/tanh_f32.cuh"
 #include "pipelink/debug.hpp"
 #include "pipelink/ops/reference.hpp"
@@ -1971,9 +1972,11 @@ void own_onesweep(const OnesweepShape& sh, cub::DoubleBuffer<std::uint32_t>& key
 // "init" 0.65-2.04 ms against 0.42 in most one-shot calls, where no plan outlives the call), so
 // the plan-build median was 2.98 ms against ~2.45 ms of device work. After: 2.59 ms.
 //
-// edge_ranges_if_short (one-shot calls with the knob unset): where the one sort does not fit, set
-// it to the number of edge ranges whose builds would, and return with no plan built (see
-// aggregate_one_shot), instead of sorting destination ranges.
+// edge_ranges_if_short (one-shot calls with the knob unset): where the one sort does not fit and
+// destination ranges are not used either (the whole list's pairs do not fit, more than
+// kOneShotDestRanges would be needed, or PIPELINK_AGG_BUILD_MEMORY is set), set it to the number
+// of edge ranges whose builds would, and return with no plan built (see aggregate_one_shot).
+// The counts: cuda/short_build.hpp.
 template <class I>
 void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, const PlanKnobs& knobs,
                  cudaStream_t s, unsigned long long* flag, BuildTrace& trace, const float* fw,
@@ -2053,54 +2056,67 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   }
   if (!arena.get() && chunks == 0) {
     // The one sort's transient 16 bytes per edge do not fit (the device, or the
-    // PIPELINK_AGG_BUILD_MEMORY cap). ranges_for: how many ranges of `per_edge` bytes an edge fit
-    // in `room`, as a double clamped to [1, 4096] before it becomes an integer.
-    // A one-shot call hands over to edge ranges, which never use the whole list's pairs: free
-    // them first, and size the ranges from the settled free memory (see settled_free_bytes).
-    if (edge_ranges_if_short) kept.reset();
+    // PIPELINK_AGG_BUILD_MEMORY cap). The range counts: cuda/short_build.hpp (tested on the host).
+    // A one-shot call whose pairs fit (and no cap set) sorts destination ranges, as a plan build
+    // does: the same plan, so the bits of every other call, whatever memory is free. Edge ranges
+    // (sized from free memory, so their number and the bits can change from call to call) only
+    // where the pairs do not fit, where more than kOneShotDestRanges destination ranges would be
+    // needed, or where a cap asks for less: they never hold the whole list's pairs. They free the
+    // pairs first, and size the ranges from the settled free memory (see settled_free_bytes).
+    bool edge_ranges = edge_ranges_if_short && (capped || kept_short);
+    if (edge_ranges) kept.reset();
     std::size_t free_b = 0, total_b = 0;
-    if (edge_ranges_if_short) {
-      const bool debug = log_level() <= LogLevel::debug;
-      if (debug) PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));  // before settling, for the log only
-      const std::size_t before = free_b;
-      free_b = settled_free_bytes(s);
-      if (debug)
-        ::pipelink::detail::log_message(LogLevel::debug, "aggregate: one-shot build short of memory: " +
-                                                             std::to_string(before) + " B free, " + std::to_string(free_b) +
-                                                             " B once settled; pairs " + (kept_short ? "did not fit" : "fit"));
-    } else {
-      PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
-    }
-    const double temp = double(up(temp_bytes));
-    auto ranges_for = [&](double per_edge, double room) {
-      return std::int64_t(std::clamp(std::ceil(per_edge * double(E) / room), 1.0, 4096.0));
+    auto measure_free = [&] {
+      if (edge_ranges_if_short) {
+        const bool debug = log_level() <= LogLevel::debug;
+        if (debug) PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));  // before settling, for the log only
+        const std::size_t before = free_b;
+        free_b = settled_free_bytes(s);
+        if (debug)
+          ::pipelink::detail::log_message(LogLevel::debug, "aggregate: one-shot build short of memory: " +
+                                                               std::to_string(before) + " B free, " + std::to_string(free_b) +
+                                                               " B once settled; pairs " + (kept.get() ? "held" : "not held"));
+      } else {
+        PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+      }
     };
+    measure_free();
+    const double temp = double(up(temp_bytes));
+    const double cap = capped ? double(knobs.build_memory) : 0.0;
+    // Past kOneShotDestRanges destination ranges (their selects' reads of dst), edge ranges.
+    if (edge_ranges_if_short && !edge_ranges && short_build::one_shot_destination_ranges(E, double(free_b), temp) == 0) {
+      edge_ranges = true;
+      kept.reset();
+      measure_free();
+    }
     const std::string why = capped ? "PIPELINK_AGG_BUILD_MEMORY=" + std::to_string(knobs.build_memory >> 20)
                                    : std::to_string(free_b >> 20) + " MB free";
-    if (edge_ranges_if_short) {
+    if (edge_ranges) {
       // A one-shot range holds its plan (8 bytes per edge) and its sort (16) at once, in 90% of
       // what is free. A range's sort also stays in the cap, if one is set.
-      const double dev_room = 0.9 * double(free_b) - temp;
-      const double cap_room = capped ? double(knobs.build_memory) - temp : 0.0;
-      if (dev_room <= 0 || (capped && cap_room <= 0))
+      const std::int64_t k = short_build::one_shot_edge_ranges(E, double(free_b), temp, cap);
+      if (k == 0)
         throw OutOfMemoryError(up(temp_bytes), free_b, "aggregate: a one-shot call's plan build needs more transient memory than " + why +
                     " leaves, even in edge ranges (CUB's temp storage alone: " + std::to_string(up(temp_bytes) >> 20) +
                     " MB); free device memory, raise the cap, or use the lean path (AggregatePath::lean), "
                     "which needs none");
-      const std::int64_t k = std::min<std::int64_t>(
-          std::max(ranges_for(24.0, dev_room), capped ? ranges_for(16.0, cap_room) : 1) + 1, 4096);
       *edge_ranges_if_short = k;
-      if (log_level() <= LogLevel::info)
-        ::pipelink::detail::log_message(LogLevel::info, "aggregate: the one-shot build's one sort does not fit (" + why +
-                                                            ": " + std::to_string(free_b) + " B, E " + std::to_string(E) + ", CUB temp " +
-                                                            std::to_string(up(temp_bytes)) + " B); running " +
-                                                            std::to_string(k) + " edge ranges");
+      // A warning where free memory chose the count: the call breaks the one-shot's promise of
+      // the same bits every call (a cap, asked for, is only info).
+      const LogLevel level = capped ? LogLevel::info : LogLevel::warn;
+      if (log_level() <= level)
+        ::pipelink::detail::log_message(
+            level, "aggregate: the one-shot build's one sort does not fit (" + why + ": " + std::to_string(free_b) + " B, E " +
+                       std::to_string(E) + ", CUB temp " + std::to_string(up(temp_bytes)) + " B), and destination " +
+                       "ranges do not suit it (its pairs do not fit, more than " +
+                       std::to_string(short_build::kOneShotDestRanges) + " would be needed, or a cap is set); running " + std::to_string(k) + " edge ranges" +
+                       (capped ? "" : ", a count chosen by free memory: the bits can differ from call to call (a plan, "
+                                      "or PIPELINK_AGG_ONESHOT_CHUNKS=K, keeps them)"));
       return;
     }
     // Destination ranges: each range's 16 / K bytes per edge in 90% of what the device has free
     // beside `kept` (kept here and handed on to the ranges build), and in the cap.
-    const double room = std::min(0.9 * double(free_b), capped ? double(knobs.build_memory) : 1e300) - temp;
-    const std::int64_t k = room > 0 ? std::min<std::int64_t>(ranges_for(16.0, room) + 1, 4096) : 4096;
+    const std::int64_t k = short_build::destination_ranges(E, double(free_b), temp, cap);
     if (log_level() <= LogLevel::info)
       ::pipelink::detail::log_message(LogLevel::info, "aggregate: the plan build's one sort does not fit (" + why +
                                                           "); sorting " + std::to_string(k) + " destination ranges");
@@ -4250,8 +4266,10 @@ AggregateOptions options_of(const OpContext& ctx) {
 // one plan alone at the same commit (products-like, v12, 11a105f); in shuffled rounds 8.54 ms
 // against 6.71, and 9.25 for destination ranges (v13, 828e4e5). Each range's build costs ~1.0 ms
 // there: its row offsets and segment scans run over all N rows. Repeatable at a forced K (a
-// fixed range order), but not planned's bits: each row is added range by range. Unforced, K
-// and any splits follow the device's free memory, so the bits can differ from call to call.
+// fixed range order), but not planned's bits: each row is added range by range. Unforced (only
+// where the whole list's pairs do not fit with room for at most 16 destination ranges' sorts, or
+// the build ran out of memory past its sort), K and any splits follow the device's free memory,
+// so the bits can differ from call to call: a warning says so.
 void aggregate_one_shot(OpContext& ctx) {
   const TensorView* w = ctx.has("w") ? &ctx.port("w") : nullptr;
   const TensorView &src = ctx.port("src"), &dst = ctx.port("dst");
@@ -4263,12 +4281,14 @@ void aggregate_one_shot(OpContext& ctx) {
   const std::int64_t knob = knobs.oneshot_chunks;
   std::int64_t K = std::min(knob, std::max<std::int64_t>(E, 1));
   if (K <= 1) {
-    // Knob unset (K = 0): where the one sort does not fit, edge ranges, not the build's own
-    // destination ranges. Measured (H200, v12, 11a105f, one-shot, `bench --ab`): 3 edge ranges
+    // Knob unset (K = 0): where the one sort does not fit, the build's destination ranges while
+    // the whole list's pairs fit with room for at most 16 ranges' sorts (the same plan, so the
+    // same bits as every other call), and edge ranges only past that. Measured (H200, v12, 11a105f, one-shot, `bench --ab`): 3 edge ranges
     // 9.07 / 9.68 ms and 508 / 516 MB on products-like / power-law, against destination ranges
     // (K = 4) 9.73 / 10.37 ms and 755 / 771 MB. Those rounds ran in a fixed order with K = 4 right
     // after the edge ranges (a pool effect: docs/perf-notes.md, v12), so the time gap is not
-    // settled; the memory gap is.
+    // settled; the memory gap is. Edge ranges were the first choice until session 43, which chose
+    // the bits: their count follows the free memory, and so did the sums.
     std::int64_t edge_ranges = 0;
     std::shared_ptr<CudaPlan> plan;
     // PIPELINK_AGG_ONESHOT_WALK=early (see PlanKnobs): the walk queued inside the build, where the
@@ -4291,9 +4311,12 @@ void aggregate_one_shot(OpContext& ctx) {
       // The sort fitted but a later buffer (row offsets, the work split) did not: two edge
       // ranges, split further below if need be. Nothing was written to out.
       if (K != 0 || E < 2) throw;
-      if (log_level() <= LogLevel::info)
-        ::pipelink::detail::log_message(LogLevel::info, "aggregate: the one-shot build ran out of memory (" +
-                                                            std::string(e.what()) + "); running 2 edge ranges");
+      if (log_level() <= LogLevel::warn)
+        ::pipelink::detail::log_message(LogLevel::warn, "aggregate: the one-shot build ran out of memory (" +
+                                                            std::string(e.what()) +
+                                                            "); running 2 edge ranges, split further where they do not "
+                                                            "fit: the bits can differ from call to call (a plan, or "
+                                                            "PIPELINK_AGG_ONESHOT_CHUNKS=K, keeps them)");
       edge_ranges = 2;
     }
     if (plan) {

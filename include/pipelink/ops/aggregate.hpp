@@ -23,7 +23,9 @@ Transform parse_transform(std::string_view name, std::string_view op = "aggregat
 /// one-shot path where it exists); the others force a variant.
 enum class AggregatePath : std::uint8_t {
   automatic,
-  one_shot,  // build a destination-ordered plan, run it, free it: deterministic
+  one_shot,  // build a destination-ordered plan, run it, free it: deterministic, except on a
+             // device too full for the edge list's plan pairs (8 B/edge), where it runs edge
+             // ranges counted from free memory and warns (README: "Behaviour worth knowing")
   lean,      // no scratch memory: atomic accumulation (CUDA), not deterministic
 };
 
