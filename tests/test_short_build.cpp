@@ -54,7 +54,8 @@ TEST(ShortBuild, OneShotDestinationRangesStopAtTheLimit) {
   EXPECT_EQ(sb::one_shot_destination_ranges(E, free_for(sb::kOneShotDestRanges) * 0.99, temp), 0);
   // A plan build has no such limit (it must hold its pairs anyway): the count goes on up.
   EXPECT_EQ(sb::destination_ranges(E, free_for(sb::kOneShotDestRanges) * 0.99, temp), sb::kOneShotDestRanges + 1);
-  EXPECT_EQ(sb::destination_ranges(E, 1 * MB, temp), sb::kMaxRanges) << "no room: the most ranges, and the build says why";
+  EXPECT_EQ(sb::destination_ranges(E, 1 * MB, temp), sb::kMaxRanges)
+      << "no room: the most ranges, and the build says why";
   // The sweep's far end (2^33 edges, a GB beside the pairs): edge ranges, not ~140 selects.
   EXPECT_EQ(sb::one_shot_destination_ranges(std::int64_t(1) << 33, 1024 * MB, 200 * MB), 0);
 }

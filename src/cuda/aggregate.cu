@@ -2073,9 +2073,10 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
         const std::size_t before = free_b;
         free_b = settled_free_bytes(s);
         if (debug)
-          ::pipelink::detail::log_message(LogLevel::debug, "aggregate: one-shot build short of memory: " +
-                                                               std::to_string(before) + " B free, " + std::to_string(free_b) +
-                                                               " B once settled; pairs " + (kept.get() ? "held" : "not held"));
+          ::pipelink::detail::log_message(
+              LogLevel::debug, "aggregate: one-shot build short of memory: " + std::to_string(before) + " B free, " +
+                                   std::to_string(free_b) + " B once settled; pairs " +
+                                   (kept.get() ? "held" : "not held"));
       } else {
         PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
       }
@@ -2084,7 +2085,8 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     const double temp = double(up(temp_bytes));
     const double cap = capped ? double(knobs.build_memory) : 0.0;
     // Past kOneShotDestRanges destination ranges (their selects' reads of dst), edge ranges.
-    if (edge_ranges_if_short && !edge_ranges && short_build::one_shot_destination_ranges(E, double(free_b), temp) == 0) {
+    if (edge_ranges_if_short && !edge_ranges &&
+        short_build::one_shot_destination_ranges(E, double(free_b), temp) == 0) {
       edge_ranges = true;
       kept.reset();
       measure_free();
@@ -2096,22 +2098,26 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
       // what is free. A range's sort also stays in the cap, if one is set.
       const std::int64_t k = short_build::one_shot_edge_ranges(E, double(free_b), temp, cap);
       if (k == 0)
-        throw OutOfMemoryError(up(temp_bytes), free_b, "aggregate: a one-shot call's plan build needs more transient memory than " + why +
-                    " leaves, even in edge ranges (CUB's temp storage alone: " + std::to_string(up(temp_bytes) >> 20) +
-                    " MB); free device memory, raise the cap, or use the lean path (AggregatePath::lean), "
-                    "which needs none");
+        throw OutOfMemoryError(
+            up(temp_bytes), free_b,
+            "aggregate: a one-shot call's plan build needs more transient memory than " + why +
+                " leaves, even in edge ranges (CUB's temp storage alone: " + std::to_string(up(temp_bytes) >> 20) +
+                " MB); free device memory, raise the cap, or use the lean path (AggregatePath::lean), "
+                "which needs none");
       *edge_ranges_if_short = k;
       // A warning where free memory chose the count: the call breaks the one-shot's promise of
       // the same bits every call (a cap, asked for, is only info).
       const LogLevel level = capped ? LogLevel::info : LogLevel::warn;
       if (log_level() <= level)
         ::pipelink::detail::log_message(
-            level, "aggregate: the one-shot build's one sort does not fit (" + why + ": " + std::to_string(free_b) + " B, E " +
-                       std::to_string(E) + ", CUB temp " + std::to_string(up(temp_bytes)) + " B), and destination " +
-                       "ranges do not suit it (its pairs do not fit, more than " +
-                       std::to_string(short_build::kOneShotDestRanges) + " would be needed, or a cap is set); running " + std::to_string(k) + " edge ranges" +
-                       (capped ? "" : ", a count chosen by free memory: the bits can differ from call to call (a plan, "
-                                      "or PIPELINK_AGG_ONESHOT_CHUNKS=K, keeps them)"));
+            level, "aggregate: the one-shot build's one sort does not fit (" + why + ": " + std::to_string(free_b) +
+                       " B, E " + std::to_string(E) + ", CUB temp " + std::to_string(up(temp_bytes)) +
+                       " B), and destination " + "ranges do not suit it (its pairs do not fit, more than " +
+                       std::to_string(short_build::kOneShotDestRanges) +
+                       " would be needed, or a cap is set); running " + std::to_string(k) + " edge ranges" +
+                       (capped ? ""
+                               : ", a count chosen by free memory: the bits can differ from call to call (a plan, "
+                                 "or PIPELINK_AGG_ONESHOT_CHUNKS=K, keeps them)"));
       return;
     }
     // Destination ranges: each range's 16 / K bytes per edge in 90% of what the device has free
@@ -4283,12 +4289,11 @@ void aggregate_one_shot(OpContext& ctx) {
   if (K <= 1) {
     // Knob unset (K = 0): where the one sort does not fit, the build's destination ranges while
     // the whole list's pairs fit with room for at most 16 ranges' sorts (the same plan, so the
-    // same bits as every other call), and edge ranges only past that. Measured (H200, v12, 11a105f, one-shot, `bench --ab`): 3 edge ranges
-    // 9.07 / 9.68 ms and 508 / 516 MB on products-like / power-law, against destination ranges
-    // (K = 4) 9.73 / 10.37 ms and 755 / 771 MB. Those rounds ran in a fixed order with K = 4 right
-    // after the edge ranges (a pool effect: docs/perf-notes.md, v12), so the time gap is not
-    // settled; the memory gap is. Edge ranges were the first choice until session 43, which chose
-    // the bits: their count follows the free memory, and so did the sums.
+    // same bits as every other call), and edge ranges only past that. Measured (H200, v12, 11a105f, one-shot, `bench
+    // --ab`): 3 edge ranges 9.07 / 9.68 ms and 508 / 516 MB on products-like / power-law, against destination ranges (K
+    // = 4) 9.73 / 10.37 ms and 755 / 771 MB. Those rounds ran in a fixed order with K = 4 right after the edge ranges
+    // (a pool effect: docs/perf-notes.md, v12), so the time gap is not settled; the memory gap is. Edge ranges were the
+    // first choice until session 43, which chose the bits: their count follows the free memory, and so did the sums.
     std::int64_t edge_ranges = 0;
     std::shared_ptr<CudaPlan> plan;
     // PIPELINK_AGG_ONESHOT_WALK=early (see PlanKnobs): the walk queued inside the build, where the
