@@ -186,8 +186,9 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
     v.name = p.name;
     // Promised deterministic: the planned and one-shot paths (lean: float atomics; three-op: the
     // reference, float atomics too). The one-shot runs as one plan on every named workload here;
-    // on a device too full for its sort, its edge ranges follow the free memory and its bits may
-    // differ from call to call (README), which this check would report as a failure.
+    // on a device too full for its pairs beside a few destination ranges' sorts, its edge ranges
+    // follow the free memory and its bits may differ from call to call (README; a warning says
+    // so), which this check would report as a failure.
     v.deterministic = p.name == "one-shot" || p.name.starts_with("planned");
     if (p.name.starts_with("planned") && !plan.defined()) continue;
     if (p.name == "planned, w in plan order") {

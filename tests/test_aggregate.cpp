@@ -2,9 +2,11 @@
 // tolerance, on fresh random inputs and poisoned outputs.
 #include <omp.h>
 
+#include <barrier>
 #include <cstring>
 #include <functional>
 #include <numeric>
+#include <thread>
 
 #include "pipelink/ops/reference.hpp"
 #include "test_util.hpp"
@@ -381,6 +383,76 @@ TEST(AggregateDeterminism, BitwiseAcrossRunsAndThreadCounts) {
     EXPECT_TRUE(bitwise_equal(first, again)) << "run " << run;
   }
   omp_set_num_threads(threads);
+}
+
+TEST(AggregateDeterminism, HostThreadsSharingAPlanGiveTheOneThreadBits) {
+  // Host threads calling at once (a data loader's workers, a server's requests): one plan shared
+  // by every thread, each thread with x and w of its own, in rounds: a planned run given w in
+  // edge order, permute_weights into the thread's own buffer and a run given those, a one-shot
+  // call and a plan of the thread's own. Every output must have the bits of the same call made
+  // alone, before the threads started (each into an output poisoned first, allocated up front).
+  // The CUDA twin: CudaAggregate.HostThreadsSharingAPlanGiveTheOneThreadBits.
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  constexpr int kThreads = 6, kRounds = 3, kCalls = 4;
+  const std::int64_t E = 40000, F = 16;
+  const EdgeList g = rmat_graph(12, E, 0.57, 0.19, 0.19, seed);  // 4096 nodes, skewed: long rows too
+  const std::int64_t n = g.num_nodes;
+  const AggregatePlan shared = AggregatePlan::build(g.src, g.dst, n);
+  std::vector<Tensor> xs, ws, alone_planned, alone_one_shot;
+  for (int t = 0; t < kThreads; ++t) {
+    xs.push_back(random_tensor({n, F}, DType::f32, seed + 10 + std::uint64_t(t), -2, 2));
+    ws.push_back(random_tensor({E}, DType::f32, seed + 100 + std::uint64_t(t)));
+    Tensor a = TensorBuilder().shape({n, F}).build(), b = TensorBuilder().shape({n, F}).build();
+    aggregate(AggregatePlan::build(g.src, g.dst, n), xs.back(), ws.back().view(), a);
+    aggregate(xs.back(), g.src, g.dst, ws.back().view(), b);
+    alone_planned.push_back(std::move(a));
+    alone_one_shot.push_back(std::move(b));
+  }
+  // outs[t][round][call], each poisoned; wps[t]: the thread's weights in plan order.
+  std::vector<std::vector<std::vector<Tensor>>> outs(kThreads);
+  std::vector<Tensor> wps;
+  for (int t = 0; t < kThreads; ++t) {
+    wps.push_back(TensorBuilder().shape({E}).build());
+    for (int r = 0; r < kRounds; ++r) {
+      outs[std::size_t(t)].emplace_back();
+      for (int c = 0; c < kCalls; ++c) {
+        Tensor o = TensorBuilder().shape({n, F}).build();
+        poison(o);
+        outs[std::size_t(t)].back().push_back(std::move(o));
+      }
+    }
+  }
+  std::vector<std::string> errors(kThreads);
+  std::barrier start(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        start.arrive_and_wait();
+        const auto i = std::size_t(t);
+        for (int r = 0; r < kRounds; ++r) {
+          auto& o = outs[i][std::size_t(r)];
+          aggregate(shared, xs[i], ws[i].view(), o[0]);
+          aggregate(shared, xs[i], shared.permute_weights(ws[i].view(), wps[i].view()), o[1]);
+          aggregate(xs[i], g.src, g.dst, ws[i].view(), o[2]);
+          aggregate(AggregatePlan::build(g.src, g.dst, n), xs[i], ws[i].view(), o[3]);
+        }
+      } catch (const std::exception& e) {
+        errors[std::size_t(t)] = e.what();
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  const char* names[kCalls] = {"shared plan", "shared plan, weights in its order", "one-shot", "own plan"};
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(errors[std::size_t(t)], "") << "thread " << t;
+    for (int r = 0; r < kRounds; ++r)
+      for (int c = 0; c < kCalls; ++c) {
+        const Tensor& want = c == 2 ? alone_one_shot[std::size_t(t)] : alone_planned[std::size_t(t)];
+        EXPECT_TRUE(bitwise_equal(want, outs[std::size_t(t)][std::size_t(r)][std::size_t(c)]))
+            << "thread " << t << ", round " << r << ": " << names[c];
+      }
+  }
 }
 
 // ---- weights in plan order (AggregatePlan::permute_weights) --------------------------------

@@ -5,12 +5,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <barrier>
 #include <functional>
 #include <initializer_list>
 #include <optional>
 #include <random>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -1692,7 +1694,11 @@ TEST_F(CudaAggregate, OneShotOnAFullDeviceRunsEdgeRanges) {
   // edge ranges (other bits than the one plan's) inside the tolerance. Unforced, their number
   // follows the free memory, which the pool's retained blocks make differ from call to call
   // (H200, 828e4e5 and c6240b9: 5 ranges, then 3), so bitwise repeatability is checked with the
-  // count forced.
+  // count forced. The info log says which build ran: at 56 MB sort_narrow's hand-over to edge
+  // ranges, not an out-of-memory error's (whose fallback also gives edge ranges: the mutant
+  // "full-device one-shot allocates the pairs it cannot hold"); at 160 MB, with
+  // PIPELINK_AGG_TEST_ONESHOT_DEST_RANGES=2 against the 3-4 ranges needed there, the hand-over
+  // with the pairs held (freed first, the free memory measured again).
   // (Below ~32 MB free the pool cannot map even an 8-byte allocation: H200, be92df6.)
   // The one sort's fallback (PIPELINK_AGG_ONESHOT_SORT=lsd): the default MSD sort needs ~96 MB
   // here, so at 160 MB left it runs whole; short of memory it hands back to the one sort, whose
@@ -1708,8 +1714,24 @@ TEST_F(CudaAggregate, OneShotOnAFullDeviceRunsEdgeRanges) {
   c.run(one_plan);
   const Tensor one_plan_host = host(one_plan);
   std::vector<Tensor> outs;  // allocated before the device is filled
-  for (int i = 0; i < 4; ++i) outs.push_back(poisoned_gpu(N, F, DType::f32));
+  for (int i = 0; i < 5; ++i) outs.push_back(poisoned_gpu(N, F, DType::f32));
   int next = 0;
+  // A call into `out`, and what it logged at info level.
+  auto run_logged = [&](const TensorView& out) {
+    const LogLevel before = log_level();
+    set_log_level(LogLevel::info);
+    testing::internal::CaptureStderr();
+    c.run(out);
+    cuda::synchronize();
+    set_log_level(before);
+    return testing::internal::GetCapturedStderr();
+  };
+  auto expect_accurate = [&](const Tensor& got) {
+    const VerifyReport r = verify_aggregate(got, c.oracle);
+    EXPECT_TRUE(r.within_tolerance) << r.summary();
+    EXPECT_EQ(r.unwritten, 0) << r.summary();
+  };
+  const std::string handed_over = "destination ranges do not suit it";
   for (const std::size_t leave : {std::size_t(160) << 20, std::size_t(56) << 20}) {
     SCOPED_TRACE("left free: " + std::to_string(leave >> 20) + " MB");
     cuda::release_cached_memory();
@@ -1721,20 +1743,28 @@ TEST_F(CudaAggregate, OneShotOnAFullDeviceRunsEdgeRanges) {
     } catch (const Error& e) {
       GTEST_SKIP() << "could not fill the device to " << (leave >> 20) << " MB free: " << e.what();
     }
-    Tensor& out = outs[std::size_t(next++)];
-    c.run(out);
-    const Tensor got = host(out);
-    const VerifyReport r = verify_aggregate(got, c.oracle);
-    EXPECT_TRUE(r.within_tolerance) << r.summary();
-    EXPECT_EQ(r.unwritten, 0) << r.summary();
-    if (leave == (std::size_t(160) << 20))
-      EXPECT_TRUE(bitwise_equal(one_plan_host, got)) << "the pairs fit, and the bits are not the one plan's";
-    else
-      EXPECT_FALSE(bitwise_equal(one_plan_host, got)) << "the one plan's bits: no edge ranges ran";
+    const std::string log = run_logged(outs[std::size_t(next++)]);
+    const Tensor got = host(outs[std::size_t(next - 1)]);
+    expect_accurate(got);
     if (leave == (std::size_t(160) << 20)) {
+      EXPECT_NE(log.find("the one-shot build's one sort does not fit"), std::string::npos) << log;
+      EXPECT_NE(log.find(" destination ranges"), std::string::npos) << log;
+      EXPECT_EQ(log.find("edge ranges"), std::string::npos) << log;
+      EXPECT_TRUE(bitwise_equal(one_plan_host, got)) << "the pairs fit, and the bits are not the one plan's";
+      {
+        ScopedEnv two({{"PIPELINK_AGG_TEST_ONESHOT_DEST_RANGES", "2"}});
+        const std::string log2 = run_logged(outs[std::size_t(next++)]);
+        const Tensor got2 = host(outs[std::size_t(next - 1)]);
+        expect_accurate(got2);
+        EXPECT_NE(log2.find(handed_over), std::string::npos) << log2;
+        EXPECT_FALSE(bitwise_equal(one_plan_host, got2)) << "more ranges than allowed, and still the one plan's bits";
+      }
       ScopedEnv forced({{"PIPELINK_AGG_ONESHOT_CHUNKS", "8"}});
       expect_accurate_then_repeatable([&] { return std::move(outs[std::size_t(next++)]); },
                                       [&](const TensorView& o) { c.run(o); }, c.oracle);
+    } else {
+      EXPECT_NE(log.find(handed_over), std::string::npos) << log;
+      EXPECT_FALSE(bitwise_equal(one_plan_host, got)) << "the one plan's bits: no edge ranges ran";
     }
   }
 }
@@ -1866,6 +1896,163 @@ TEST_F(CudaAggregate, PlannedAndOneShotAreBitwiseDeterministic) {
     if (run % 2) aggregate(plan, xg, wg.view(), again);
     else aggregate(xg, sg, dg, wg.view(), again, {.path = AggregatePath::one_shot});
     EXPECT_TRUE(bitwise_equal(ref, host(again))) << "run " << run;
+  }
+}
+
+TEST_F(CudaAggregate, HostThreadsSharingAPlanGiveTheOneThreadBits) {
+  // The CPU test's calls (AggregateDeterminism.HostThreadsSharingAPlanGiveTheOneThreadBits) from
+  // host threads at once, each on a stream of its own: one plan shared by all (built on the
+  // default stream), each thread with x and w of its own, in rounds: a planned run given w in
+  // edge order, permute_weights into the thread's buffer and a run given those, a one-shot call,
+  // and a plan of the thread's own. The shared plan's first run given w in edge order builds the
+  // w permutation's tables and compacts the plan (its pairs freed on the plan's stream) while the
+  // other threads' runs and permutes are being queued on theirs: run_mu, wperm_mu and the plan's
+  // events must order them (tiles of 256 edges: the permutation runs at this size). Every output
+  // must have the bits of the same call made alone before the threads started; outputs are
+  // allocated and poisoned up front and read back after the join.
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_W_PERMUTE", "PIPELINK_AGG_W_PERMUTE_COMPACT", "PIPELINK_AGG_ONESHOT_CHUNKS",
+                       "PIPELINK_AGG_BUILD_MEMORY");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  ScopedEnv permute({{"PIPELINK_AGG_W_PERMUTE", "256"}});
+  constexpr int kThreads = 8, kRounds = 3, kCalls = 4;
+  const std::int64_t N = 20000, E = 300000, F = 64;
+  const EdgeList g = uniform_graph(N, E, seed, DType::i32);
+  const Tensor sg = gpu(g.src), dg = gpu(g.dst);
+  std::vector<Tensor> xs, ws, wps, alone_planned, alone_one_shot;
+  for (int t = 0; t < kThreads; ++t) {
+    xs.push_back(gpu(random_tensor({N, F}, DType::f32, seed + 10 + std::uint64_t(t), -2, 2)));
+    ws.push_back(gpu(random_tensor({E}, DType::f32, seed + 100 + std::uint64_t(t))));
+    wps.push_back(gpu(random_tensor({E}, DType::f32, seed + 200 + std::uint64_t(t))));  // overwritten by permutes
+    Tensor a = poisoned_gpu(N, F, DType::f32), b = poisoned_gpu(N, F, DType::f32);
+    aggregate(AggregatePlan::build(sg, dg, N), xs.back(), ws.back().view(), a);
+    aggregate(xs.back(), sg, dg, ws.back().view(), b, {.path = AggregatePath::one_shot});
+    alone_planned.push_back(host(a));
+    alone_one_shot.push_back(host(b));
+  }
+  const AggregatePlan shared = AggregatePlan::build(sg, dg, N);
+  std::vector<std::vector<Tensor>> outs(kThreads);  // [thread][round * kCalls + call]
+  for (auto& o : outs)
+    for (int k = 0; k < kRounds * kCalls; ++k) o.push_back(poisoned_gpu(N, F, DType::f32));
+  cuda::synchronize();
+  std::vector<std::string> errors(kThreads);
+  std::barrier start(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      const auto i = std::size_t(t);
+      try {
+        cuda::Stream stream;
+        AggregateOptions run;
+        run.stream = stream.get();
+        AggregateOptions one_shot = run;
+        one_shot.path = AggregatePath::one_shot;
+        start.arrive_and_wait();
+        for (int r = 0; r < kRounds; ++r) {
+          Tensor* o = &outs[i][std::size_t(r * kCalls)];
+          aggregate(shared, xs[i], ws[i].view(), o[0], run);
+          aggregate(shared, xs[i], shared.permute_weights(ws[i].view(), wps[i].view(), stream.get()), o[1], run);
+          aggregate(xs[i], sg, dg, ws[i].view(), o[2], one_shot);
+          const AggregatePlan own = AggregatePlan::build(sg, dg, N, stream.get());
+          aggregate(own, xs[i], ws[i].view(), o[3], run);
+        }
+        stream.synchronize();
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  cuda::synchronize();
+  const char* names[kCalls] = {"shared plan", "shared plan, weights in its order", "one-shot", "own plan"};
+  for (int t = 0; t < kThreads; ++t) {
+    const auto i = std::size_t(t);
+    EXPECT_EQ(errors[i], "") << "thread " << t;
+    for (int r = 0; r < kRounds; ++r)
+      for (int c = 0; c < kCalls; ++c) {
+        const Tensor& want = c == 2 ? alone_one_shot[i] : alone_planned[i];
+        EXPECT_TRUE(bitwise_equal(want, host(outs[i][std::size_t(r * kCalls + c)])))
+            << "thread " << t << ", round " << r << ": " << names[c];
+      }
+  }
+}
+
+TEST_F(CudaAggregate, StatusSlotsPastOnePage) {
+  // Plans built by 80 host threads at once. A build holds a status slot (a 64-byte piece of a
+  // 4 KiB page of mapped host memory) from its tail kernel's launch until it reads its verdict;
+  // 80 held at once pass the 64 slots of a page, so a second page is allocated (its debug line
+  // says so), and each build must still read its own verdict: every plan must give the bits of a
+  // plan built alone, and a build of a graph with a bad edge among them must name that edge.
+  // Busy work queued on every thread's stream before any build is (4 planned runs each of a
+  // 16M-edge plan, as in PlanBuiltOnOneStreamRunsOnAnother, whose 20 took tens of milliseconds:
+  // hundreds of milliseconds in all) holds the verdicts back while the 80 builds are queued,
+  // which takes the host milliseconds.
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_PLAN_TAIL");  // =split: no slots
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  constexpr int kThreads = 80, kBusyRuns = 4, kBad = 7;  // thread kBad builds the bad graph
+  const std::int64_t N = 20000, E = 200000, F = 64;
+  const EdgeList busy_graph = uniform_graph(N, 16000000, seed);
+  const EdgeList g = uniform_graph(N, E, seed + 1, DType::i32);
+  EdgeList bad = uniform_graph(N, E, seed + 2, DType::i32);
+  const std::int64_t bad_edge = 123457;
+  bad.src.data_as<std::int32_t>()[bad_edge] = std::int32_t(N);
+  const Tensor x = gpu(random_tensor({N, F}, DType::f32, seed + 3, -2, 2));
+  const Tensor sg = gpu(g.src), dg = gpu(g.dst), sb = gpu(bad.src), db = gpu(bad.dst);
+  const AggregatePlan busy_plan = AggregatePlan::build(gpu(busy_graph.src), gpu(busy_graph.dst), N);
+  Tensor alone = poisoned_gpu(N, F, DType::f32);
+  aggregate(AggregatePlan::build(sg, dg, N), x, std::nullopt, alone);
+  const Tensor alone_host = host(alone);
+  std::vector<Tensor> outs, scratch;
+  for (int t = 0; t < kThreads; ++t) {
+    outs.push_back(poisoned_gpu(N, F, DType::f32));
+    scratch.push_back(poisoned_gpu(N, F, DType::f32));
+  }
+  cuda::synchronize();
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::int64_t> named(kThreads, -1);
+  std::barrier queued(kThreads);
+  const LogLevel before = log_level();
+  set_log_level(LogLevel::debug);
+  testing::internal::CaptureStderr();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      const auto i = std::size_t(t);
+      try {
+        cuda::Stream stream;
+        AggregateOptions run;
+        run.stream = stream.get();
+        for (int k = 0; k < kBusyRuns; ++k) aggregate(busy_plan, x, std::nullopt, scratch[i], run);
+        queued.arrive_and_wait();
+        if (t == kBad) {
+          try {
+            (void)AggregatePlan::build(sb, db, N, stream.get());
+            errors[i] = "the bad graph's build raised nothing";
+          } catch (const IndexOutOfRangeError& e) {
+            named[i] = e.position();
+          }
+        } else {
+          const AggregatePlan own = AggregatePlan::build(sg, dg, N, stream.get());
+          aggregate(own, x, std::nullopt, outs[i], run);
+        }
+        stream.synchronize();
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  for (std::thread& th : threads) th.join();
+  cuda::synchronize();
+  set_log_level(before);
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("aggregate: status slots: a page of 64 more, 128 in all"), std::string::npos)
+      << "no second page of status slots: fewer than 65 builds held one at once";
+  EXPECT_EQ(named[kBad], bad_edge) << "the bad graph's build named another edge";
+  for (int t = 0; t < kThreads; ++t) {
+    const auto i = std::size_t(t);
+    EXPECT_EQ(errors[i], "") << "thread " << t;
+    if (t != kBad) {
+      EXPECT_TRUE(bitwise_equal(alone_host, host(outs[i]))) << "thread " << t;
+    }
   }
 }
 

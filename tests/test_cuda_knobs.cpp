@@ -25,6 +25,7 @@ const char* const kKnobs[] = {"PIPELINK_AGG_SEGMENT",
                               "PIPELINK_AGG_ONESHOT_CHUNKS",
                               "PIPELINK_AGG_BUILD_MEMORY",
                               "PIPELINK_AGG_TEST_RANGE_OOM_ABOVE",
+                              "PIPELINK_AGG_TEST_ONESHOT_DEST_RANGES",
                               "PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL",
                               "PIPELINK_AGG_TEST_POISON_ROWS",
                               "PIPELINK_AGG_BUILD_FIRST",
@@ -99,6 +100,7 @@ TEST_F(CudaKnobs, DefaultsWhenUnsetOrEmpty) {
     EXPECT_EQ(k.oneshot_chunks, 0);
     EXPECT_EQ(k.build_memory, 0u);
     EXPECT_EQ(k.test_range_oom_above, 0);
+    EXPECT_EQ(k.test_oneshot_dest_ranges, cuda::short_build::kOneShotDestRanges);
     EXPECT_FALSE(k.test_msd_scratch_fail);
     EXPECT_FALSE(k.test_poison_rows);
     EXPECT_EQ(k.build_first, 0);
@@ -133,7 +135,7 @@ TEST_F(CudaKnobs, EveryValueTheCodeAccepts) {
          c = with("PIPELINK_AGG_ROWS_PER_EDGE", "0"), d = with("PIPELINK_AGG_EDGES_PER_ROW", "64"),
          e = with("PIPELINK_AGG_BUILD_CHUNKS", "4096"), f = with("PIPELINK_AGG_ONESHOT_CHUNKS", "3"),
          g = with("PIPELINK_AGG_BUILD_MEMORY", "256"), h = with("PIPELINK_AGG_MSD_BATCH", "64"),
-         i = with("PIPELINK_AGG_MSD_STREAMS", "4");
+         i = with("PIPELINK_AGG_MSD_STREAMS", "4"), j = with("PIPELINK_AGG_TEST_ONESHOT_DEST_RANGES", "0");
     const PlanKnobs k = plan_knobs();
     EXPECT_EQ(k.segment, 32);
     EXPECT_EQ(k.chunk, 1 << 20);
@@ -144,6 +146,7 @@ TEST_F(CudaKnobs, EveryValueTheCodeAccepts) {
     EXPECT_EQ(k.build_memory, std::size_t(256) << 20);
     EXPECT_EQ(k.msd_batch, 64);
     EXPECT_EQ(k.msd_streams, kMsdStreams);
+    EXPECT_EQ(k.test_oneshot_dest_ranges, 0);
   }
   // The choice knobs: each value gives its own setting.
   struct Choice {
@@ -220,6 +223,7 @@ TEST_F(CudaKnobs, BadValuesAreErrorsNamingTheKnob) {
                                                           {"PIPELINK_AGG_BUILD_MEMORY", "0"},
                                                           {"PIPELINK_AGG_BUILD_MEMORY", "1G"},
                                                           {"PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", "-5"},
+                                                          {"PIPELINK_AGG_TEST_ONESHOT_DEST_RANGES", "17"},
                                                           {"PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", "2"},
                                                           {"PIPELINK_AGG_TEST_POISON_ROWS", "yes"},
                                                           {"PIPELINK_AGG_BUILD_FIRST", "fast"},

@@ -43,6 +43,13 @@ TEST(ShortBuild, OneShotOnAFilledDeviceSortsDestinationRangesWhileItsPairsFit) {
   EXPECT_EQ(sb::one_shot_destination_ranges(E, 12 * MB, temp), 0);
   EXPECT_EQ(sb::one_shot_destination_ranges(E, 4 * MB, temp), 0) << "no room at all";
   EXPECT_EQ(sb::one_shot_destination_ranges(E, 0, temp), 0);
+  // PIPELINK_AGG_TEST_ONESHOT_DEST_RANGES=2 (the GPU test's hand-over with the pairs held).
+  EXPECT_EQ(sb::one_shot_destination_ranges(E, 96 * MB, temp, 3), 3);
+  EXPECT_EQ(sb::one_shot_destination_ranges(E, 96 * MB, temp, 2), 0);
+  EXPECT_EQ(sb::one_shot_destination_ranges(E, 1e12, temp, 0), 0) << "0: edge ranges at once";
+  // Then edge ranges, the pairs freed: 24 bytes an edge in 90% of the free memory, plus 1.
+  EXPECT_EQ(sb::one_shot_edge_ranges(E, 40 * MB, 0), 7);  // 192 MB in 36 MB: 6, plus 1
+  EXPECT_EQ(sb::one_shot_edge_ranges(E, 160 * MB, temp), 3);
 }
 
 TEST(ShortBuild, OneShotDestinationRangesStopAtTheLimit) {
@@ -56,8 +63,9 @@ TEST(ShortBuild, OneShotDestinationRangesStopAtTheLimit) {
   EXPECT_EQ(sb::destination_ranges(E, free_for(sb::kOneShotDestRanges) * 0.99, temp), sb::kOneShotDestRanges + 1);
   EXPECT_EQ(sb::destination_ranges(E, 1 * MB, temp), sb::kMaxRanges)
       << "no room: the most ranges, and the build says why";
-  // The sweep's far end (2^33 edges, a GB beside the pairs): edge ranges, not ~140 selects.
-  EXPECT_EQ(sb::one_shot_destination_ranges(std::int64_t(1) << 33, 1024 * MB, 200 * MB), 0);
+  // A narrow plan's largest edge list (2^31 - 4097 edges) with a GB beside its pairs: edge
+  // ranges, not 47 selects of 8.6 GB of dst each.
+  EXPECT_EQ(sb::one_shot_destination_ranges((std::int64_t(1) << 31) - 4097, 1024 * MB, 200 * MB), 0);
 }
 
 TEST(ShortBuild, CapsBindTheirRanges) {
@@ -76,12 +84,16 @@ TEST(ShortBuild, MoreFreeMemoryNeverMeansMoreRanges) {
   const auto seed = pipelink::test::fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> log_e(0, 33), log_free(20, 37), frac(0, 0.2);
+  // Narrow plans' edge counts; CUB's temp up to all the free memory (no room at all there).
+  std::uniform_real_distribution<double> log_e(0, 31), log_free(20, 37), frac(0, 0.2), temp_frac(0, 1);
   for (int i = 0; i < 20000; ++i) {
     const auto E = std::int64_t(std::exp2(log_e(rng)));
-    const double free_a = std::exp2(log_free(rng)), free_b = free_a * (1 + frac(rng)), temp = frac(rng) * free_a;
+    const double free_a = std::exp2(log_free(rng)), free_b = free_a * (1 + frac(rng)), temp = temp_frac(rng) * free_a;
+    const double cap = i % 2 ? 0.0 : free_a * temp_frac(rng);
     SCOPED_TRACE("E=" + std::to_string(E) + " free=" + std::to_string(free_a) + " temp=" + std::to_string(temp));
     ASSERT_GE(sb::destination_ranges(E, free_a, temp), sb::destination_ranges(E, free_b, temp));
+    ASSERT_GE(sb::destination_ranges(E, free_a, temp, cap), sb::destination_ranges(E, free_b, temp, cap));
+    ASSERT_GE(sb::destination_ranges(E, free_a, temp, cap), sb::destination_ranges(E, free_a, temp)) << "a cap never fewer";
     ASSERT_GE(sb::one_shot_edge_ranges(E, free_b, temp), 0);
     const std::int64_t ea = sb::one_shot_edge_ranges(E, free_a, temp), eb = sb::one_shot_edge_ranges(E, free_b, temp);
     if (ea > 0) {

@@ -193,8 +193,9 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
         accumulate: add into ``out`` instead of overwriting it (rows without edges keep their value).
         plan: an :class:`AggregatePlan` built from ``(src, dst)``; then ``src``/``dst`` may be
             ``None`` and the run is deterministic.
-        mode: ``"auto"`` (deterministic one-shot on CUDA; on a device too full for its plan's
-            8 bytes an edge it runs edge ranges instead and warns), ``"one_shot"`` or ``"lean"`` (CUDA
+        mode: ``"auto"`` (deterministic one-shot on CUDA; on a nearly full device it may run
+            edge ranges whose bits follow free memory, and logs a warning to stderr),
+            ``"one_shot"`` or ``"lean"`` (CUDA
             only: no scratch memory, float atomics, not deterministic; on the CPU it raises
             ``LookupError`` naming the kernels that exist).
 

@@ -1974,7 +1974,7 @@ void own_onesweep(const OnesweepShape& sh, cub::DoubleBuffer<std::uint32_t>& key
 //
 // edge_ranges_if_short (one-shot calls with the knob unset): where the one sort does not fit and
 // destination ranges are not used either (the whole list's pairs do not fit, more than
-// kOneShotDestRanges would be needed, or PIPELINK_AGG_BUILD_MEMORY is set), set it to the number
+// kOneShotDestRanges would be needed, or PIPELINK_AGG_BUILD_MEMORY binds), set it to the number
 // of edge ranges whose builds would, and return with no plan built (see aggregate_one_shot).
 // The counts: cuda/short_build.hpp.
 template <class I>
@@ -2086,7 +2086,7 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     const double cap = capped ? double(knobs.build_memory) : 0.0;
     // Past kOneShotDestRanges destination ranges (their selects' reads of dst), edge ranges.
     if (edge_ranges_if_short && !edge_ranges &&
-        short_build::one_shot_destination_ranges(E, double(free_b), temp) == 0) {
+        short_build::one_shot_destination_ranges(E, double(free_b), temp, knobs.test_oneshot_dest_ranges) == 0) {
       edge_ranges = true;
       kept.reset();
       measure_free();
@@ -2112,9 +2112,9 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
         ::pipelink::detail::log_message(
             level, "aggregate: the one-shot build's one sort does not fit (" + why + ": " + std::to_string(free_b) +
                        " B, E " + std::to_string(E) + ", CUB temp " + std::to_string(up(temp_bytes)) +
-                       " B), and destination " + "ranges do not suit it (its pairs do not fit, more than " +
-                       std::to_string(short_build::kOneShotDestRanges) +
-                       " would be needed, or a cap is set); running " + std::to_string(k) + " edge ranges" +
+                       " B), and destination ranges do not suit it (its pairs do not fit, more than " +
+                       std::to_string(knobs.test_oneshot_dest_ranges) +
+                       " would be needed, or the cap binds); running " + std::to_string(k) + " edge ranges" +
                        (capped ? ""
                                : ", a count chosen by free memory: the bits can differ from call to call (a plan, "
                                  "or PIPELINK_AGG_ONESHOT_CHUNKS=K, keeps them)"));
@@ -2123,12 +2123,17 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     // Destination ranges: each range's 16 / K bytes per edge in 90% of what the device has free
     // beside `kept` (kept here and handed on to the ranges build), and in the cap.
     const std::int64_t k = short_build::destination_ranges(E, double(free_b), temp, cap);
-    if (log_level() <= LogLevel::info)
-      ::pipelink::detail::log_message(LogLevel::info, "aggregate: the plan build's one sort does not fit (" + why +
-                                                          "); sorting " + std::to_string(k) + " destination ranges");
+    if (log_level() <= LogLevel::info)  // the tests read it (OneShotOnAFullDeviceRunsEdgeRanges)
+      ::pipelink::detail::log_message(LogLevel::info, std::string("aggregate: the ") +
+                                                          (edge_ranges_if_short ? "one-shot" : "plan") +
+                                                          " build's one sort does not fit (" + why + "); sorting " +
+                                                          std::to_string(k) + " destination ranges");
     return sort_narrow_chunked<I>(plan, src, dst, N, k, s, flag, trace, fw, std::move(kept));
   }
   if (!arena.get()) {  // chunks == 1: one sort, or the error
+    // A one-shot call under PIPELINK_AGG_BUILD_CHUNKS=1 whose pairs did not fit: they too, or
+    // the error (aggregate_one_shot then runs edge ranges).
+    if (!kept.get()) kept = DeviceBuffer(E * sizeof(Pair), s);
     const ScratchPoolScope scratch(knobs.build_own_pool);
     arena = DeviceBuffer(arena_bytes, s);
   }
@@ -2295,6 +2300,10 @@ class StatusSlot {
       slots() += kPage / kSlot;
       for (std::size_t o = 0; o < kPage; o += kSlot)
         free_list().push_back(reinterpret_cast<unsigned long long*>(static_cast<char*>(page) + o));
+      if (log_level() <= LogLevel::debug)  // the tests read it (CudaAggregate.StatusSlotsPastOnePage)
+        ::pipelink::detail::log_message(LogLevel::debug, "aggregate: status slots: a page of " +
+                                                             std::to_string(kPage / kSlot) + " more, " +
+                                                             std::to_string(slots()) + " in all");
     }
     host_ = free_list().back();
     void* dev = nullptr;
@@ -4261,8 +4270,9 @@ AggregateOptions options_of(const OpContext& ctx) {
 // work (the init writes w's bits where it wrote the id). The planned run with weights in plan
 // order, which reads the same bytes, took 4.41 ms against 5.08 on products-like (46f2e9e55df9).
 //
-// Edge ranges (PIPELINK_AGG_ONESHOT_CHUNKS=K, and on their own where the one sort does not fit
-// the device or PIPELINK_AGG_BUILD_MEMORY): the edge list in K ranges, each built and run on its
+// Edge ranges (PIPELINK_AGG_ONESHOT_CHUNKS=K, and on their own where neither the one sort nor
+// destination ranges beside the pairs fit the device, or PIPELINK_AGG_BUILD_MEMORY binds; see
+// sort_narrow): the edge list in K ranges, each built and run on its
 // own, ranges after the first accumulating into out, each range's plan freed (stream-ordered)
 // before the next is built. So the build's transient memory is that of E / K edges (~24 / K bytes
 // per edge) and each edge is sorted once, where the destination-range build
@@ -4313,8 +4323,9 @@ void aggregate_one_shot(OpContext& ctx) {
       plan = build_plan_for(src, dst, N, ctx.stream, w, K == 0 ? &edge_ranges : nullptr, early_ok ? &early : nullptr,
                             &walked);
     } catch (const OutOfMemoryError& e) {
-      // The sort fitted but a later buffer (row offsets, the work split) did not: two edge
-      // ranges, split further below if need be. Nothing was written to out.
+      // The sort fitted but a later buffer (row offsets, the work split) did not, or the
+      // destination ranges' largest one (a hub row heavier than their estimate) did not: two
+      // edge ranges, split further below if need be. Nothing was written to out.
       if (K != 0 || E < 2) throw;
       if (log_level() <= LogLevel::warn)
         ::pipelink::detail::log_message(LogLevel::warn, "aggregate: the one-shot build ran out of memory (" +

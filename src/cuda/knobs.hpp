@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "cuda/msd_levels.hpp"
+#include "cuda/short_build.hpp"
 
 namespace pipelink::cuda::knobs {
 
@@ -73,18 +74,24 @@ std::int64_t long_row_threshold();
 //   PIPELINK_AGG_BUILD_CHUNKS: sort the narrow plan in this many destination ranges [0, 4096]
 //     (0: one sort, and ranges only when its buffers do not fit; see sort_narrow_chunked)
 //   PIPELINK_AGG_ONESHOT_CHUNKS: a one-shot call in this many edge ranges, each built and run
-//     on its own, the later ones accumulating [0, 4096] (0: one plan, or edge ranges when its
-//     sort does not fit, as many as the free memory suggests and split further where a range's
-//     build runs out of it, so their bits follow the device's state; 1: one plan; K >= 2: K
-//     ranges, the same bits every call; see aggregate_one_shot)
+//     on its own, the later ones accumulating [0, 4096] (0: one plan; where its sort does not
+//     fit, destination ranges beside its pairs (the same plan and bits) while at most 16 do,
+//     else edge ranges, as many as the free memory suggests and split further where a range's
+//     build runs out of it, so their bits follow the device's state (a warning says so); 1: one
+//     plan; K >= 2: K ranges, the same bits every call; see aggregate_one_shot)
 //   PIPELINK_AGG_BUILD_MEMORY: the transient device memory, in MiB, a build's sort may take
 //     beside the plan it keeps [1, 2^30] (unset: what the device has free). Past it a build
-//     sorts destination ranges and a one-shot call runs edge ranges, as when the device is full.
+//     sorts destination ranges and a one-shot call runs edge ranges (never holding the whole
+//     list's pairs; their count follows the cap, so an info line, not a warning).
 //     Narrow plans only (E < 2^31 - 4096, N < 2^31 - 1); PIPELINK_AGG_BUILD_CHUNKS >= 1 overrides
 //     it; a destination range is whole rows, so a hub row can take more; with
 //     PIPELINK_AGG_ONESHOT_CHUNKS=1 a one-shot call sorts destination ranges instead.
 //   PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (tests only; read in aggregate_one_shot): edge ranges of
 //     more edges than this fail as if out of memory, to make the unforced splits happen (0: off).
+//   PIPELINK_AGG_TEST_ONESHOT_DEST_RANGES (tests only; read in sort_narrow): the most
+//     destination ranges a one-shot call short of memory sorts before edge ranges take over
+//     [0, 16] (default 16, short_build::kOneShotDestRanges; 0: edge ranges at once), so that a
+//     test reaches the hand-over with its pairs held.
 //   PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL=1 (tests only): the one-shot's MSD sort hands back to the
 //     one sort after its first pass, as where its bucket scratch does not fit (sort_narrow_msd).
 //   PIPELINK_AGG_BUILD_FIRST: 'warp' (the default from v25: the one sort's first radix pass reads
@@ -113,9 +120,10 @@ struct PlanKnobs {
   // groups in row order, as in v1-v40).
   bool item_order = true;
   std::int64_t build_chunks = 0;          // 0: one sort, or destination-range chunks when that does not fit
-  std::int64_t oneshot_chunks = 0;        // 0: one plan, or edge ranges when its sort does not fit
+  std::int64_t oneshot_chunks = 0;        // 0: one plan (destination or edge ranges when its sort does not fit)
   std::size_t build_memory = 0;           // bytes; 0: no cap
   std::int64_t test_range_oom_above = 0;  // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (0: off)
+  std::int64_t test_oneshot_dest_ranges = short_build::kOneShotDestRanges;  // PIPELINK_AGG_TEST_ONESHOT_DEST_RANGES
   // PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL=1 (tests only): the MSD sort's bucket scratch fails as if
   // out of memory, after its first pass, so that its hand-back to the one sort runs.
   bool test_msd_scratch_fail = false;

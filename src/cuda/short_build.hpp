@@ -11,9 +11,10 @@
 namespace pipelink::cuda::short_build {
 
 // Each destination range selects over the whole edge list (4 bytes of dst an edge read per
-// range). Past this many ranges that read costs more than the one sort's own traffic, and near
-// the pairs' own limit the count would grow towards kMaxRanges passes over dst (hours at 2^33
-// edges), so a one-shot call runs edge ranges there instead.
+// range). Past this many ranges that read (68 bytes an edge and more) costs several times the one
+// sort's own traffic, and near the pairs' own limit the count would grow towards kMaxRanges
+// passes over dst (35 TB of reads, hours, at a narrow plan's 2^31 edges), so a one-shot call runs
+// edge ranges there instead.
 constexpr std::int64_t kOneShotDestRanges = 16;
 constexpr std::int64_t kMaxRanges = 4096;  // PIPELINK_AGG_BUILD_CHUNKS' and _ONESHOT_CHUNKS' maximum
 
@@ -34,11 +35,13 @@ inline std::int64_t destination_ranges(std::int64_t E, double free_bytes, double
 }
 
 // A one-shot call's destination ranges beside its held pairs (no cap), or 0 where edge ranges
-// are to take over: no room, or more than kOneShotDestRanges ranges.
-inline std::int64_t one_shot_destination_ranges(std::int64_t E, double free_bytes, double temp) {
+// are to take over: no room, or more than `limit` ranges (kOneShotDestRanges;
+// PIPELINK_AGG_TEST_ONESHOT_DEST_RANGES lowers it in tests).
+inline std::int64_t one_shot_destination_ranges(std::int64_t E, double free_bytes, double temp,
+                                                std::int64_t limit = kOneShotDestRanges) {
   if (!(0.9 * free_bytes - temp > 0)) return 0;
   const std::int64_t k = destination_ranges(E, free_bytes, temp);
-  return k <= kOneShotDestRanges ? k : 0;
+  return k <= limit ? k : 0;
 }
 
 // A one-shot call's edge ranges (the pairs not held): each range's plan (8 bytes an edge) and

@@ -24,8 +24,8 @@ Transform parse_transform(std::string_view name, std::string_view op = "aggregat
 enum class AggregatePath : std::uint8_t {
   automatic,
   one_shot,  // build a destination-ordered plan, run it, free it: deterministic, except on a
-             // device too full for the edge list's plan pairs (8 B/edge), where it runs edge
-             // ranges counted from free memory and warns (README: "Behaviour worth knowing")
+             // nearly full device, where it may run edge ranges counted from free memory and
+             // logs a warning (README: "Behaviour worth knowing")
   lean,      // no scratch memory: atomic accumulation (CUDA), not deterministic
 };
 
