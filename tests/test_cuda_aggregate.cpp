@@ -1,11 +1,11 @@
 // The backend harness for the message-passing ops: every CUDA path (one-shot, planned, lean,
 // three-op) against the float64 oracle with the PROTOCOL.md tolerance and against the CPU
 // backend, on fresh random inputs and poisoned outputs. Without a GPU: a visible SKIPPED.
+#include <algorithm>
+#include <barrier>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
-#include <barrier>
 #include <functional>
 #include <initializer_list>
 #include <optional>

@@ -93,7 +93,8 @@ TEST(ShortBuild, MoreFreeMemoryNeverMeansMoreRanges) {
     SCOPED_TRACE("E=" + std::to_string(E) + " free=" + std::to_string(free_a) + " temp=" + std::to_string(temp));
     ASSERT_GE(sb::destination_ranges(E, free_a, temp), sb::destination_ranges(E, free_b, temp));
     ASSERT_GE(sb::destination_ranges(E, free_a, temp, cap), sb::destination_ranges(E, free_b, temp, cap));
-    ASSERT_GE(sb::destination_ranges(E, free_a, temp, cap), sb::destination_ranges(E, free_a, temp)) << "a cap never fewer";
+    ASSERT_GE(sb::destination_ranges(E, free_a, temp, cap), sb::destination_ranges(E, free_a, temp))
+        << "a cap never fewer";
     ASSERT_GE(sb::one_shot_edge_ranges(E, free_b, temp), 0);
     const std::int64_t ea = sb::one_shot_edge_ranges(E, free_a, temp), eb = sb::one_shot_edge_ranges(E, free_b, temp);
     if (ea > 0) {
