@@ -1685,6 +1685,48 @@ TEST_F(CudaAggregate, OneShotEdgeRangesSplitWhereABuildRunsOutOfMemory) {
   }
 }
 
+TEST_F(CudaAggregate, OneShotLaterRangeOutOfMemoryLosesNoEdge) {
+  // Three forced edge ranges of 1000000, 1000000 and 1000001 edges, every range of more than
+  // 1000000 failing as if out of memory (the test hook): the first two run, and the third fails
+  // once out holds their sums. Raising then would lose the caller's data (accumulating: its old
+  // values plus two thirds of the edges), so the edges left go through the lean path, with a
+  // warning. Accumulating and overwriting: inside the tolerance, every element written, the
+  // warning naming the edges left. (A first range that fails still raises with out untouched:
+  // OneShotEdgeRangesSplitWhereABuildRunsOutOfMemory.)
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ONESHOT_CHUNKS", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
+                       "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_TEST_RANGE_OOM_ABOVE");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 50000, E = 3000001, F = 64;
+  const EdgeList g = uniform_graph(N, E, seed, DType::i32);
+  const Tensor x = random_tensor({N, F}, DType::f32, seed + 1, -2, 2), w = random_tensor({E}, DType::f32, seed + 2);
+  const Tensor init = random_tensor({N, F}, DType::f32, seed + 3);
+  const Tensor xg = gpu(x), wg = gpu(w), sg = gpu(g.src), dg = gpu(g.dst);
+  ScopedEnv env({{"PIPELINK_AGG_ONESHOT_CHUNKS", "3"}, {"PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", "1000000"}});
+  for (const bool acc : {true, false}) {
+    SCOPED_TRACE(acc ? "accumulating" : "overwriting");
+    const AggregateOptions opts{Transform::tanh, acc, AggregatePath::one_shot};
+    const AggregateOracle oracle =
+        aggregate_oracle(x, g.src, g.dst, w.view(), opts, acc ? std::optional<TensorView>(init.view()) : std::nullopt);
+    Tensor out = acc ? gpu(init) : poisoned_gpu(N, F, DType::f32);
+    const LogLevel before = log_level();
+    set_log_level(LogLevel::warn);
+    testing::internal::CaptureStderr();
+    try {
+      aggregate(xg, sg, dg, wg.view(), out, opts);
+      cuda::synchronize();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "raised after earlier ranges wrote to out: " << e.what();
+    }
+    set_log_level(before);
+    const std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_NE(log.find("the edges left, [2000000, 3000001), are added on the lean path"), std::string::npos) << log;
+    const VerifyReport r = verify_aggregate(host(out), oracle);
+    EXPECT_TRUE(r.within_tolerance) << r.summary();
+    EXPECT_EQ(r.unwritten, 0) << r.summary();
+  }
+}
+
 TEST_F(CudaAggregate, OneShotOnAFullDeviceRunsEdgeRanges) {
   // The device filled (a placeholder tensor over all but `leave` bytes) around a one-shot call of
   // 8M edges, whose one sort needs ~128 MB beside its 64 MB of pairs: at 160 MB left the pairs fit

@@ -88,6 +88,22 @@ def _stream_of(x: Any, fw: str) -> int:
     return 0
 
 
+def _stream_keepalive(x: Any, fw: str) -> Any:
+    """The framework's stream object a plan is built on, for the plan to hold.
+
+    A CUDA plan's buffers are freed on its build stream when it goes, so that stream must outlive
+    it. CuPy destroys a ``cupy.cuda.Stream``'s handle when the object is collected; torch's
+    streams come from pools it never destroys (``torch.cuda.ExternalStream``'s are the caller's
+    to keep). None where nothing needs holding.
+    """
+    if fw == "cupy":
+        import cupy
+
+        with x.device:
+            return cupy.cuda.get_current_stream()
+    return None
+
+
 def _dtype_name(d: Any) -> str:
     """"float32" for "float32", numpy.float32, numpy.dtype("float32"), torch.float32 or cupy's."""
     if isinstance(d, str):
@@ -239,12 +255,15 @@ class AggregatePlan:
 
     Reuse it across calls with new ``x`` and ``w`` (``aggregate(x, None, None, w, plan=plan)``
     or ``plan(x, w)``); runs with a plan are bitwise deterministic. Building validates the
-    indices (:class:`IndexOutOfRangeError`).
+    indices (:class:`IndexOutOfRangeError`). On CUDA the plan is built, and its memory freed, on
+    the current stream of ``src``'s framework at build time; the plan keeps a CuPy stream object
+    alive for that, and a ``torch.cuda.ExternalStream`` must be kept alive by the caller.
     """
 
     def __init__(self, src: Any, dst: Any, num_nodes: int, *, prepare_weights: bool = False) -> None:
         fw = _framework(src)
         self._fw = fw  # whose current stream prepare_weights queues on
+        self._build_stream = _stream_keepalive(src, fw)  # must outlive the plan (see there)
         self._impl = _pipelink.build_plan(_native(src, fw), _native(dst, _framework(dst)), int(num_nodes),
                                           _stream_of(src, fw))
         if prepare_weights:

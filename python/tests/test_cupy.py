@@ -121,3 +121,27 @@ def test_cupy_wrong_dtype_and_mixed_devices_are_refused(rng):
     assert (ci.value.port, ci.value.field) == ("w", "dtype")
     with pytest.raises((pipelink.ContractViolationError, ValueError, TypeError)):
         pipelink.aggregate(xg, src, dg, wg)  # src on the host, the rest on the GPU
+
+
+def test_cupy_plan_outlives_the_stream_object_it_was_built_on(rng):
+    # The plan frees its memory on its build stream; CuPy destroys a Stream's handle when the
+    # object is collected, so the plan holds the object. Built inside a stream's context that
+    # the caller then drops, the plan must still run (on another stream) and be dropped cleanly.
+    import gc
+
+    n, e, f = 3000, 40000, 16
+    x, src, dst, w = graph(rng, n, e, f)
+    sg, dg, wg, xg = (cp.asarray(a) for a in (src, dst, w, x))
+    cp.cuda.Stream.null.synchronize()
+    side = cp.cuda.Stream(non_blocking=True)
+    with side:
+        plan = pipelink.AggregatePlan(sg, dg, n)
+    side.synchronize()
+    del side
+    gc.collect()
+    y = plan(xg, wg)
+    cp.cuda.Stream.null.synchronize()
+    check(y, x, src, dst, w)
+    del plan
+    gc.collect()
+    cp.cuda.Device().synchronize()

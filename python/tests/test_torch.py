@@ -130,6 +130,40 @@ def test_cuda_drop_in_and_plan_are_deterministic(rng):
 
 
 @cuda
+@pytest.mark.parametrize("weights", ["edge order", "plan order"])
+def test_cuda_planned_call_captured_in_a_torch_cuda_graph(rng, monkeypatch, weights):
+    # torch.cuda.graph captures on a side stream of its own, while the plan was built eagerly on
+    # the default stream: the captured call must order itself against the build without waiting
+    # on an event recorded outside the capture, and leave the plan's own stream out of it
+    # (written in session 43 after a review's reading; not yet run on a GPU). The replays then
+    # read the x that is in place at each replay. w in edge order on a plan without hub rows:
+    # the run brings w into plan order (PIPELINK_AGG_W_PERMUTE, small tiles here) inside the
+    # graph, or gathers it where the tables are not built yet.
+    monkeypatch.setenv("PIPELINK_AGG_W_PERMUTE", "256")
+    x, src, dst, w = graph(rng, 5000, 200000, 64, device="cuda")
+    plan = pipelink.AggregatePlan(src, dst, x.shape[0])
+    wrun = plan.permute_weights(w) if weights == "plan order" else w
+    static_x = x.clone()
+    out = torch.full_like(x, float("nan"))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up on a side stream, as torch's docs ask
+        plan(static_x, wrun, out=out)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        plan(static_x, wrun, out=out)
+    for k in range(3):
+        x2 = x * (1 + 0.25 * k)
+        static_x.copy_(x2)
+        out.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        check(out, x2, src, dst, w)
+        assert torch.equal(out, plan(x2, wrun))
+
+
+@cuda
 def test_cuda_weights_in_plan_order_give_the_same_bits(rng):
     x, src, dst, w = graph(rng, 5000, 200000, 64, device="cuda")
     plan = pipelink.AggregatePlan(src, dst, x.shape[0])

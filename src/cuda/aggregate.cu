@@ -4264,6 +4264,16 @@ AggregateOptions options_of(const OpContext& ctx) {
   return o;
 }
 
+// The lean path's atomic accumulation of every edge of `src`, `dst` (and `w`, or null) into out,
+// with no scratch and no index check (see aggregate_lean, below the one-shot, which also uses it
+// for the edges left when a later edge range runs out of memory).
+struct LeanArgs {
+  const TensorView *x, *src, *dst, *w, *out;
+  Transform transform;
+  cudaStream_t stream;
+};
+void lean_accumulate(const LeanArgs& a, bool allow_vec4, bool spread);
+
 // One-shot: build the plan, run it, release it (stream-ordered, so no extra sync for the frees).
 // Float32 weights go into the plan's pairs in place of the edge ids (build_plan_for's fold_w), so
 // the run reads no w of its own: the random 4-byte w[edge id] gather is gone, at no extra build
@@ -4344,15 +4354,39 @@ void aggregate_one_shot(OpContext& ctx) {
     K = std::min(edge_ranges, std::max<std::int64_t>(E, 1));
   }
   // Every range's indices before any output is written (each range's build checks its own again).
-  // A later range's build can still fail (out of memory); out then holds the earlier ranges' sums.
+  // A later range's build can still fail (out of memory): see finish_lean below.
   PIPELINK_CUDA_CHECK(cudaSetDevice(src.device().index));
+  const bool lean_spread = lean_spread_order();  // finish_lean's knob: a bad one before any work
+  int major = 0;
+  PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, src.device().index));
   validate_indices("aggregate", &src, &dst, N, as_stream(ctx.stream));
   AggregateOptions opts = options_of(ctx);
   // Unforced ranges come from a 24 bytes/edge estimate of what fits, and the pool's allocation
   // granularity makes it approximate on a nearly full device: a range whose build runs out of
   // memory is split in two and retried (its build wrote nothing to out). A forced K is kept as
-  // asked, for its bits, and its out-of-memory error is raised.
+  // asked, for its bits, and its out-of-memory error is raised if no range has run yet (out
+  // untouched). Once one has, out holds its sums: raising then would lose the caller's data
+  // (with accumulate, the old values plus some of the edges), so the edges left, [e0, E), are
+  // added on the lean path (atomics, no scratch memory: nothing left to run out of), with a
+  // warning that the call is not deterministic.
   const bool adaptive = knob == 0;
+  bool ran = false;  // a range's run has written to out
+  const TensorView& x = ctx.port("x");
+  const TensorView& out = ctx.port("out");
+  auto finish_lean = [&](std::int64_t e0, const OutOfMemoryError& e) {
+    if (log_level() <= LogLevel::warn)
+      ::pipelink::detail::log_message(LogLevel::warn, "aggregate: a one-shot edge range ran out of memory after earlier "
+                                                      "ranges had written to out (" + std::string(e.what()) +
+                                                      "); the edges left, [" + std::to_string(e0) + ", " +
+                                                      std::to_string(E) + "), are added on the lean path: this "
+                                                      "call's sums are not deterministic");
+    const TensorView sk = src.slice_rows(e0, E), dk = dst.slice_rows(e0, E);
+    std::optional<TensorView> wk;
+    if (w) wk = w->slice_rows(e0, E);
+    // sm_90's vector reductions where the device has them (the lean variant's own rule).
+    lean_accumulate({&x, &sk, &dk, wk ? &*wk : nullptr, &out, opts.transform, as_stream(ctx.stream)}, major >= 9,
+                    lean_spread);
+  };
   // Ranges left, the next one last: edges [e0, e1), and the bytes of the failed allocation that
   // made the range (0: none). A split that does not shrink the failing allocation (a buffer sized
   // by N, not by the edges) cannot help, and the error is raised.
@@ -4387,7 +4421,10 @@ void aggregate_one_shot(OpContext& ctx) {
                                    std::to_string(e1 - e0) + " edges");
       plan = build_plan_for(sk, dk, N, ctx.stream, wk ? &*wk : nullptr);
     } catch (const OutOfMemoryError& e) {
-      if (!adaptive || e1 - e0 < 2 || ranges >= 4096 || (r.failed_bytes && e.requested() >= r.failed_bytes)) throw;
+      if (!adaptive || e1 - e0 < 2 || ranges >= 4096 || (r.failed_bytes && e.requested() >= r.failed_bytes)) {
+        if (!ran) throw;
+        return finish_lean(e0, e);
+      }
       const std::int64_t mid = e0 + (e1 - e0) / 2;
       todo.push_back({mid, e1, e.requested()});
       todo.push_back({e0, mid, e.requested()});
@@ -4398,7 +4435,13 @@ void aggregate_one_shot(OpContext& ctx) {
                                                             std::to_string(ranges) + " ranges now");
       continue;
     }
-    plan->run(ctx.port("x"), wk ? &*wk : nullptr, ctx.port("out"), opts, false);
+    try {
+      plan->run(x, wk ? &*wk : nullptr, out, opts, false);  // its scratch is taken before any write
+    } catch (const OutOfMemoryError& e) {
+      if (!ran) throw;
+      return finish_lean(e0, e);
+    }
+    ran = true;
     opts.accumulate = true;
   }
 }
@@ -4471,12 +4514,12 @@ __global__ void __launch_bounds__(256) atomic_edges_kernel(const I* __restrict__
 }
 
 template <class T, class I, int VEC>
-void launch_atomic_vec(const OpContext& ctx, int lpe, bool spread) {
-  const TensorView &x = ctx.port("x"), &src = ctx.port("src"), &dst = ctx.port("dst"), &out = ctx.port("out");
-  const cudaStream_t s = as_stream(ctx.stream);
-  const std::int64_t E = ctx.dim("E"), F = ctx.dim("F");
-  const T* w = ctx.has("w") ? ctx.port("w").data_as<const T>() : nullptr;
-  const int tr = int(parse_transform(ctx.attr<std::string>("transform")));
+void launch_atomic_vec(const LeanArgs& a, int lpe, bool spread) {
+  const TensorView &x = *a.x, &src = *a.src, &dst = *a.dst, &out = *a.out;
+  const cudaStream_t s = a.stream;
+  const std::int64_t E = src.numel(), F = x.dim(1);
+  const T* w = a.w ? a.w->data_as<const T>() : nullptr;
+  const int tr = int(a.transform);
   auto launch = [&](auto kernel, std::int64_t warps, std::uint64_t spread_a) {
     kernel<<<grid_for(warps * 32, 256), 256, 0, s>>>(src.data_as<const I>(), dst.data_as<const I>(), x.data_as<const T>(),
                                                      x.stride(0), w, out.data_as<T>(), out.stride(0), E, F, lpe, tr, spread_a);
@@ -4492,13 +4535,23 @@ void launch_atomic_vec(const OpContext& ctx, int lpe, bool spread) {
 }
 
 template <class T, class I>
-void launch_atomic(const OpContext& ctx, bool vec4, bool spread) {
-  const std::int64_t E = ctx.dim("E"), F = ctx.dim("F");
+void launch_atomic(const LeanArgs& a, bool vec4, bool spread) {
+  const std::int64_t E = a.src->numel(), F = a.x->dim(1);
   if (E == 0 || F == 0) return;
   if constexpr (sizeof(T) == 4) {
-    if (vec4) return launch_atomic_vec<T, I, 4>(ctx, lanes_per_edge(F, 4), spread);
+    if (vec4) return launch_atomic_vec<T, I, 4>(a, lanes_per_edge(F, 4), spread);
   }
-  launch_atomic_vec<T, I, 1>(ctx, lanes_per_edge(F, 1), spread);
+  launch_atomic_vec<T, I, 1>(a, lanes_per_edge(F, 1), spread);
+}
+
+void lean_accumulate(const LeanArgs& a, bool allow_vec4, bool spread) {
+  const TensorView &x = *a.x, &out = *a.out;
+  const bool f32 = x.dtype() == DType::f32;
+  const bool vec4 = allow_vec4 && f32 && x.dim(1) % 4 == 0 && x.stride(0) % 4 == 0 && out.stride(0) % 4 == 0 &&
+                    aligned16(x.data()) && aligned16(out.data());
+  const bool i32 = a.src->dtype() == DType::i32;
+  if (f32) i32 ? launch_atomic<float, std::int32_t>(a, vec4, spread) : launch_atomic<float, std::int64_t>(a, vec4, spread);
+  else i32 ? launch_atomic<double, std::int32_t>(a, false, spread) : launch_atomic<double, std::int64_t>(a, false, spread);
 }
 
 void aggregate_lean(OpContext& ctx, bool allow_vec4) {
@@ -4508,12 +4561,9 @@ void aggregate_lean(OpContext& ctx, bool allow_vec4) {
   PIPELINK_CUDA_CHECK(cudaSetDevice(x.device().index));
   validate_indices("aggregate", &src, &dst, ctx.dim("N"), s);
   if (!ctx.attr<bool>("accumulate") && out.numel() > 0) zero_rows(out, s);
-  const bool f32 = x.dtype() == DType::f32;
-  const bool vec4 = allow_vec4 && f32 && ctx.dim("F") % 4 == 0 && x.stride(0) % 4 == 0 && out.stride(0) % 4 == 0 &&
-                    aligned16(x.data()) && aligned16(out.data());
-  const bool i32 = src.dtype() == DType::i32;
-  if (f32) i32 ? launch_atomic<float, std::int32_t>(ctx, vec4, spread) : launch_atomic<float, std::int64_t>(ctx, vec4, spread);
-  else i32 ? launch_atomic<double, std::int32_t>(ctx, false, spread) : launch_atomic<double, std::int64_t>(ctx, false, spread);
+  lean_accumulate({&x, &src, &dst, ctx.has("w") ? &ctx.port("w") : nullptr, &out,
+                   parse_transform(ctx.attr<std::string>("transform")), s},
+                  allow_vec4, spread);
 }
 
 // ---- three-op reference on CUDA --------------------------------------------------------------

@@ -45,11 +45,16 @@ struct PlanWeights;
 
 /// A destination-ordered plan built once from (src, dst, N) and reused with new x and w.
 /// Building validates the indices (IndexOutOfRangeError for the first bad edge). Runs with a
-/// plan are deterministic: every output row is summed in edge order by one owner.
+/// plan are deterministic: every output row is summed in edge order by one owner, the same bits
+/// for the same values and memory layout (on CUDA, rows of more than 64 edges are grouped by a
+/// kernel chosen by x's and out's alignment: README, "Behaviour worth knowing").
 class AggregatePlan {
  public:
   struct Impl;
   AggregatePlan() = default;
+  /// On CUDA the plan is built on `stream` (a cudaStream_t; null: the default stream) and its
+  /// device memory is freed there when the last copy of the plan goes: `stream` must outlive
+  /// the plan. Runs on other streams are ordered against it by events.
   static AggregatePlan build(const TensorView& src, const TensorView& dst, std::int64_t num_nodes,
                              void* stream = nullptr);
   bool defined() const noexcept { return impl_ != nullptr; }
