@@ -4375,11 +4375,13 @@ void aggregate_one_shot(OpContext& ctx) {
   const TensorView& out = ctx.port("out");
   auto finish_lean = [&](std::int64_t e0, const OutOfMemoryError& e) {
     if (log_level() <= LogLevel::warn)
-      ::pipelink::detail::log_message(LogLevel::warn, "aggregate: a one-shot edge range ran out of memory after earlier "
-                                                      "ranges had written to out (" + std::string(e.what()) +
-                                                      "); the edges left, [" + std::to_string(e0) + ", " +
-                                                      std::to_string(E) + "), are added on the lean path: this "
-                                                      "call's sums are not deterministic");
+      ::pipelink::detail::log_message(LogLevel::warn,
+                                      "aggregate: a one-shot edge range ran out of memory after earlier "
+                                      "ranges had written to out (" +
+                                          std::string(e.what()) + "); the edges left, [" + std::to_string(e0) + ", " +
+                                          std::to_string(E) +
+                                          "), are added on the lean path: this "
+                                          "call's sums are not deterministic");
     const TensorView sk = src.slice_rows(e0, E), dk = dst.slice_rows(e0, E);
     std::optional<TensorView> wk;
     if (w) wk = w->slice_rows(e0, E);
@@ -4550,8 +4552,10 @@ void lean_accumulate(const LeanArgs& a, bool allow_vec4, bool spread) {
   const bool vec4 = allow_vec4 && f32 && x.dim(1) % 4 == 0 && x.stride(0) % 4 == 0 && out.stride(0) % 4 == 0 &&
                     aligned16(x.data()) && aligned16(out.data());
   const bool i32 = a.src->dtype() == DType::i32;
-  if (f32) i32 ? launch_atomic<float, std::int32_t>(a, vec4, spread) : launch_atomic<float, std::int64_t>(a, vec4, spread);
-  else i32 ? launch_atomic<double, std::int32_t>(a, false, spread) : launch_atomic<double, std::int64_t>(a, false, spread);
+  if (f32)
+    i32 ? launch_atomic<float, std::int32_t>(a, vec4, spread) : launch_atomic<float, std::int64_t>(a, vec4, spread);
+  else
+    i32 ? launch_atomic<double, std::int32_t>(a, false, spread) : launch_atomic<double, std::int64_t>(a, false, spread);
 }
 
 void aggregate_lean(OpContext& ctx, bool allow_vec4) {
