@@ -89,6 +89,9 @@ AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& o) {
     if (o.progress) o.progress(s);
   };
   if (o.repeats < 1) throw std::invalid_argument("--repeats must be >= 1");
+  // NaN passes CLI11's PositiveNumber check (every comparison with it is false).
+  if (!(o.edge_scale > 0) || !std::isfinite(o.edge_scale))
+    throw std::invalid_argument(fmt::format("--edge-scale must be a positive number, got {}", o.edge_scale));
 
   AggregateBenchResult r;
   r.options = o;

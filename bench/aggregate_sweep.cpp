@@ -35,6 +35,7 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
   const bool gpu = o.device.kind == DeviceKind::cuda;
   const std::int64_t cap = o.max_edges > 0 ? o.max_edges : (gpu ? std::int64_t(1) << 40 : std::int64_t(1) << 26);
   if (o.start_edges < 1 || o.start_edges > cap) throw std::invalid_argument("sweep: need 1 <= start edges <= max edges");
+  if (o.repeats < 1) throw std::invalid_argument("sweep: --repeats must be >= 1");
 
   // x and out live for the whole sweep; per size: the graph (int32 indices: 8 B/edge) and w.
   Tensor xh = TensorBuilder().shape({N, F}).build();

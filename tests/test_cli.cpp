@@ -107,6 +107,44 @@ TEST_F(Cli, MalformedInputsAreClearErrors) {
   EXPECT_FALSE(fs::exists(path("y.npy")));
 }
 
+TEST_F(Cli, WeightsThatAreNotOneFloatAnEdgeAreRefused) {
+  // Integer weights were once turned into NaN and the run exited 0 (a review, session 43).
+  std::ofstream(path("g.txt")) << "0 1\n1 2\n2 3\n";
+  write_npy(path("x.npy"), random_tensor({4, 3}, DType::f32, fresh_seed()));
+  Tensor wi = TensorBuilder().shape({3}).dtype(DType::i64).build();
+  for (std::int64_t i = 0; i < 3; ++i) wi.data_as<std::int64_t>()[i] = i + 1;
+  write_npy(path("wi.npy"), wi);
+  CliRun r = run_cli("aggregate --graph " + path("g.txt") + " --x " + path("x.npy") + " --w " + path("wi.npy") +
+                     " --out " + path("y.npy"));
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("float32 or float64"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("y.npy")));
+  write_npy(path("w2.npy"), random_tensor({3, 1}, DType::f32, fresh_seed()));
+  r = run_cli("aggregate --graph " + path("g.txt") + " --x " + path("x.npy") + " --w " + path("w2.npy") + " --out " +
+              path("y.npy"));
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("'rank'"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("y.npy")));
+  // Float64 weights with float32 x are converted: the run matches the library's on float32 w.
+  Tensor w64 = random_tensor({3}, DType::f64, fresh_seed());
+  write_npy(path("w64.npy"), w64);
+  r = run_cli("aggregate --graph " + path("g.txt") + " --x " + path("x.npy") + " --w " + path("w64.npy") + " --out " +
+              path("y.npy") + " --check");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("within_tolerance=true"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, BenchOptionsOutOfRangeAreRefused) {
+  for (const char* args : {"bench aggregate --edge-scale -5 --quiet", "bench aggregate --edge-scale 0 --quiet",
+                           "bench aggregate --edge-scale nan --quiet", "bench aggregate --repeats 0 --quiet",
+                           "demo --repeats -1", "bench sweep --repeats -3 --json /dev/null --quiet",
+                           "bench sweep --start-edges 0 --json /dev/null --quiet"}) {
+    CliRun r = run_cli(args);
+    EXPECT_NE(r.status, 0) << args << "\n" << r.output;
+    EXPECT_EQ(r.output.find("median"), std::string::npos) << args << ": it ran\n" << r.output;
+  }
+}
+
 TEST_F(Cli, BenchWritesVersionedJsonAndMarkdown) {
   CliRun r = run_cli("bench aggregate --workload arxiv-like --device cpu --edge-scale 0.01 --repeats 3 --quiet --json " +
                   path("b.json") + " --markdown " + path("b.md"));

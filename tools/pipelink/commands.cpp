@@ -130,11 +130,19 @@ int cmd_aggregate(const AggregateFileOptions& o) {
   Tensor w;
   if (!o.w.empty()) w = read_npy(o.w);
   else if (g.weight.defined() && g.weight.numel() == g.num_edges()) w = g.weight;
+  // Weights: one float per edge. Integer weights were once "converted" to NaN and the run went
+  // on (a review found it, session 43): refused instead, as are other shapes (the op would take
+  // a [E, 1] array's E elements without a word otherwise).
+  if (!o.w.empty() && w.dtype() != DType::f32 && w.dtype() != DType::f64)
+    throw ContractViolationError("aggregate", "w", field::dtype, "float32 or float64 (from " + o.w + ")",
+                                 std::string(dtype_name(w.dtype())));
+  if (!o.w.empty() && w.rank() != 1)
+    throw ContractViolationError("aggregate", "w", field::rank, "1 ([E] from " + o.w + ")", std::to_string(w.rank()));
   if (w.defined() && w.dtype() != x.dtype()) w = [&] {
-    // .npy weights in another float type than x are converted rather than refused.
+    // Float weights of the other float type than x are converted rather than refused.
     Tensor c = TensorBuilder().shape({w.numel()}).dtype(x.dtype()).build();
     for (std::int64_t i = 0; i < w.numel(); ++i) {
-      const double v = w.dtype() == DType::f64 ? w.data_as<double>()[i] : w.dtype() == DType::f32 ? w.data_as<float>()[i] : NAN;
+      const double v = w.dtype() == DType::f64 ? w.data_as<double>()[i] : w.data_as<float>()[i];
       if (x.dtype() == DType::f64) c.data_as<double>()[i] = v;
       else c.data_as<float>()[i] = float(v);
     }

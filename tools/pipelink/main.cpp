@@ -46,7 +46,7 @@ int main(int argc, char** argv) {
   auto* demo = app.add_subcommand("demo", "The main job: the fused aggregate on an embedded workload, checked and "
                                           "compared with the materialized three-op path");
   demo->add_option("--workload", demo_opts.workload, "Named workload")->capture_default_str();
-  demo->add_option("--repeats", demo_opts.repeats, "Timed repeats")->capture_default_str();
+  demo->add_option("--repeats", demo_opts.repeats, "Timed repeats")->capture_default_str()->check(CLI::PositiveNumber);
 
   // aggregate
   tools::AggregateFileOptions agg;
@@ -69,9 +69,12 @@ int main(int argc, char** argv) {
   bagg->add_option("--workload", bopt.workload, "arxiv-like|products-like|seed-40M|power-law")->capture_default_str();
   bagg->add_option("--order", bopt.order, "random|dst-sorted")->capture_default_str();
   bagg->add_option("--device", device, "cpu (cuda with the CUDA backend)")->capture_default_str();
-  bagg->add_option("--repeats", bopt.repeats, "Timed repeats (>= 10 for the protocol)")->capture_default_str();
+  bagg->add_option("--repeats", bopt.repeats, "Timed repeats (>= 10 for the protocol)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   bagg->add_option("--seed", bopt.seed, "Workload seed")->capture_default_str();
-  bagg->add_option("--edge-scale", bopt.edge_scale, "Scale the workload's edge count (1 = as registered)");
+  bagg->add_option("--edge-scale", bopt.edge_scale, "Scale the workload's edge count (1 = as registered)")
+      ->check(CLI::PositiveNumber);
   bagg->add_flag("--relabel", bopt.relabel,
                  "Rename the nodes by a random permutation after generation (power-law's hubs at random ids "
                  "instead of R-MAT's low ones)");
@@ -95,9 +98,10 @@ int main(int argc, char** argv) {
   auto* bsweep = bench->add_subcommand("sweep", "Edge-count sweep: E doubles until each path runs out of memory");
   bsweep->add_option("--workload", sweep.workload, "Named workload giving N and F (edges drawn uniformly)")->capture_default_str();
   bsweep->add_option("--device", sweep_device, "cpu|cuda[:N]")->capture_default_str();
-  bsweep->add_option("--start-edges", sweep.start_edges, "First edge count")->capture_default_str();
-  bsweep->add_option("--max-edges", sweep.max_edges, "Stop after this edge count (0: until every path fails; CPU caps at 2^26)");
-  bsweep->add_option("--repeats", sweep.repeats, "Timed repeats per point")->capture_default_str();
+  bsweep->add_option("--start-edges", sweep.start_edges, "First edge count")->capture_default_str()->check(CLI::PositiveNumber);
+  bsweep->add_option("--max-edges", sweep.max_edges, "Stop after this edge count (0: until every path fails; CPU caps at 2^26)")
+      ->check(CLI::NonNegativeNumber);
+  bsweep->add_option("--repeats", sweep.repeats, "Timed repeats per point")->capture_default_str()->check(CLI::PositiveNumber);
   bsweep->add_option("--json", sweep_json, "Write the JSON here (plot with bench/plot_sweep.py)")->required();
   bsweep->add_flag("--quiet", sweep_quiet, "No progress lines on stderr");
 
