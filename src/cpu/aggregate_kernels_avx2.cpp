@@ -41,7 +41,9 @@ template <> struct S<float> {
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static V tanh(V v) { return tanh_f32<P8>(v); }
-  static V relu(V v) { return _mm256_max_ps(v, _mm256_setzero_ps()); }
+  // max(0, v): MAXPS returns its second operand where either is NaN, so NaN stays NaN (as
+  // torch.relu and the float64 oracle); max(v, 0) turned NaN into 0 (a review, session 43).
+  static V relu(V v) { return _mm256_max_ps(_mm256_setzero_ps(), v); }
   static V sigmoid(V v) {
     const V one = _mm256_set1_ps(1.f);
     return _mm256_div_ps(one, _mm256_add_ps(one, Sleef_expf8_u10avx2(_mm256_sub_ps(_mm256_setzero_ps(), v))));
@@ -60,7 +62,7 @@ template <> struct S<double> {
   static V add(V a, V b) { return _mm256_add_pd(a, b); }
   static V mul(V a, V b) { return _mm256_mul_pd(a, b); }
   static V tanh(V v) { return Sleef_tanhd4_u10avx2(v); }
-  static V relu(V v) { return _mm256_max_pd(v, _mm256_setzero_pd()); }
+  static V relu(V v) { return _mm256_max_pd(_mm256_setzero_pd(), v); }  // NaN stays NaN (above)
   static V sigmoid(V v) {
     const V one = _mm256_set1_pd(1.);
     return _mm256_div_pd(one, _mm256_add_pd(one, Sleef_expd4_u10avx2(_mm256_sub_pd(_mm256_setzero_pd(), v))));

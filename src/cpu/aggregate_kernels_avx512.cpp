@@ -38,7 +38,7 @@ template <> struct S<float> {
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V tanh(V v) { return tanh_f32<P16>(v); }
-  static V relu(V v) { return _mm512_max_ps(v, _mm512_setzero_ps()); }
+  static V relu(V v) { return _mm512_max_ps(_mm512_setzero_ps(), v); }  // NaN stays NaN (see the AVX2 build)
   static V sigmoid(V v) {
     const V one = _mm512_set1_ps(1.f);
     return _mm512_div_ps(one, _mm512_add_ps(one, Sleef_expf16_u10avx512f(_mm512_sub_ps(_mm512_setzero_ps(), v))));
@@ -57,7 +57,7 @@ template <> struct S<double> {
   static V add(V a, V b) { return _mm512_add_pd(a, b); }
   static V mul(V a, V b) { return _mm512_mul_pd(a, b); }
   static V tanh(V v) { return Sleef_tanhd8_u10avx512f(v); }
-  static V relu(V v) { return _mm512_max_pd(v, _mm512_setzero_pd()); }
+  static V relu(V v) { return _mm512_max_pd(_mm512_setzero_pd(), v); }
   static V sigmoid(V v) {
     const V one = _mm512_set1_pd(1.);
     return _mm512_div_pd(one, _mm512_add_pd(one, Sleef_expd8_u10avx512f(_mm512_sub_pd(_mm512_setzero_pd(), v))));

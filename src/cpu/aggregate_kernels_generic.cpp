@@ -21,7 +21,7 @@ template <> struct S<float> {
   static V add(V a, V b) { return a + b; }
   static V mul(V a, V b) { return a * b; }
   static V tanh(V v) { return tanh_f32_scalar(v); }
-  static V relu(V v) { return v > 0.f ? v : 0.f; }
+  static V relu(V v) { return v < 0.f ? 0.f : v; }  // NaN stays NaN
   static V sigmoid(V v) { return 1.f / (1.f + Sleef_expf_u10(-v)); }
   static V tanh_u10(V v) { return Sleef_tanhf_u10(v); }
   static float scalar_tanh(float v) { return tanh_f32_scalar(v); }
@@ -37,7 +37,7 @@ template <> struct S<double> {
   static V add(V a, V b) { return a + b; }
   static V mul(V a, V b) { return a * b; }
   static V tanh(V v) { return Sleef_tanh_u10(v); }
-  static V relu(V v) { return v > 0. ? v : 0.; }
+  static V relu(V v) { return v < 0. ? 0. : v; }
   static V sigmoid(V v) { return 1. / (1. + Sleef_exp_u10(-v)); }
   static V tanh_u10(V v) { return Sleef_tanh_u10(v); }
   static double scalar_tanh(double v) { return Sleef_tanh_u10(v); }

@@ -26,7 +26,7 @@ template <class T, int Tr, bool Accurate = false>
 inline T phi_scalar(T v) {
   if constexpr (Tr == 0) return v;
   else if constexpr (Tr == 1) return Accurate ? S<T>::scalar_tanh_u10(v) : S<T>::scalar_tanh(v);
-  else if constexpr (Tr == 2) return v > T(0) ? v : T(0);
+  else if constexpr (Tr == 2) return v < T(0) ? T(0) : v;  // NaN stays NaN, as the vector forms
   else return T(1) / (T(1) + S<T>::scalar_exp(-v));
 }
 
