@@ -143,17 +143,23 @@ TEST(AggregateOracle, NonFiniteValuesPassThroughEveryTransform) {
       const double special[] = {std::nan(""), INFINITY, -INFINITY};
       for (int k = 0; k < 3; ++k)
         for (std::int64_t f = 0; f < F; ++f) {
-          if (t == DType::f32) x.data_as<float>()[2 * k * F + f] = float(special[k]);
-          else x.data_as<double>()[2 * k * F + f] = special[k];
+          if (t == DType::f32)
+            x.data_as<float>()[2 * k * F + f] = float(special[k]);
+          else
+            x.data_as<double>()[2 * k * F + f] = special[k];
         }
       for (Transform tr : {Transform::identity, Transform::tanh, Transform::relu, Transform::sigmoid}) {
         SCOPED_TRACE(std::string(dtype_name(t)) + " F=" + std::to_string(F) + " " + std::string(transform_name(tr)));
         auto want = [&](double v) {
           switch (tr) {
-            case Transform::identity: return v;
-            case Transform::tanh: return std::tanh(v);
-            case Transform::relu: return std::isnan(v) ? v : v < 0 ? 0.0 : v;
-            case Transform::sigmoid: return 1.0 / (1.0 + std::exp(-v));
+            case Transform::identity:
+              return v;
+            case Transform::tanh:
+              return std::tanh(v);
+            case Transform::relu:
+              return std::isnan(v) ? v : v < 0 ? 0.0 : v;
+            case Transform::sigmoid:
+              return 1.0 / (1.0 + std::exp(-v));
           }
           return v;
         };

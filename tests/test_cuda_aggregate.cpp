@@ -1942,23 +1942,29 @@ TEST_F(CudaAggregate, NonFiniteValuesPassThroughEveryTransform) {
       const double special[] = {std::nan(""), INFINITY, -INFINITY};
       for (int k = 0; k < 3; ++k)
         for (std::int64_t f = 0; f < F; ++f) {
-          if (t == DType::f32) x.data_as<float>()[2 * k * F + f] = float(special[k]);
-          else x.data_as<double>()[2 * k * F + f] = special[k];
+          if (t == DType::f32)
+            x.data_as<float>()[2 * k * F + f] = float(special[k]);
+          else
+            x.data_as<double>()[2 * k * F + f] = special[k];
         }
       Tensor xg = gpu(x), sg = gpu(g.src), dg = gpu(g.dst);
       for (Transform tr : {Transform::identity, Transform::tanh, Transform::relu, Transform::sigmoid}) {
         auto want = [&](double v) {
           switch (tr) {
-            case Transform::identity: return v;
-            case Transform::tanh: return std::tanh(v);
-            case Transform::relu: return std::isnan(v) ? v : v < 0 ? 0.0 : v;
-            case Transform::sigmoid: return 1.0 / (1.0 + std::exp(-v));
+            case Transform::identity:
+              return v;
+            case Transform::tanh:
+              return std::tanh(v);
+            case Transform::relu:
+              return std::isnan(v) ? v : v < 0 ? 0.0 : v;
+            case Transform::sigmoid:
+              return 1.0 / (1.0 + std::exp(-v));
           }
           return v;
         };
         for (Path p : kPaths) {
-          SCOPED_TRACE(std::string(dtype_name(t)) + " F=" + std::to_string(F) + " " +
-                       std::string(transform_name(tr)) + " " + path_name(p));
+          SCOPED_TRACE(std::string(dtype_name(t)) + " F=" + std::to_string(F) + " " + std::string(transform_name(tr)) +
+                       " " + path_name(p));
           Tensor out = poisoned_gpu(N, F, t);
           run_path(p, xg, sg, dg, std::nullopt, out, AggregateOptions{tr, false});
           const Tensor got_t = host(out);

@@ -16,7 +16,8 @@ double phi64(double v, Transform t) {
   switch (t) {
     case Transform::identity: return v;
     case Transform::tanh: return std::tanh(v);
-    case Transform::relu: return v < 0 ? 0 : v;  // NaN stays NaN (torch.relu, np.maximum)
+    case Transform::relu:
+      return v < 0 ? 0 : v;  // NaN stays NaN (torch.relu, np.maximum)
     case Transform::sigmoid: return 1.0 / (1.0 + std::exp(-v));
   }
   return v;

@@ -83,7 +83,8 @@ __device__ __forceinline__ T phi(T v, int transform) {
   switch (transform) {
     case 0: return v;
     case 1: return tanh(v);
-    case 2: return v < T(0) ? T(0) : v;  // NaN stays NaN, as on the CPU
+    case 2:
+      return v < T(0) ? T(0) : v;  // NaN stays NaN, as on the CPU
     default: return T(1) / (T(1) + exp(-v));
   }
 }
@@ -91,7 +92,8 @@ __device__ __forceinline__ float phi(float v, int transform) {
   switch (transform) {
     case 0: return v;
     case 1: return tanh_f32(v);
-    case 2: return v < 0.f ? 0.f : v;
+    case 2:
+      return v < 0.f ? 0.f : v;
     default: return 1.f / (1.f + expf(-v));
   }
 }
