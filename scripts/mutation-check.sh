@@ -33,7 +33,7 @@ mutations=(
   "one-shot destination ranges past their limit@src/cuda/aggregate.cu@short_build::one_shot_destination_ranges(E, double(free_b), temp, knobs.test_oneshot_dest_ranges) == 0@false@1@CudaAggregate.OneShotOnAFullDeviceRunsEdgeRanges"
   "status slots never take a second page@src/cuda/aggregate.cu@    if (free_list().empty()) {@    if (free_list().empty() \&\& slots() == 0) {@1@CudaAggregate.StatusSlotsPastOnePage"
   "later edge range raises and loses the earlier sums@src/cuda/aggregate.cu@        return finish_lean(e0, e);@        throw;@1@CudaAggregate.OneShotLaterRangeOutOfMemoryLosesNoEdge"
-  "cuda relu turns NaN into 0@src/cuda/aggregate.cu@    case 2: return v < 0.f ? 0.f : v;@    case 2: return v > 0.f ? v : 0.f;@1@CudaAggregate.NonFiniteValuesPassThroughEveryTransform"
+  "cuda relu turns NaN into 0@src/cuda/aggregate.cu@return v < 0.f ? 0.f : v;@return v > 0.f ? v : 0.f;@1@CudaAggregate.NonFiniteValuesPassThroughEveryTransform"
   "full-device one-shot allocates the pairs it cannot hold@src/cuda/aggregate.cu@else if (!capped) kept = DeviceBuffer::try_make(E * sizeof(Pair), s);@else if (!capped) kept = DeviceBuffer(E * sizeof(Pair), s);@1@CudaAggregate.OneShotOnAFullDeviceRunsEdgeRanges"
   "unsigned li copies for any row stride@src/cuda/aggregate.cu@const bool li_unsigned = (issue == 2 || (issue == 3 && TR != 1)) && xs >= 0 && xs < (std::int64_t(1) << 29);@const bool li_unsigned = (issue == 2 || (issue == 3 && TR != 1)) && xs >= 0;@1@CudaAggregate.RowStridesPastFourGigabytes"
   "signed li copies for any row stride@src/cuda/aggregate.cu@const bool li_signed = issue == 1 && xs > -(std::int64_t(1) << 29) && xs < (std::int64_t(1) << 29);@const bool li_signed = issue == 1;@1@CudaAggregate.RowStridesPastFourGigabytes"
