@@ -19,7 +19,7 @@ namespace pipelink::bench {
 namespace {
 
 bool out_of_memory(const std::exception& e) {
-  if (dynamic_cast<const std::bad_alloc*>(&e)) return true;
+  if (dynamic_cast<const std::bad_alloc*>(&e) || dynamic_cast<const OutOfMemoryError*>(&e)) return true;
   const std::string what = e.what();
   return what.find("cudaErrorMemoryAllocation") != std::string::npos || what.find("out of memory") != std::string::npos;
 }

@@ -123,6 +123,23 @@ TEST(AggregateOracle, SingleNodeSelfLoops) {
   check_case(c);  // every edge is 0 -> 0
 }
 
+TEST(AggregateOracle, ZeroFeaturesIsAnEmptyResult) {
+  // F = 0: x and out [N, 0], whose outer stride is 0 (as NumPy's), once refused as an output
+  // overlapping itself (a review, session 43). Every path, plain and accumulating, and a plan.
+  const auto seed = fresh_seed();
+  EdgeList g = uniform_graph(10, 50, seed);
+  Tensor x = TensorBuilder().shape({10, 0}).build(), w = random_tensor({50}, DType::f32, seed + 1);
+  for (const Path& p : kPaths)
+    for (bool acc : {false, true}) {
+      SCOPED_TRACE(std::string(p.name) + (acc ? " accumulating" : ""));
+      Tensor out = TensorBuilder().shape({10, 0}).build();
+      EXPECT_NO_THROW(p.run(x, g.src, g.dst, w.view(), out, AggregateOptions{Transform::tanh, acc}));
+    }
+  AggregatePlan plan = AggregatePlan::build(g.src, g.dst, 10);
+  Tensor out = TensorBuilder().shape({10, 0}).build();
+  EXPECT_NO_THROW(aggregate(plan, x, w.view(), out));
+}
+
 TEST(AggregateOracle, NonFiniteValuesPassThroughEveryTransform) {
   // x rows of NaN, +inf and -inf sent along one edge each: NaN stays NaN in every transform
   // (relu's max(v, 0) once made it 0, in the vector and scalar forms alike: a review, session
@@ -520,6 +537,30 @@ TEST(AggregateDeterminism, HostThreadsSharingAPlanGiveTheOneThreadBits) {
 }
 
 // ---- weights in plan order (AggregatePlan::permute_weights) --------------------------------
+
+TEST(AggregatePlanContract, NodeCountsOutsideTheirRangeAreClearErrors) {
+  // num_nodes is tied to no tensor at a plan build: a negative count, or one whose plan could not
+  // be sized (INT64_MAX once crashed the CPU build with a division by zero: a review, session
+  // 43), is a contract error; one past memory an OutOfMemoryError naming its bytes.
+  const auto seed = fresh_seed();
+  EdgeList g = uniform_graph(4, 10, seed);
+  for (std::int64_t n : {std::int64_t(-1), std::numeric_limits<std::int64_t>::max(), std::int64_t(1) << 60}) {
+    try {
+      (void)AggregatePlan::build(g.src, g.dst, n);
+      ADD_FAILURE() << n << ": no error";
+    } catch (const ContractViolationError& e) {
+      EXPECT_EQ(e.port(), "num_nodes") << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::to_string(n)), std::string::npos) << e.what();
+    }
+  }
+  try {
+    (void)AggregatePlan::build(g.src, g.dst, (std::int64_t(1) << 60) - 1);
+    ADD_FAILURE() << "a plan of 2^60 - 1 nodes built";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_EQ(e.requested(), std::uint64_t(1) << 63) << e.what();  // (N + 1) x 8 bytes of row offsets
+    EXPECT_NE(std::string(e.what()).find("9223372036854775808 bytes"), std::string::npos) << e.what();
+  }
+}
 
 TEST(AggregatePlanWeights, SameBitsAsWeightsInEdgeOrder) {
   // A run given the weights in plan order uses the same weight for every edge, so the same sums

@@ -77,7 +77,8 @@ class ParseError : public Error {
   std::int64_t line_;
 };
 
-/// A device allocation failed. Says how many bytes were asked for and how many the device had free.
+/// An allocation failed (on the device, or on the host for CPU tensors and plans). Says how many
+/// bytes were asked for and how many the device had free (the host: its available memory).
 class OutOfMemoryError : public Error {
  public:
   OutOfMemoryError(std::uint64_t requested, std::uint64_t free_bytes, const std::string& what)

@@ -60,8 +60,12 @@ AggregatePlan AggregatePlan::build(const TensorView& src, const TensorView& dst,
   for (const auto& p : def.ports)
     if (p.name == "src" || p.name == "dst") ports.push_back(p);
   (void)check_contract("aggregate_plan", ports, {}, {}, {{"src", src}, {"dst", dst}}, {});
-  if (num_nodes < 0)
-    throw ContractViolationError("aggregate_plan", "num_nodes", field::attribute, "a count >= 0", std::to_string(num_nodes));
+  // Below 2^60, so that a plan's 8 bytes a node never overflow a size: INT64_MAX once crashed
+  // the CPU build with a division by zero (a review, session 43). Past memory, the allocation
+  // says how many bytes it asked for (OutOfMemoryError).
+  if (num_nodes < 0 || num_nodes >= (std::int64_t(1) << 60))
+    throw ContractViolationError("aggregate_plan", "num_nodes", field::attribute, "a count in [0, 2^60)",
+                                 std::to_string(num_nodes));
   const auto builder = g_builders[std::size_t(src.device().kind)];
   if (!builder)
     throw BackendUnavailableError(fmt::format("no aggregate plan builder for {} in this build", src.device().str()));

@@ -14,7 +14,8 @@ struct FreeDeleter {
 };
 using HostBuffer = std::unique_ptr<void, FreeDeleter>;
 
-/// Uninitialised, at least `align`-aligned (a power of two). Throws std::bad_alloc.
+/// Uninitialised, at least `align`-aligned (a power of two). Throws OutOfMemoryError (the bytes
+/// asked for and the host's available memory).
 /// `*allocated` (optional) receives the bytes actually reserved.
 HostBuffer allocate_host(std::size_t bytes, std::size_t align = 64, std::size_t* allocated = nullptr);
 

@@ -5,11 +5,15 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <new>
 #include <stdexcept>
 
 #include <sys/mman.h>
+#include <unistd.h>
+
+#include "pipelink/error.hpp"
 
 #include "core/host_memory.hpp"
 #include "core/strided.hpp"
@@ -21,9 +25,17 @@ HostBuffer allocate_host(std::size_t bytes, std::size_t align, std::size_t* allo
   constexpr std::size_t kHuge = std::size_t(2) << 20;
   const bool huge = bytes >= 4 * kHuge;
   align = std::max({align, sizeof(void*), huge ? kHuge : std::size_t(1)});
+  // An OutOfMemoryError with the bytes, as the device's (Python: MemoryError); was bad_alloc.
+  auto fail = [&] {
+    const long pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    const std::uint64_t avail = pages > 0 && page > 0 ? std::uint64_t(pages) * std::uint64_t(page) : 0;
+    return OutOfMemoryError(bytes, avail,
+                            fmt::format("host allocation of {} bytes failed ({} bytes of memory available)", bytes, avail));
+  };
+  if (bytes > std::numeric_limits<std::size_t>::max() - align) throw fail();
   const std::size_t n = std::max(align, (bytes + align - 1) / align * align);
   void* p = std::aligned_alloc(align, n);
-  if (!p) throw std::bad_alloc();
+  if (!p) throw fail();
   if (huge) ::madvise(p, n, MADV_HUGEPAGE);  // advisory: failure only costs speed
   if (allocated) *allocated = n;
   return HostBuffer(p);
@@ -100,6 +112,9 @@ bool TensorView::overlaps(const TensorView& o) const noexcept {
 }
 
 bool TensorView::self_overlaps() const noexcept {
+  // No element, no overlap: [N, 0] views have an outer stride of 0 (TensorBuilder's, NumPy's),
+  // and F = 0 was refused as an output overlapping itself (a review, session 43).
+  if (numel() == 0) return false;
   // Sorted by |stride|, each stride must step past everything the inner dimensions span.
   std::array<std::pair<std::int64_t, std::int64_t>, kMaxRank> dims{};  // (|stride|, size)
   int n = 0;
