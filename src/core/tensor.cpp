@@ -29,8 +29,8 @@ HostBuffer allocate_host(std::size_t bytes, std::size_t align, std::size_t* allo
   auto fail = [&] {
     const long pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
     const std::uint64_t avail = pages > 0 && page > 0 ? std::uint64_t(pages) * std::uint64_t(page) : 0;
-    return OutOfMemoryError(bytes, avail,
-                            fmt::format("host allocation of {} bytes failed ({} bytes of memory available)", bytes, avail));
+    return OutOfMemoryError(
+        bytes, avail, fmt::format("host allocation of {} bytes failed ({} bytes of memory available)", bytes, avail));
   };
   if (bytes > std::numeric_limits<std::size_t>::max() - align) throw fail();
   const std::size_t n = std::max(align, (bytes + align - 1) / align * align);
