@@ -531,6 +531,15 @@ TEST_F(GraphFiles, SnapValid) {
   EXPECT_EQ(edges_of(load_graph(p)), edges_of(g));
 }
 
+TEST_F(GraphFiles, SnapClassicMacLineEndings) {
+  // Lines ended by a lone CR (and a mix): each is a line. Read as one line before, every edge
+  // but the first was dropped as an extra column (a review, session 43).
+  EXPECT_EQ(edges_of(load_snap(write("cr.txt", "0 1\r1 2\r2 3\r3 0\r"))), (Edges{{0, 1}, {1, 2}, {2, 3}, {3, 0}}));
+  EXPECT_EQ(edges_of(load_snap(write("mix.txt", "# c\r0 1\r\n1 2\n\r2 3"))), (Edges{{0, 1}, {1, 2}, {2, 3}}));
+  const auto m = write("cr.mtx", "%%MatrixMarket matrix coordinate pattern general\r% c\r3 3 2\r1 2\r3 1\r");
+  EXPECT_EQ(edges_of(load_matrix_market(m)), (Edges{{1, 0}, {0, 2}}));
+}
+
 TEST_F(GraphFiles, SnapEmpty) {
   const auto p = write("empty.txt", "# nothing here\n# at all\n");
   auto g = load_snap(p);
@@ -636,6 +645,8 @@ TEST_F(MalformedGraphFiles, SnapNegativeId) {
 TEST_F(MalformedGraphFiles, SnapIdTooLarge) {
   expect_snap_error("0 1\n\n2 5\n", 3, "node id 5 is out of range for num_nodes = 5", 5);
   expect_snap_error("99999999999999999999 1\n", 1, "does not fit in 64 bits");
+  // Inferred, the node count would be INT64_MAX + 1 (it overflowed to a negative count before).
+  expect_snap_error("0 1\n0 9223372036854775807\n", 2, "node id 9223372036854775807 leaves no room for a node count");
 }
 
 TEST_F(MalformedGraphFiles, MissingFile) {
@@ -692,11 +703,15 @@ TEST_F(MalformedGraphFiles, MatrixMarketIndexOutOfRange) {
 
 TEST_F(MalformedGraphFiles, MatrixMarketBadEntry) {
   expect_mm_error("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 0.5\n2 2\n", 4,
-                  "expected an entry 'row column value', got '2 2'");
+                  "expected an entry 'row column value' (a finite float32 value), got '2 2'");
   expect_mm_error("%%MatrixMarket matrix coordinate integer general\n3 3 1\n1 1 0.5\n", 3,
                   "expected an entry 'row column value', got '1 1 0.5'");
   expect_mm_error("%%MatrixMarket matrix coordinate pattern general\n3 3 1\n1 b\n", 3,
                   "expected an entry 'row column', got '1 b'");
+  // Weights are finite float32 values: 1e39 (once inf), NaN and inf are refused.
+  for (const char* v : {"1e39", "-1e39", "nan", "inf", "-inf"})
+    expect_mm_error(std::string("%%MatrixMarket matrix coordinate real general\n3 3 2\n1 1 0.5\n2 1 ") + v + "\n", 4,
+                    "(a finite float32 value), got '2 1 " + std::string(v) + "'");
 }
 
 TEST_F(MalformedGraphFiles, LoadGraphNumNodesSmallerThanMatrix) {

@@ -271,6 +271,12 @@ TEST_F(MalformedNpy, MalformedHeaderDict) {
   expect_error_for(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1), }", "",
                    "rank 7 exceeds");
   expect_error_for(1, "not a dict", "", "malformed .npy header");
+  // Bytes after the dict: trailing text, or a header length that overran the dict into the data
+  // (read as the data shifted by 4 bytes before: a review, session 43).
+  const std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }";
+  expect_error_for(1, dict + " garbage!!", std::string(12, '\0'), "unexpected bytes after the dict");
+  expect_error_for(1, dict + std::string("\x00\x00\x80\x3f", 4), raw(std::vector<float>{2, 3, 4}),
+                   "unexpected bytes after the dict");
 }
 
 TEST_F(MalformedNpy, MissingFile) {

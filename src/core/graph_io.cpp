@@ -11,8 +11,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <charconv>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 #include <vector>
 
@@ -84,7 +86,9 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-// Iterates over the lines of a buffer ("\n" or "\r\n" endings); numbers them from 1.
+// Iterates over the lines of a buffer ("\n", "\r\n" or a lone "\r" ending: classic Mac files,
+// whose lines were once read as one, every edge after the first dropped as an extra column: a
+// review, session 43); numbers them from 1.
 class Lines {
  public:
   explicit Lines(std::string_view text) : rest_(text) {
@@ -92,10 +96,14 @@ class Lines {
   }
   bool next(std::string_view& line) {
     if (rest_.empty()) return false;
-    const std::size_t nl = rest_.find('\n');
+    const std::size_t nl = rest_.find_first_of("\r\n");
     line = rest_.substr(0, nl);
-    rest_.remove_prefix(nl == std::string_view::npos ? rest_.size() : nl + 1);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (nl == std::string_view::npos) {
+      rest_ = {};
+    } else {
+      const bool crlf = rest_[nl] == '\r' && nl + 1 < rest_.size() && rest_[nl + 1] == '\n';
+      rest_.remove_prefix(nl + (crlf ? 2 : 1));
+    }
     ++number_;
     return true;
   }
@@ -143,7 +151,7 @@ struct EdgeBuffers {
   }
 };
 
-std::size_t count_lines(std::string_view text) {
+std::size_t count_lines(std::string_view text) {  // an estimate for reserve(): CR-only files count 1
   return std::size_t(std::count(text.begin(), text.end(), '\n')) + 1;
 }
 
@@ -184,6 +192,10 @@ EdgeList parse_snap(const std::string& path, std::string_view text, std::int64_t
     edges.src.push_back(u);
     edges.dst.push_back(v);
     max_id = std::max({max_id, u, v});
+    // Inferred, the node count is the largest id + 1, which must be an int64 too.
+    if (num_nodes == 0 && max_id == std::numeric_limits<std::int64_t>::max())
+      throw ParseError(path, lines.number(),
+                       fmt::format("node id {} leaves no room for a node count (the largest id + 1)", max_id));
   }
   return edges.to_edge_list(num_nodes > 0 ? num_nodes : max_id + 1, false);
 }
@@ -271,7 +283,9 @@ bool parse_mm_entry(std::string_view line, MatrixMarketHeader::Field field, std:
   double d = 0;
   auto [p, ec] = std::from_chars(tok.data(), end, d);
   value = float(d);
-  return !tok.empty() && ec == std::errc() && p == end;
+  // A weight must be a finite float32: NaN, inf, and finite values past float's range (1e39
+  // became inf) are refused as malformed (a review, session 43).
+  return !tok.empty() && ec == std::errc() && p == end && std::isfinite(value);
 }
 
 EdgeList parse_matrix_market(const std::string& path, std::string_view text, std::int64_t num_nodes) {
@@ -300,7 +314,10 @@ EdgeList parse_matrix_market(const std::string& path, std::string_view text, std
     std::int64_t i = 0, j = 0;
     float value = 0;
     if (!parse_mm_entry(line, h.field, i, j, value))
-      throw ParseError(path, lines.number(), fmt::format("expected an entry {}, got {}", expect, quoted(line)));
+      throw ParseError(path, lines.number(),
+                       fmt::format("expected an entry {}{}, got {}", expect,
+                                   h.field == MatrixMarketHeader::Field::real ? " (a finite float32 value)" : "",
+                                   quoted(line)));
     if (i < 1 || j < 1)
       throw ParseError(path, lines.number(), fmt::format("entry ({}, {}): Matrix Market indices start at 1", i, j));
     if (i > size.rows || j > size.cols)

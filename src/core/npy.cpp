@@ -103,6 +103,11 @@ class HeaderParser {
       expect(',');
     }
     expect('}');
+    // After the dict only padding: spaces and the final newline. Other bytes there were once
+    // skipped, so a header length that overran the dict read the data shifted (a review, session
+    // 43); numpy refuses such files too.
+    skip_space();
+    if (pos_ != text_.size()) fail(fmt::format("unexpected bytes after the dict at offset {}", pos_));
     if (!descr || !fortran || !shape) fail("the header needs the keys 'descr', 'fortran_order' and 'shape'");
     if (*fortran) throw ParseError(path_, 0, "Fortran-order arrays are not supported (fortran_order is True)");
     return {to_dtype(*descr), std::move(*shape)};
