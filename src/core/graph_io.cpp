@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -314,10 +314,10 @@ EdgeList parse_matrix_market(const std::string& path, std::string_view text, std
     std::int64_t i = 0, j = 0;
     float value = 0;
     if (!parse_mm_entry(line, h.field, i, j, value))
-      throw ParseError(path, lines.number(),
-                       fmt::format("expected an entry {}{}, got {}", expect,
-                                   h.field == MatrixMarketHeader::Field::real ? " (a finite float32 value)" : "",
-                                   quoted(line)));
+      throw ParseError(
+          path, lines.number(),
+          fmt::format("expected an entry {}{}, got {}", expect,
+                      h.field == MatrixMarketHeader::Field::real ? " (a finite float32 value)" : "", quoted(line)));
     if (i < 1 || j < 1)
       throw ParseError(path, lines.number(), fmt::format("entry ({}, {}): Matrix Market indices start at 1", i, j));
     if (i > size.rows || j > size.cols)
