@@ -17,6 +17,7 @@ stream (torch's or CuPy's), so it composes with their asynchronous execution.
 from __future__ import annotations
 
 import json
+import operator
 from typing import Any, Optional
 
 from . import _pipelink
@@ -151,14 +152,21 @@ def _native(a: Any, fw: str) -> Any:
         return a
     if _TORCH_EXPORT is None:
         _TORCH_EXPORT = getattr(_torch()._C, "_to_dlpack", False)
+    # A tensor with torch's negative bit (x.conj().imag, say) exports its storage unnegated: read
+    # with the wrong sign before (a review, session 43). Inputs are resolved into a copy; an
+    # output that cannot be written as its storage says is refused in _check_out.
+    if a.is_neg():
+        a = a.resolve_neg()
     return _TORCH_EXPORT(a) if _TORCH_EXPORT else a
 
 
 def _refuse_autograd(fw: str, *arrays: Any) -> None:
-    """PipeLink computes no gradients; a tensor that wants one gets an error, not a silent drop."""
-    if fw != "torch":
-        return
-    if _torch().is_grad_enabled() and any(a is not None and getattr(a, "requires_grad", False) for a in arrays):
+    """PipeLink computes no gradients; a tensor that wants one gets an error, not a silent drop.
+
+    Every argument is looked at, whatever x's framework (a NumPy x with a torch ``out`` that
+    requires grad was written in place before: a review, session 43).
+    """
+    if any(getattr(a, "requires_grad", False) is True for a in arrays) and _torch().is_grad_enabled():
         raise RuntimeError("pipelink.aggregate computes no gradients: call it under torch.no_grad() "
                            "or pass tensors that do not require grad (.detach())")
 
@@ -191,6 +199,36 @@ def _check_mode(mode: str) -> None:
         raise ContractViolationError(
             f"aggregate: attribute 'mode' must be one of {'|'.join(_MODES)}, got {mode!r}",
             op="aggregate", port="", field="attribute", expected="|".join(_MODES), actual=str(mode))
+
+
+def _check_numpy(port: str, a: Any, out: bool = False) -> None:
+    """What DLPack cannot carry, named: a read-only output, a byte order other than the machine's.
+
+    (nanobind refused both with "incompatible function arguments" and no port named.) Objects
+    that are not NumPy arrays are left to the binding's own errors.
+    """
+    if not hasattr(getattr(a, "dtype", None), "isnative") or not hasattr(a, "flags"):
+        return
+    if not a.dtype.isnative:
+        raise ContractViolationError(
+            f"aggregate: port '{port}' is {a.dtype.str} (byte-swapped); pass a native-order array "
+            f"(a.astype(a.dtype.newbyteorder('=')))", op="aggregate", port=port, field="dtype",
+            expected="native byte order", actual=a.dtype.str)
+    if out and not a.flags.writeable:
+        raise ContractViolationError(
+            f"aggregate: port '{port}' is read-only (flags.writeable is False)", op="aggregate", port=port,
+            field="access", expected="a writable array", actual="read-only")
+
+
+def _check_out(out: Any, fw: str) -> None:
+    if fw == "numpy":
+        _check_numpy("out", out, out=True)
+    elif fw == "torch" and out.is_neg():
+        raise ContractViolationError(
+            "aggregate: port 'out' has torch's negative bit set (a view such as x.conj().imag): its storage "
+            "holds the negated values, so PipeLink cannot write it; pass a plain tensor",
+            op="aggregate", port="out", field="layout", expected="a tensor without the negative bit",
+            actual="is_neg() is True")
 
 
 def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform: str = "tanh",
@@ -229,10 +267,24 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
     _check_mode(mode)
     fw = _framework(x)
     _refuse_autograd(fw, x, w, out)
+    if plan is not None and (src is not None or dst is not None):
+        # The plan holds its graph: src and dst given beside it were silently ignored before (a
+        # review, session 43), so a call with another graph gave the plan's graph's sums.
+        raise ValueError("aggregate: with plan=, pass src=None and dst=None (the plan holds the graph it was "
+                         "built from; build another plan for another graph)")
+    if plan is not None and mode != "auto":
+        raise ValueError(f"aggregate: mode={mode!r} applies to calls without a plan (a plan's run is "
+                         "deterministic, no atomics)")
     if out is None:
         if accumulate:
             raise ValueError("aggregate: accumulate=True needs `out=` (the array to add into)")
         out = _empty_like_rows(x, fw)
+    else:
+        _check_out(out, _framework(out))
+    if fw == "numpy":
+        for port, a in (("x", x), ("src", src), ("dst", dst), ("w", w)):
+            if a is not None and not isinstance(a, PlanWeights):
+                _check_numpy(port, a)
     stream = _stream_of(x, fw)
     if isinstance(w, PlanWeights):
         if plan is None:
@@ -264,7 +316,11 @@ class AggregatePlan:
         fw = _framework(src)
         self._fw = fw  # whose current stream prepare_weights queues on
         self._build_stream = _stream_keepalive(src, fw)  # must outlive the plan (see there)
-        self._impl = _pipelink.build_plan(_native(src, fw), _native(dst, _framework(dst)), int(num_nodes),
+        # An integer: int() took 6.9 as 6, "6" as 6 and True as 1 (a review, session 43).
+        if isinstance(num_nodes, bool):
+            raise TypeError("AggregatePlan: num_nodes must be an integer, got a bool")
+        num_nodes = operator.index(num_nodes)
+        self._impl = _pipelink.build_plan(_native(src, fw), _native(dst, _framework(dst)), num_nodes,
                                           _stream_of(src, fw))
         if prepare_weights:
             self.prepare_weights()
@@ -332,12 +388,15 @@ class AggregatePlan:
         _refuse_autograd(fw, w)
         values = _empty((int(self.num_edges),), w, fw)
         native = _pipelink.permute_weights(self._impl, _native(w, fw), _native(values, fw), _stream_of(w, fw))
+        if fw == "numpy":
+            values.flags.writeable = False  # runs read it through a view: writes would change their sums
         return PlanWeights(values, native)
 
     def _run_weights(self, x: Any, w: "PlanWeights", out: Any, *, transform: str, accumulate: bool, stream: int,
                      fw: str) -> None:
-        _pipelink.run_plan_weights(self._impl, _native(x, fw), w._impl, _native(out, _framework(out)), transform,
-                                   bool(accumulate), stream)
+        vfw = _framework(w.values)
+        _pipelink.run_plan_weights(self._impl, _native(x, fw), w._impl, _native(w.values, vfw),
+                                   _native(out, _framework(out)), transform, bool(accumulate), stream)
 
     def __call__(self, x: Any, w: Optional[Any] = None, *, transform: str = "tanh", out: Optional[Any] = None,
                  accumulate: bool = False) -> Any:
@@ -352,8 +411,10 @@ class PlanWeights:
     """Edge weights in one plan's edge order, from :meth:`AggregatePlan.permute_weights`.
 
     ``values`` is the permuted array (same kind, dtype and device as the weights given), read
-    only: the native side holds a view of it. Keep the object, not just ``values``: runs check
-    that it was made for their plan.
+    only (NumPy's is marked so): the native side holds a view of it, and each run checks that
+    ``values`` still is that memory (resizing or rebinding it raises ContractViolationError);
+    writing into a torch or CuPy ``values`` would change the sums. Keep the object, not just
+    ``values``: runs check that it was made for their plan.
     """
 
     __slots__ = ("_values", "_impl")

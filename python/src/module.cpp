@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,17 @@ namespace {
 using Array = nb::ndarray<nb::ro>;       // any dtype, any device, read-only is fine for inputs
 using MutArray = nb::ndarray<>;          // outputs
 
+// A DLPack dtype by the name NumPy and torch give it ("float16", "bfloat16", "uint32", ...).
+// DLPack's codes by number: nanobind names Bool only from version 2.
+std::string dlpack_dtype_name(const nb::dlpack::dtype& t) {
+  static constexpr const char* kinds[] = {"int", "uint", "float", nullptr, "bfloat", "complex", "bool"};
+  const char* kind = t.code < std::size(kinds) ? kinds[t.code] : nullptr;
+  std::string s = kind ? std::string(kind) + (t.code == 6 ? "" : std::to_string(t.bits))
+                       : "DLPack type code " + std::to_string(t.code) + " of " + std::to_string(t.bits) + " bits";
+  if (t.lanes != 1) s += " x" + std::to_string(t.lanes) + " lanes";
+  return s;
+}
+
 DType dtype_of(const nb::dlpack::dtype& t, const char* name) {
   using nb::dlpack::dtype_code;
   if (t.lanes == 1) {
@@ -35,8 +47,11 @@ DType dtype_of(const nb::dlpack::dtype& t, const char* name) {
     if (t.code == std::uint8_t(dtype_code::Int) && t.bits == 64) return DType::i64;
     if (t.code == std::uint8_t(dtype_code::UInt) && t.bits == 8) return DType::u8;
   }
-  throw std::invalid_argument(std::string(name) + ": unsupported dtype (code " + std::to_string(t.code) + ", " +
-                              std::to_string(t.bits) + " bits); PipeLink takes float32, float64, int32, int64, uint8");
+  // A contract error with the dtype's name (it said "code 2, 16 bits" for float16 before). uint8
+  // is the image ops' type; each op's own contract then says what its ports take.
+  throw ContractViolationError("pipelink", name, field::dtype,
+                               "float32 or float64 values, int32 or int64 indices (uint8 for images)",
+                               dlpack_dtype_name(t));
 }
 
 Device device_of(int type, int id, const char* name) {
@@ -127,9 +142,18 @@ PyPlanWeights permute_weights_py(const PyPlan& p, const Array& w, const MutArray
   return PyPlanWeights{p.plan.permute_weights(wv, ov, reinterpret_cast<void*>(stream))};
 }
 
-void run_plan_weights_py(const PyPlan& p, const Array& x, const PyPlanWeights& w, const MutArray& out,
-                         const std::string& transform, bool accumulate, std::uintptr_t stream) {
+void run_plan_weights_py(const PyPlan& p, const Array& x, const PyPlanWeights& w, const Array& values,
+                         const MutArray& out, const std::string& transform, bool accumulate, std::uintptr_t stream) {
   const TensorView xv = view_of(x, "x"), ov = view_of(out, "out");
+  // The weights' storage is the Python object's `values`: resized or rebound since
+  // permute_weights (torch's resize_ or set_), the native view would read freed memory (a
+  // review, session 43). Each run checks that `values` still is that memory.
+  const TensorView vv = view_of(values, "w");
+  const TensorView& held = w.weights.values();
+  if (vv.data() != held.data() || vv.numel() != held.numel() || vv.dtype() != held.dtype() || vv.rank() != 1 ||
+      vv.stride(0) != 1)
+    throw ContractViolationError("aggregate", "w", "storage", "the PlanWeights' values as permute_weights wrote them",
+                                 "values resized or rebound since: permute the weights again");
   const AggregateOptions opts = options_of(transform, accumulate, "auto", stream);
   nb::gil_scoped_release release;
   aggregate(p.plan, xv, w.weights, ov, opts);
@@ -253,8 +277,8 @@ NB_MODULE(_pipelink, m) {
   nb::class_<PyPlanWeights>(m, "PlanWeights")
       .def_prop_ro("plan_id", [](const PyPlanWeights& w) { return w.weights.plan_id(); });
   m.def("permute_weights", &permute_weights_py, "plan"_a, "w"_a, "out"_a, "stream"_a);
-  m.def("run_plan_weights", &run_plan_weights_py, "plan"_a, "x"_a, "w"_a, "out"_a, "transform"_a, "accumulate"_a,
-        "stream"_a);
+  m.def("run_plan_weights", &run_plan_weights_py, "plan"_a, "x"_a, "w"_a, "values"_a, "out"_a, "transform"_a,
+        "accumulate"_a, "stream"_a);
   m.def("ops_json", [] { return ops_json(); });
   m.def("inspect_tensor", &inspect_py, "tensor"_a);
   m.def("debug_dump", &dump_py, "tensor"_a, "path"_a);

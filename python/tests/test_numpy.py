@@ -209,12 +209,76 @@ def test_bad_attributes(rng):
 
 def test_unsupported_inputs_get_clear_errors(rng):
     x, src, dst = _inputs(rng)
-    with pytest.raises(ValueError, match="unsupported dtype"):
+    # The dtype by name, as a contract error (it said "code 2, 16 bits" in a plain ValueError).
+    with pytest.raises(pipelink.ContractViolationError, match="float16") as ei:
         pipelink.aggregate(x.astype(np.float16), src, dst, out=np.zeros(x.shape, np.float16))
+    assert ei.value.field == "dtype" and ei.value.port == "x" and ei.value.actual == "float16"
+    with pytest.raises(pipelink.ContractViolationError, match="int16"):
+        pipelink.aggregate(x, src.astype(np.int16), dst.astype(np.int16))
     with pytest.raises(TypeError, match="expected a torch tensor"):
         pipelink.aggregate(x.tolist(), src, dst)
     with pytest.raises(TypeError):
         pipelink.aggregate(x, src.tolist(), dst)
+
+
+def test_read_only_and_byte_swapped_arrays_are_named(rng):
+    # nanobind refused both with "incompatible function arguments", naming no argument.
+    x, src, dst = _inputs(rng)
+    out = np.full(x.shape, 7.0, np.float32)
+    out.flags.writeable = False
+    with pytest.raises(pipelink.ContractViolationError, match="read-only") as ei:
+        pipelink.aggregate(x, src, dst, out=out)
+    assert ei.value.port == "out" and np.all(out == 7.0)
+    for port, args in (("x", (x.astype(">f4"), src, dst)), ("src", (x, src.astype(">i8"), dst))):
+        with pytest.raises(pipelink.ContractViolationError, match="byte-swapped") as ei:
+            pipelink.aggregate(*args)
+        assert ei.value.port == port
+
+
+def test_a_plan_with_another_graph_or_mode_is_refused(rng):
+    # src and dst beside plan= were ignored: the plan's graph was summed, silently (session 43).
+    x, src, dst = _inputs(rng)
+    plan = pipelink.AggregatePlan(src, dst, x.shape[0])
+    other_src, other_dst = random_graph(rng, x.shape[0], len(src))
+    with pytest.raises(ValueError, match="src=None and dst=None"):
+        pipelink.aggregate(x, other_src, other_dst, plan=plan)
+    with pytest.raises(ValueError, match="src=None and dst=None"):
+        pipelink.aggregate(x, src, None, plan=plan)
+    with pytest.raises(ValueError, match="without a plan"):
+        pipelink.aggregate(x, None, None, plan=plan, mode="lean")
+    np.testing.assert_array_equal(pipelink.aggregate(x, None, None, plan=plan), pipelink.aggregate(x, src, dst))
+
+
+def test_num_nodes_must_be_an_integer_in_range(rng):
+    _, src, dst = _inputs(rng)
+    for bad in (float(50.9), "50", True):
+        with pytest.raises(TypeError):
+            pipelink.AggregatePlan(src, dst, bad)
+    assert pipelink.AggregatePlan(src, dst, np.int64(50)).num_nodes == 50
+    with pytest.raises(pipelink.ContractViolationError, match="num_nodes"):
+        pipelink.AggregatePlan(src, dst, 2**62)  # its 8 bytes a node would overflow a size
+    with pytest.raises(MemoryError, match="bytes"):
+        pipelink.AggregatePlan(src, dst, 2**59)  # 4 EiB of row offsets: the bytes, not bad_alloc
+
+
+def test_relu_keeps_nan_and_zero_features_are_an_empty_result(rng):
+    x, src, dst = _inputs(rng)
+    x[src[0]] = np.nan
+    y = pipelink.aggregate(x, src, dst, transform="relu")
+    assert np.all(np.isnan(y[dst[0]]))  # relu(NaN) is NaN, as torch.relu and np.maximum (it was 0)
+    z = pipelink.aggregate(np.zeros((x.shape[0], 0), np.float32), src, dst)
+    assert z.shape == (x.shape[0], 0)
+
+
+def test_plan_weights_values_are_read_only_and_checked(rng):
+    x, src, dst = _inputs(rng)
+    w = rng.uniform(-1, 1, len(src)).astype(np.float32)
+    plan = pipelink.AggregatePlan(src, dst, x.shape[0])
+    pw = plan.permute_weights(w)
+    assert not pw.values.flags.writeable
+    with pytest.raises(ValueError):
+        pw.values[0] = 1.0
+    np.testing.assert_array_equal(plan(x, pw), plan(x, w))
 
 
 def test_overlapping_output_is_refused(rng):

@@ -57,6 +57,42 @@ def test_out_is_written_in_place_cpu(rng):
     check(out, x, src, dst, w)
 
 
+def test_negative_bit_views_are_read_with_their_sign(rng):
+    # x.conj().imag carries torch's negative bit: DLPack exports the storage unnegated, so it was
+    # read with the wrong sign (a review, session 43). Inputs are resolved; an output is refused.
+    z = torch.randn(50, 4, dtype=torch.complex64, generator=torch.Generator().manual_seed(int(rng.integers(1 << 31))))
+    xi = z.conj().imag
+    assert xi.is_neg()
+    _, src, dst, w = graph(rng, 50, 400, 4)
+    np.testing.assert_array_equal(pt.aggregate(xi, src, dst, w).numpy(), pt.aggregate(xi.resolve_neg(), src, dst, w).numpy())
+    out = torch.zeros(50, 4, dtype=torch.complex64).conj().imag
+    assert out.is_neg()
+    with pytest.raises(pipelink.ContractViolationError, match="negative bit"):
+        pipelink.aggregate(xi.resolve_neg(), src, dst, w, out=out)
+
+
+def test_gradients_are_refused_whatever_x_is(rng):
+    # A NumPy x with a torch out that requires grad was written in place, its gradient dropped.
+    x, src, dst, w = graph(rng, 50, 400, 4)
+    out = torch.zeros(50, 4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="no gradients"):
+        pipelink.aggregate(x.numpy(), src.numpy(), dst.numpy(), w.numpy(), out=out)
+    assert torch.count_nonzero(out.detach()) == 0
+
+
+def test_plan_weights_whose_storage_changed_are_refused(rng):
+    # resize_ moves a tensor's storage; the native side's view would read freed memory (a review,
+    # session 43): each run checks that values still is the memory permute_weights wrote.
+    x, src, dst, w = graph(rng, 50, 400, 4)
+    plan = pipelink.AggregatePlan(src, dst, 50)
+    pw = plan.permute_weights(w)
+    before = plan(x, pw).clone()
+    assert torch.equal(before, plan(x, w))
+    pw.values.resize_(1_000_000)
+    with pytest.raises(pipelink.ContractViolationError, match="permute the weights again"):
+        plan(x, pw)
+
+
 def test_errors_with_torch_inputs(rng):
     x, src, dst, w = graph(rng, 50, 500, 8)
     dst[77] = 50
