@@ -245,8 +245,9 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
         out: optional ``[N, F]`` output to write (or add to, with ``accumulate=True``); by
             default a new array of ``x``'s kind, dtype and device.
         accumulate: add into ``out`` instead of overwriting it (rows without edges keep their value).
-        plan: an :class:`AggregatePlan` built from ``(src, dst)``; then ``src``/``dst`` may be
-            ``None`` and the run is deterministic.
+        plan: an :class:`AggregatePlan` built from ``(src, dst)``; then ``src`` and ``dst``
+            must be ``None`` (the plan holds its graph) and ``mode`` ``"auto"``; the run is
+            deterministic.
         mode: ``"auto"`` (deterministic one-shot on CUDA; on a nearly full device it may run
             edge ranges whose bits follow free memory, and logs a warning to stderr),
             ``"one_shot"`` or ``"lean"`` (CUDA
