@@ -1006,6 +1006,16 @@ struct WPermTables {
   std::size_t bytes() const { return tl.bytes() + lidx.bytes() + rs.bytes() + ds.bytes(); }
 };
 
+bool stream_capturing(cudaStream_t q);  // below, with the w permutation
+
+// A wait of `s` on `ev`, recorded outside any capture: inside a capture of `s` (a CUDA graph,
+// torch.cuda.graph's side stream) a plain wait on such an event is an error
+// (cudaErrorStreamCaptureIsolation, H200 v46, the torch capture test); there it becomes the
+// graph's external event wait node.
+void wait_uncaptured_event(cudaStream_t s, cudaEvent_t ev) {
+  PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(s, ev, stream_capturing(s) ? cudaEventWaitExternal : cudaEventWaitDefault));
+}
+
 struct CudaPlan final : AggregatePlan::Impl {
   bool wide = false;      // 64-bit row_ptr / pairs (N or E >= 2^31)
   DeviceBuffer row_ptr;   // P [N + 1]
@@ -1080,7 +1090,7 @@ struct CudaPlan final : AggregatePlan::Impl {
       built = b;
       used = u;
     }
-    PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(s, built, 0));
+    wait_uncaptured_event(s, built);
   }
   void hold_frees_for(cudaStream_t s) noexcept {
     std::lock_guard lock(events_mu);
@@ -2902,7 +2912,7 @@ template <int TR>
 __device__ __forceinline__ float phi_c(float v) {
   if constexpr (TR == 0) return v;
   else if constexpr (TR == 1) return tanh_f32(v);
-  else if constexpr (TR == 2) return v > 0.f ? v : 0.f;
+  else if constexpr (TR == 2) return v < 0.f ? 0.f : v;  // NaN stays NaN (H200, v46: this form missed it)
   else if constexpr (TR == 3) return 1.f / (1.f + expf(-v));
   else return tanhf(v);  // TR 4: tanhf itself, for the A/B of PIPELINK_AGG_TANH=libm
 }
@@ -3664,6 +3674,10 @@ void CudaPlan::on_stream(cudaStream_t s, Fn&& f) {
   PIPELINK_CUDA_CHECK(cudaSetDevice(device.index));
   const bool other_stream = s != stream;
   if (other_stream) wait_for_build(s);
+  // Under a capture of s the plan's stream must not wait for the captured work (that would pull
+  // it into the capture: "unjoined" at its end). The graph reads the plan at each replay, so the
+  // plan must outlive the graph, as any buffer a graph reads.
+  const bool hold = other_stream && !stream_capturing(s);
   struct AfterRun {  // also when a launch throws: the plan's frees must wait for what was queued
     CudaPlan& p;
     cudaStream_t s;
@@ -3671,7 +3685,7 @@ void CudaPlan::on_stream(cudaStream_t s, Fn&& f) {
     ~AfterRun() {
       if (on) p.hold_frees_for(s);
     }
-  } after{*this, s, other_stream};
+  } after{*this, s, hold};
   f();
 }
 
@@ -4100,7 +4114,7 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
     wperm = std::move(t);
   }
   if (!wperm) return nullptr;
-  if (s != stream) PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(s, wperm_done, 0));
+  if (s != stream) wait_uncaptured_event(s, wperm_done);
   return wperm.get();
 }
 
@@ -4209,7 +4223,7 @@ void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView
   const bool f64 = x.dtype() == DType::f64;
   // A compact plan's src column was written on the plan's stream after `built` was recorded:
   // every run on another stream waits for it (with or without w).
-  if (compact && s != stream) PIPELINK_CUDA_CHECK(cudaStreamWaitEvent(s, wperm_done, 0));
+  if (compact && s != stream) wait_uncaptured_event(s, wperm_done);
   const TensorView* wrun = w;  // w, or w brought into plan order in `scratch`
   bool wplan = w_in_plan_order;
   DeviceBuffer scratch;  // freed in stream order after the launches below
