@@ -2912,7 +2912,8 @@ template <int TR>
 __device__ __forceinline__ float phi_c(float v) {
   if constexpr (TR == 0) return v;
   else if constexpr (TR == 1) return tanh_f32(v);
-  else if constexpr (TR == 2) return v < 0.f ? 0.f : v;  // NaN stays NaN (H200, v46: this form missed it)
+  else if constexpr (TR == 2)
+    return v < 0.f ? 0.f : v;  // NaN stays NaN (H200, v46: this form missed it)
   else if constexpr (TR == 3) return 1.f / (1.f + expf(-v));
   else return tanhf(v);  // TR 4: tanhf itself, for the A/B of PIPELINK_AGG_TANH=libm
 }
