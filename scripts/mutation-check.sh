@@ -31,7 +31,7 @@ mutations=(
   "short one-shot keeps one plan@src/cuda/aggregate.cu@K == 0 ? &edge_ranges : nullptr@nullptr@1@CudaAggregate.BuildMemoryCapSortsRangesAndOneShotRunsEdgeRanges"
   "short one-shot runs edge ranges where its pairs fit@src/cuda/aggregate.cu@bool edge_ranges = edge_ranges_if_short && (capped || kept_short);@bool edge_ranges = edge_ranges_if_short;@1@CudaAggregate.OneShotOnAFullDeviceRunsEdgeRanges"
   "one-shot destination ranges past their limit@src/cuda/aggregate.cu@short_build::one_shot_destination_ranges(E, double(free_b), temp, knobs.test_oneshot_dest_ranges) == 0@false@1@CudaAggregate.OneShotOnAFullDeviceRunsEdgeRanges"
-  "status slots never take a second page@src/cuda/aggregate.cu@    if (free_list().empty()) {@    if (free_list().empty() \&\& slots() == 0) {@1@CudaAggregate.StatusSlotsPastOnePage"
+  "status slots never take a second page@src/cuda/aggregate.cu@if (refused()) return;@if (refused() || slots() > 0) return;@1@CudaAggregate.StatusSlotsPastOnePage"
   "later edge range raises and loses the earlier sums@src/cuda/aggregate.cu@        return finish_lean(e0, e);@        throw;@1@CudaAggregate.OneShotLaterRangeOutOfMemoryLosesNoEdge"
   "cuda relu turns NaN into 0@src/cuda/aggregate.cu@return v < 0.f ? 0.f : v;@return v > 0.f ? v : 0.f;@1@CudaAggregate.NonFiniteValuesPassThroughEveryTransform"
   "full-device one-shot allocates the pairs it cannot hold@src/cuda/aggregate.cu@else if (!capped) kept = DeviceBuffer::try_make(E * sizeof(Pair), s);@else if (!capped) kept = DeviceBuffer(E * sizeof(Pair), s);@1@CudaAggregate.OneShotOnAFullDeviceRunsEdgeRanges"
