@@ -141,65 +141,26 @@ TEST(AggregateOracle, ZeroFeaturesIsAnEmptyResult) {
 }
 
 TEST(AggregateOracle, NonFiniteValuesPassThroughEveryTransform) {
-  // x rows of NaN, +inf and -inf sent along one edge each: NaN stays NaN in every transform
-  // (relu's max(v, 0) once made it 0, in the vector and scalar forms alike: a review, session
-  // 43), tanh(+-inf) = +-1, relu(-inf) = 0, sigmoid(-inf) = 0. Every path, at F = 64 (the vector
-  // forms), 3 and 1 (scalar tails), float32 and float64.
+  // x rows of NaN, +inf and -inf sent along one edge each (non_finite_case in test_util.hpp):
+  // NaN stays NaN in every transform (relu's max(v, 0) once made it 0, in the vector and scalar
+  // forms alike: a review, session 43). Every path, at F = 64 (the vector forms), 3 and 1
+  // (scalar tails), float32 and float64; the float64 oracle agrees.
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
   for (DType t : {DType::f32, DType::f64})
     for (std::int64_t F : {64, 3, 1}) {
-      const std::int64_t N = 8;
-      EdgeList g = uniform_graph(N, 4, seed, DType::i64);
-      const std::int64_t s[] = {0, 2, 4, 6}, d[] = {1, 3, 5, 7};
-      for (int e = 0; e < 4; ++e) {
-        g.src.data_as<std::int64_t>()[e] = s[e];
-        g.dst.data_as<std::int64_t>()[e] = d[e];
-      }
-      Tensor x = random_tensor({N, F}, t, seed + 1, -2, 2);
-      const double special[] = {std::nan(""), INFINITY, -INFINITY};
-      for (int k = 0; k < 3; ++k)
-        for (std::int64_t f = 0; f < F; ++f) {
-          if (t == DType::f32)
-            x.data_as<float>()[2 * k * F + f] = float(special[k]);
-          else
-            x.data_as<double>()[2 * k * F + f] = special[k];
-        }
+      const NonFiniteCase c = non_finite_case(t, F, seed);
       for (Transform tr : {Transform::identity, Transform::tanh, Transform::relu, Transform::sigmoid}) {
         SCOPED_TRACE(std::string(dtype_name(t)) + " F=" + std::to_string(F) + " " + std::string(transform_name(tr)));
-        auto want = [&](double v) {
-          switch (tr) {
-            case Transform::identity:
-              return v;
-            case Transform::tanh:
-              return std::tanh(v);
-            case Transform::relu:
-              return std::isnan(v) ? v : v < 0 ? 0.0 : v;
-            case Transform::sigmoid:
-              return 1.0 / (1.0 + std::exp(-v));
-          }
-          return v;
-        };
         for (const Path& p : kPaths) {
           SCOPED_TRACE(p.name);
-          Tensor out = TensorBuilder().shape({N, F}).dtype(t).build();
+          Tensor out = TensorBuilder().shape({NonFiniteCase::kNodes, F}).dtype(t).build();
           poison(out);
-          p.run(x, g.src, g.dst, std::nullopt, out, AggregateOptions{tr, false});
-          for (int k = 0; k < 3; ++k)
-            for (std::int64_t f = 0; f < F; ++f) {
-              const double got = t == DType::f32 ? out.data_as<float>()[(2 * k + 1) * F + f]
-                                                 : out.data_as<double>()[(2 * k + 1) * F + f];
-              const double expect = want(special[k]);
-              if (std::isnan(expect)) {
-                EXPECT_TRUE(std::isnan(got)) << "x = " << special[k] << ", feature " << f << ": " << got;
-              } else {
-                EXPECT_EQ(got, expect) << "x = " << special[k] << ", feature " << f;
-              }
-            }
+          p.run(c.x, c.graph.src, c.graph.dst, std::nullopt, out, AggregateOptions{tr, false});
+          expect_non_finite_rows(out, F, tr);
         }
-        // The float64 oracle agrees (verify_aggregate's reference).
-        AggregateOracle o = aggregate_oracle(x, g.src, g.dst, std::nullopt, AggregateOptions{tr, false});
-        EXPECT_TRUE(std::isnan(o.y.data_as<double>()[1 * F])) << "the oracle's NaN row";
+        const AggregateOracle o = aggregate_oracle(c.x, c.graph.src, c.graph.dst, std::nullopt, AggregateOptions{tr, false});
+        expect_non_finite_rows(o.y, F, tr);
       }
     }
 }

@@ -160,7 +160,7 @@ def _native(a: Any, fw: str) -> Any:
     return _TORCH_EXPORT(a) if _TORCH_EXPORT else a
 
 
-def _refuse_autograd(fw: str, *arrays: Any) -> None:
+def _refuse_autograd(*arrays: Any) -> None:
     """PipeLink computes no gradients; a tensor that wants one gets an error, not a silent drop.
 
     Every argument is looked at, whatever x's framework (a NumPy x with a torch ``out`` that
@@ -267,7 +267,7 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
     """
     _check_mode(mode)
     fw = _framework(x)
-    _refuse_autograd(fw, x, w, out)
+    _refuse_autograd(x, w, out)
     if plan is not None and (src is not None or dst is not None):
         # The plan holds its graph: src and dst given beside it were silently ignored before (a
         # review, session 43), so a call with another graph gave the plan's graph's sums.
@@ -280,8 +280,10 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
         if accumulate:
             raise ValueError("aggregate: accumulate=True needs `out=` (the array to add into)")
         out = _empty_like_rows(x, fw)
+        ofw = fw
     else:
-        _check_out(out, _framework(out))
+        ofw = _framework(out)  # once a call: the checks and the native call below share it
+        _check_out(out, ofw)
     if fw == "numpy":
         for port, a in (("x", x), ("src", src), ("dst", dst), ("w", w)):
             if a is not None and not isinstance(a, PlanWeights):
@@ -290,15 +292,15 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
     if isinstance(w, PlanWeights):
         if plan is None:
             raise ValueError("aggregate: weights in plan order (PlanWeights) need the plan they were made for: pass plan=")
-        plan._run_weights(x, w, out, transform=transform, accumulate=accumulate, stream=stream, fw=fw)
+        plan._run_weights(x, w, out, transform=transform, accumulate=accumulate, stream=stream, fw=fw, ofw=ofw)
         return out
     if plan is not None:
-        plan._run(x, w, out, transform=transform, accumulate=accumulate, stream=stream, fw=fw)
+        plan._run(x, w, out, transform=transform, accumulate=accumulate, stream=stream, fw=fw, ofw=ofw)
         return out
     if src is None or dst is None:
         raise ValueError("aggregate: src and dst are required without a plan")
     _pipelink.aggregate(_native(x, fw), _native(src, _framework(src)), _native(dst, _framework(dst)),
-                        _native(w, fw if w is None else _framework(w)), _native(out, _framework(out)),
+                        _native(w, fw if w is None else _framework(w)), _native(out, ofw),
                         transform, bool(accumulate), mode, stream)
     return out
 
@@ -371,9 +373,9 @@ class AggregatePlan:
         return self._impl.device
 
     def _run(self, x: Any, w: Optional[Any], out: Any, *, transform: str, accumulate: bool, stream: int,
-             fw: str) -> None:
+             fw: str, ofw: str) -> None:
         _pipelink.run_plan(self._impl, _native(x, fw), _native(w, fw if w is None else _framework(w)),
-                           _native(out, _framework(out)), transform, bool(accumulate), stream)
+                           _native(out, ofw), transform, bool(accumulate), stream)
 
     def permute_weights(self, w: Any) -> "PlanWeights":
         """Edge weights ``w`` ``[E]`` (edge order) copied once into this plan's edge order.
@@ -386,7 +388,7 @@ class AggregatePlan:
         fw = _framework(w)
         if fw not in ("torch", "cupy", "numpy"):
             raise TypeError("pipelink: permute_weights takes torch, NumPy or CuPy arrays")
-        _refuse_autograd(fw, w)
+        _refuse_autograd(w)
         values = _empty((int(self.num_edges),), w, fw)
         native = _pipelink.permute_weights(self._impl, _native(w, fw), _native(values, fw), _stream_of(w, fw))
         if fw == "numpy":
@@ -394,10 +396,9 @@ class AggregatePlan:
         return PlanWeights(values, native)
 
     def _run_weights(self, x: Any, w: "PlanWeights", out: Any, *, transform: str, accumulate: bool, stream: int,
-                     fw: str) -> None:
-        vfw = _framework(w.values)
-        _pipelink.run_plan_weights(self._impl, _native(x, fw), w._impl, _native(w.values, vfw),
-                                   _native(out, _framework(out)), transform, bool(accumulate), stream)
+                     fw: str, ofw: str) -> None:
+        _pipelink.run_plan_weights(self._impl, _native(x, fw), w._impl, _native(w.values, _framework(w.values)),
+                                   _native(out, ofw), transform, bool(accumulate), stream)
 
     def __call__(self, x: Any, w: Optional[Any] = None, *, transform: str = "tanh", out: Optional[Any] = None,
                  accumulate: bool = False) -> Any:
