@@ -159,7 +159,8 @@ TEST(AggregateOracle, NonFiniteValuesPassThroughEveryTransform) {
           p.run(c.x, c.graph.src, c.graph.dst, std::nullopt, out, AggregateOptions{tr, false});
           expect_non_finite_rows(out, F, tr);
         }
-        const AggregateOracle o = aggregate_oracle(c.x, c.graph.src, c.graph.dst, std::nullopt, AggregateOptions{tr, false});
+        const AggregateOracle o =
+            aggregate_oracle(c.x, c.graph.src, c.graph.dst, std::nullopt, AggregateOptions{tr, false});
         expect_non_finite_rows(o.y, F, tr);
       }
     }

@@ -1937,8 +1937,8 @@ TEST_F(CudaAggregate, NonFiniteValuesPassThroughEveryTransform) {
       Tensor xg = gpu(c.x), sg = gpu(c.graph.src), dg = gpu(c.graph.dst);
       for (Transform tr : {Transform::identity, Transform::tanh, Transform::relu, Transform::sigmoid})
         for (Path p : kPaths) {
-          SCOPED_TRACE(std::string(dtype_name(t)) + " F=" + std::to_string(F) + " " +
-                       std::string(transform_name(tr)) + " " + path_name(p));
+          SCOPED_TRACE(std::string(dtype_name(t)) + " F=" + std::to_string(F) + " " + std::string(transform_name(tr)) +
+                       " " + path_name(p));
           Tensor out = poisoned_gpu(NonFiniteCase::kNodes, F, t);
           run_path(p, xg, sg, dg, std::nullopt, out, AggregateOptions{tr, false});
           expect_non_finite_rows(host(out), F, tr);

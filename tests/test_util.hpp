@@ -166,8 +166,10 @@ inline NonFiniteCase non_finite_case(DType t, std::int64_t F, std::uint64_t seed
   }
   for (int k = 0; k < 3; ++k)
     for (std::int64_t f = 0; f < F; ++f) {
-      if (t == DType::f32) c.x.data_as<float>()[2 * k * F + f] = float(NonFiniteCase::special[k]);
-      else c.x.data_as<double>()[2 * k * F + f] = NonFiniteCase::special[k];
+      if (t == DType::f32)
+        c.x.data_as<float>()[2 * k * F + f] = float(NonFiniteCase::special[k]);
+      else
+        c.x.data_as<double>()[2 * k * F + f] = NonFiniteCase::special[k];
     }
   return c;
 }
@@ -177,10 +179,14 @@ inline NonFiniteCase non_finite_case(DType t, std::int64_t F, std::uint64_t seed
 inline void expect_non_finite_rows(const TensorView& got, std::int64_t F, Transform tr) {
   auto want = [&](double v) {
     switch (tr) {
-      case Transform::identity: return v;
-      case Transform::tanh: return std::tanh(v);
-      case Transform::relu: return std::isnan(v) ? v : v < 0 ? 0.0 : v;
-      case Transform::sigmoid: return 1.0 / (1.0 + std::exp(-v));
+      case Transform::identity:
+        return v;
+      case Transform::tanh:
+        return std::tanh(v);
+      case Transform::relu:
+        return std::isnan(v) ? v : v < 0 ? 0.0 : v;
+      case Transform::sigmoid:
+        return 1.0 / (1.0 + std::exp(-v));
     }
     return v;
   };
