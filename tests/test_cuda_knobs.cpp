@@ -42,7 +42,6 @@ const char* const kKnobs[] = {"PIPELINK_AGG_SEGMENT",
                               "PIPELINK_AGG_BUILD_HIST",
                               "PIPELINK_AGG_PLAN_TAIL",
                               "PIPELINK_AGG_ITEM_ORDER",
-                              "PIPELINK_AGG_ONESHOT_WALK",
                               "PIPELINK_AGG_LONG_ROW",
                               "PIPELINK_AGG_STAGED",
                               "PIPELINK_AGG_FORCE_WIDE",
@@ -116,7 +115,6 @@ TEST_F(CudaKnobs, DefaultsWhenUnsetOrEmpty) {
     EXPECT_TRUE(k.msd_one_tile_direct);
     EXPECT_EQ(k.build_hist, BuildHist::scatter);
     EXPECT_FALSE(k.plan_tail_split);
-    EXPECT_FALSE(k.oneshot_walk_early);
     EXPECT_NO_THROW(check_fixed_knobs());
     EXPECT_EQ(staged_issue_knob(), 2);
     EXPECT_FALSE(staged_wmode_runtime());
@@ -170,7 +168,6 @@ TEST_F(CudaKnobs, EveryValueTheCodeAccepts) {
       {"PIPELINK_AGG_BUILD_HIST", "cub", [](const PlanKnobs& k) { return k.build_hist == BuildHist::cub; }},
       {"PIPELINK_AGG_PLAN_TAIL", "split", [](const PlanKnobs& k) { return k.plan_tail_split; }},
       {"PIPELINK_AGG_ITEM_ORDER", "plain", [](const PlanKnobs& k) { return !k.item_order; }},
-      {"PIPELINK_AGG_ONESHOT_WALK", "early", [](const PlanKnobs& k) { return k.oneshot_walk_early; }},
       {"PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", "1", [](const PlanKnobs& k) { return k.test_msd_scratch_fail; }},
       {"PIPELINK_AGG_TEST_POISON_ROWS", "1", [](const PlanKnobs& k) { return k.test_poison_rows; }},
   };
@@ -242,7 +239,6 @@ TEST_F(CudaKnobs, BadValuesAreErrorsNamingTheKnob) {
                                                           {"PIPELINK_AGG_BUILD_HIST", "both"},
                                                           {"PIPELINK_AGG_PLAN_TAIL", "one"},
                                                           {"PIPELINK_AGG_ITEM_ORDER", "heavy"},
-                                                          {"PIPELINK_AGG_ONESHOT_WALK", "soon"},
                                                           {"PIPELINK_AGG_LONG_ROW", "x"},
                                                           {"PIPELINK_AGG_LONG_ROW", "64x"},
                                                           {"PIPELINK_AGG_LONG_ROW", "-1"},

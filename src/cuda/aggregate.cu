@@ -26,7 +26,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -126,15 +125,6 @@ std::int64_t read_index(const TensorView& v, std::int64_t e) {
     PIPELINK_CUDA_CHECK(cudaMemcpy(&value, v.data_as<const std::int64_t>() + e, 8, cudaMemcpyDeviceToHost));
   }
   return value;
-}
-
-// A build's verdict (finish_plan's three status words: the first bad edge, ULLONG_MAX where none;
-// the split rows' segments; the long rows) says the plan is good and needs no per-row tables. The
-// one-shot's early walk (PIPELINK_AGG_ONESHOT_WALK=early) runs only then, and the host skips its
-// own run only then: one test on both sides, so they cannot disagree.
-__host__ __device__ __forceinline__ bool verdict_clean(unsigned long long bad, unsigned long long segments,
-                                                       unsigned long long long_rows) {
-  return bad == ULLONG_MAX && segments == 0 && long_rows == 0;
 }
 
 /// Throws IndexOutOfRangeError for edge `bad` (ULLONG_MAX: nothing bad), src checked first.
@@ -2338,8 +2328,7 @@ class StatusSlot {
   StatusSlot(const StatusSlot&) = delete;
   StatusSlot& operator=(const StatusSlot&) = delete;
   bool ok() const { return device_ != nullptr; }
-  // The slot for a kernel queued on `s` next; read() once that kernel is done (s synchronized,
-  // or an event recorded right after it: the one-shot's early walk, which never writes the slot).
+  // The slot for a kernel queued on `s` next; read() once that kernel is done (s synchronized).
   unsigned long long* device_for(cudaStream_t s) {
     writer_ = s;  // the default stream is null: armed_ says whether it is set
     armed_ = true;
@@ -2487,23 +2476,13 @@ void order_items(CudaPlan& plan, cudaStream_t s) {
   check_launch();
 }
 
-// A one-shot call's walk, queued by finish_plan before the host waits for the build's verdict
-// (PIPELINK_AGG_ONESHOT_WALK=early): it launches the staged walk of `plan` on `s` (the build's
-// stream), taken as a plan with no split or long rows, guarded by the verdict's device words (see
-// staged_rows_kernel).
-using EarlyWalk = std::function<void(const CudaPlan& plan, const unsigned long long* verdict, cudaStream_t s)>;
-
 // The rest of the plan (work split, long rows, segments), then the index check's verdict.
-// early (narrow plans, the fused tail only): queued right after the tail, so that the walk need
-// not wait for the host's round trip (the sync, the verdict's read, the run's launch: v39's trace
-// put the verdict's wait at 0.008-0.016 ms of a one-shot call, plus the launch gap after it).
-// *walked says whether that walk did the call's work (the verdict clean), else the caller runs
-// the plan as usual: the early walk wrote nothing.
+// (Session 41's early walk, the one-shot's walk queued before the host read the verdict, so that
+// it need not wait for the round trip, measured 0.998-1.001x of this on three workloads in v46
+// and was removed in v47.)
 template <class P>
 void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, std::int64_t N, cudaStream_t s,
-                 unsigned long long* status, bool split_tail, BuildTrace& trace, const EarlyWalk* early = nullptr,
-                 bool* walked = nullptr) {
-  if (walked) *walked = false;
+                 unsigned long long* status, bool split_tail, BuildTrace& trace) {
   const std::int64_t E = plan.num_edges;
   plan.groups = plan.row_weight.groups(E, N, plan.chunk);
   plan.first_row = DeviceBuffer((plan.groups + 1) * sizeof(P), s);
@@ -2523,27 +2502,8 @@ void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
         plan.long_row, plan.seg_len, status, slot->device_for(s));
     check_launch();
     trace.mark("plan_tail");
-    if (early) {
-      // The host waits for the tail alone (an event recorded before the walk), not the stream:
-      // the walk runs while the host reads the verdict, and the call stays asynchronous.
-      struct TailDone {
-        cudaEvent_t e = nullptr;
-        ~TailDone() {
-          if (e) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(e));
-        }
-      } tail;
-      PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&tail.e, cudaEventDisableTiming));
-      PIPELINK_CUDA_CHECK(cudaEventRecord(tail.e, s));
-      (*early)(plan, status, s);
-      trace.mark("early_walk");
-      if (log_level() <= LogLevel::debug)  // the tests read it: a build that throws reports no trace
-        ::pipelink::detail::log_message(LogLevel::debug, "aggregate: one-shot walk queued before the build's verdict");
-      PIPELINK_CUDA_CHECK(cudaEventSynchronize(tail.e));
-    } else {
-      PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
-    }
+    PIPELINK_CUDA_CHECK(cudaStreamSynchronize(s));
     for (int i = 0; i < 3; ++i) st[i] = slot->read(i);
-    if (early && walked) *walked = verdict_clean(st[0], st[1], st[2]);
   } else {
     group_rows_kernel<P><<<split_blocks, 256, 0, s>>>(plan.row_ptr.as<const P>(), N, plan.groups, plan.chunk,
                                                       plan.row_weight, plan.first_row.as<P>());
@@ -2595,11 +2555,8 @@ void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
 // fold_w (one-shot calls only): float32 weights put into the narrow plan's pairs in place of the
 // edge ids (kWInPairs). Such a plan serves that one call's w and no other, so it is never handed out.
 // edge_ranges_if_short: see sort_narrow; nullptr is then returned where the one sort does not fit.
-// early, walked: see finish_plan (narrow plans with the fused tail; elsewhere *walked is false).
 std::shared_ptr<CudaPlan> build_plan_for(const TensorView& src, const TensorView& dst, std::int64_t N, void* stream,
-                                         const TensorView* fold_w, std::int64_t* edge_ranges_if_short = nullptr,
-                                         const EarlyWalk* early = nullptr, bool* walked = nullptr) {
-  if (walked) *walked = false;
+                                         const TensorView* fold_w, std::int64_t* edge_ranges_if_short = nullptr) {
   const cudaStream_t s = as_stream(stream);
   PIPELINK_CUDA_CHECK(cudaSetDevice(src.device().index));
   auto plan = std::make_shared<CudaPlan>();
@@ -2647,7 +2604,7 @@ std::shared_ptr<CudaPlan> build_plan_for(const TensorView& src, const TensorView
       if (i32) sort_narrow<std::int32_t>(*plan, src, dst, N, knobs, s, f, trace, fw, edge_ranges_if_short);
       else sort_narrow<std::int64_t>(*plan, src, dst, N, knobs, s, f, trace, fw, edge_ranges_if_short);
       if (edge_ranges_if_short && *edge_ranges_if_short > 0) return nullptr;
-      finish_plan<std::int32_t>(*plan, src, dst, N, s, f, knobs.plan_tail_split, trace, early, walked);
+      finish_plan<std::int32_t>(*plan, src, dst, N, s, f, knobs.plan_tail_split, trace);
     }
   } else {
     plan->row_ptr = DeviceBuffer((N + 1) * (plan->wide ? 8 : 4), s);
@@ -2990,19 +2947,8 @@ __global__ void __launch_bounds__(W * 32, 32 / W)
                        const float* __restrict__ w, float* __restrict__ out, std::int64_t os, std::int64_t groups,
                        bool accumulate, std::int64_t max_row, const std::int32_t* __restrict__ seg_first,
                        const std::int32_t* __restrict__ seg_row, std::int64_t num_split, double* __restrict__ partial,
-                       int wmode_arg, const std::int32_t* __restrict__ order,
-                       const unsigned long long* __restrict__ verdict) {
+                       int wmode_arg, const std::int32_t* __restrict__ order) {
   constexpr int F = kStagedF, SE = kStageEdges, S = kStages;
-  // A one-shot walk queued before the host read its build's verdict (PIPELINK_AGG_ONESHOT_WALK=
-  // early, see finish_plan): it writes nothing unless the build was clean, with no split or long
-  // rows (the host then builds their tables and runs the walk again). Only the forms a one-shot
-  // call launches carry the test; the planned forms pass nullptr.
-  // verdict[3] is plan_tail_kernel's count of finished blocks, zeroed before the build and not zero
-  // after the tail: the zeroed words read as clean, so a walk that ever ran before the tail (another
-  // stream, an earlier launch) writes nothing rather than sums on a bad index.
-  if constexpr (WM < 0 || WM == kWInPairs) {
-    if (verdict && (verdict[3] == 0 || !verdict_clean(verdict[0], verdict[1], verdict[2]))) return;
-  }
   // A compile-time mode comes with weights (the host picks it only then).
   const int wmode = WM >= 0 ? WM : wmode_arg;
   const bool has_w = WM >= 0 || w != nullptr;
@@ -3448,9 +3394,6 @@ struct StagedSegments {  // the split rows' segments, summed by the staged kerne
   double* partial;
   std::int64_t seg_len;  // rows longer than this are split (and the staged walk skips them)
   const std::int32_t* order;  // the items' launch order (nullptr: segments, then groups)
-  // The build's status words, for a walk queued before the host read them (nullptr: none; see
-  // the kernel and finish_plan).
-  const unsigned long long* verdict = nullptr;
 };
 
 template <int TR>
@@ -3505,7 +3448,7 @@ void launch_staged_tr(const std::int32_t* rp, const std::int32_t* fr, const Edge
     }
     kernel<<<grid, warps * 32, staged_smem_bytes(warps), s>>>(rp, fr, pp, xp, xs, wp, op, os, groups, acc, sg.seg_len,
                                                               sg.seg_first, sg.seg_row, sg.count, sg.partial, wmode,
-                                                              sg.order, sg.verdict);
+                                                              sg.order);
   };
   // The weights' mode as a constant in the hot forms (see the kernel's WM), unless
   // PIPELINK_AGG_STAGED_WMODE=runtime (for A/B; the same bits). tanh only: other transforms
@@ -3581,10 +3524,9 @@ void with_vec_tiles(bool vec_ok, bool two_chunks, Fn&& f) {
   else f(integral_constant<int, 1>{}, integral_constant<int, 1>{});
 }
 
-// verdict: the one-shot's early walk (see finish_plan), the staged walk only.
 template <class T, class P>
 void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w, bool wplan, const TensorView& out,
-                 const AggregateOptions& opts, cudaStream_t s, const unsigned long long* verdict = nullptr) {
+                 const AggregateOptions& opts, cudaStream_t s) {
   const std::int64_t N = plan.num_nodes, F = x.dim(1);
   if (N == 0 || F == 0) return;
   if (plan.num_edges == 0) {
@@ -3621,10 +3563,6 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
   const int tr = int(opts.transform);
   const bool acc = opts.accumulate;
   const bool staged = staged_fits<T, P>(x, out, F);
-  // (plan.num_segments and num_long are not known yet when the early walk is queued: the
-  // kernel's own test of the verdict covers them.)
-  if (verdict && (!staged || !plan.w_in_pairs))
-    throw Error("aggregate: internal error: an early one-shot walk outside the staged walk of a plain one-shot plan");
   DeviceBuffer partial(std::size_t(plan.num_segments * F) * sizeof(double), s);
   if (staged) {
     const StagedSegments sg{plan.seg_first.as<const std::int32_t>(),
@@ -3632,8 +3570,7 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
                             plan.num_segments,
                             partial.as<double>(),
                             plan.seg_len,
-                            plan.order.as<const std::int32_t>(),
-                            verdict};
+                            plan.order.as<const std::int32_t>()};
     launch_staged(reinterpret_cast<const std::int32_t*>(rp), plan.first_row.as<const std::int32_t>(),
                   reinterpret_cast<const EdgePair<std::int32_t>*>(pp), reinterpret_cast<const float*>(xp), xs,
                   reinterpret_cast<const float*>(wp), wmode, reinterpret_cast<float*>(op), os, plan.groups, tr, acc, sg,
@@ -4333,22 +4270,8 @@ void aggregate_one_shot(OpContext& ctx) {
     // first choice until session 43, which chose the bits: their count follows the free memory, and so did the sums.
     std::int64_t edge_ranges = 0;
     std::shared_ptr<CudaPlan> plan;
-    // PIPELINK_AGG_ONESHOT_WALK=early (see PlanKnobs): the walk queued inside the build, where the
-    // staged walk with the weights in the pairs is what the run would launch. The run's knobs
-    // are read first, so that a bad one still fails before any work.
-    const TensorView &x = ctx.port("x"), &out = ctx.port("out");
-    const AggregateOptions opts = options_of(ctx);
-    PIPELINK_CUDA_CHECK(cudaSetDevice(src.device().index));  // staged_fits asks the current device
-    const bool early_ok = knobs.oneshot_walk_early && w && w->dtype() == DType::f32 && x.dtype() == DType::f32 &&
-                          staged_fits<float, std::int32_t>(x, out, x.dim(1));
-    if (early_ok) check_run_knobs();
-    const EarlyWalk early = [&](const CudaPlan& p, const unsigned long long* verdict, cudaStream_t s) {
-      launch_rows<float, std::int32_t>(p, x, w, false, out, opts, s, verdict);
-    };
-    bool walked = false;
     try {
-      plan = build_plan_for(src, dst, N, ctx.stream, w, K == 0 ? &edge_ranges : nullptr, early_ok ? &early : nullptr,
-                            &walked);
+      plan = build_plan_for(src, dst, N, ctx.stream, w, K == 0 ? &edge_ranges : nullptr);
     } catch (const OutOfMemoryError& e) {
       // The sort fitted but a later buffer (row offsets, the work split) did not, or the
       // destination ranges' largest one (a hub row heavier than their estimate) did not: two
@@ -4363,9 +4286,7 @@ void aggregate_one_shot(OpContext& ctx) {
       edge_ranges = 2;
     }
     if (plan) {
-      if (!walked) plan->run(x, w, out, opts, false);
-      else if (log_level() <= LogLevel::debug)  // the tests read it: the early walk did the work
-        ::pipelink::detail::log_message(LogLevel::debug, "aggregate: the one-shot's early walk did the call's work");
+      plan->run(ctx.port("x"), w, ctx.port("out"), options_of(ctx), false);
       return;
     }
     K = std::min(edge_ranges, std::max<std::int64_t>(E, 1));

@@ -102,7 +102,6 @@ PlanKnobs plan_knobs() {
   k.build_hist = BuildHist(knob_choice("PIPELINK_AGG_BUILD_HIST", {"scatter", "own", "cub"}));
   k.plan_tail_split = knob_is_second("PIPELINK_AGG_PLAN_TAIL", "fused", "split");
   k.item_order = !knob_is_second("PIPELINK_AGG_ITEM_ORDER", "weight", "plain");
-  k.oneshot_walk_early = knob_is_second("PIPELINK_AGG_ONESHOT_WALK", "after", "early");
   return k;
 }
 

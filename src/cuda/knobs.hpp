@@ -189,15 +189,6 @@ struct PlanKnobs {
   // 2.00 ms (1.009x), one-shot 5.99 against 6.01 (1.002x); traced, the tail 0.026-0.036 against
   // 0.047-0.081 ms.
   bool plan_tail_split = false;
-  // PIPELINK_AGG_ONESHOT_WALK: 'after' (the default: a one-shot call launches its walk once the
-  // host has read the build's verdict) or 'early' (opt-in, session 41, not yet run on a GPU: the
-  // walk is queued right after the build's tail and reads the verdict itself, see finish_plan;
-  // float32 x, w and out on the staged walk, narrow plans, the fused tail; elsewhere 'after').
-  // Why: the host's round trip between the build and the walk leaves the GPU idle (the verdict's
-  // wait 0.008-0.016 ms in v39's trace, then the walk's launch); the one-shot sits 0.05 ms over
-  // issue 3's 6.0 ms on products-like (v43), and small graphs feel the gap most (arxiv-like's
-  // one-shot is ~0.3 ms).
-  bool oneshot_walk_early = false;
 };
 // Every knob above, read and checked now: a bad value is an Error naming it, before any work.
 PlanKnobs plan_knobs();
@@ -206,7 +197,7 @@ int staged_issue_knob();      // PIPELINK_AGG_STAGED_ISSUE (knobs.cpp: the value
 bool staged_wmode_runtime();  // PIPELINK_AGG_STAGED_WMODE
 bool staged_tanh_libm();      // PIPELINK_AGG_TANH
 // The run's knobs (the three above and check_fixed_knobs), read now: a bad value is an Error
-// naming it, raised before any work (each planned run, and a one-shot call before its early walk).
+// naming it, raised before any work (each planned run).
 void check_run_knobs();
 
 // The w permutation's tiles (see src/cuda/aggregate.cu's pass kernels).
