@@ -1829,9 +1829,9 @@ TEST_F(CudaAggregate, PlanKnobsOutOfRangeAreClearErrors) {
         std::pair{"PIPELINK_AGG_MSD_LAST", "row"},       std::pair{"PIPELINK_AGG_MSD_ONE_TILE", "fast"},
         std::pair{"PIPELINK_AGG_BUILD_SORT", "radix"},   std::pair{"PIPELINK_AGG_BUILD_HIST", "both"},
         std::pair{"PIPELINK_AGG_PLAN_TAIL", "one"},      std::pair{"PIPELINK_AGG_TEST_POISON_ROWS", "2"},
-        std::pair{"PIPELINK_AGG_ITEM_ORDER", "heavy"},
-        std::pair{"PIPELINK_AGG_LONG_ROW", "x"},         std::pair{"PIPELINK_AGG_LONG_ROW", "2000"},
-        std::pair{"PIPELINK_AGG_STAGED", "no"},          std::pair{"PIPELINK_AGG_FORCE_WIDE", "true"}}) {
+        std::pair{"PIPELINK_AGG_ITEM_ORDER", "heavy"},   std::pair{"PIPELINK_AGG_LONG_ROW", "x"},
+        std::pair{"PIPELINK_AGG_LONG_ROW", "2000"},      std::pair{"PIPELINK_AGG_STAGED", "no"},
+        std::pair{"PIPELINK_AGG_FORCE_WIDE", "true"}}) {
     ScopedEnv env({{name, value}});
     try {
       AggregatePlan::build(sg, dg, 100);
