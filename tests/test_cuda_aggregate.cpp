@@ -1388,7 +1388,8 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
       }
     }
   }
-  if (run_case(graphs.size())) {  // Peak device memory of the call (uniform graph, F = 64): about a third of the one plan's.
+  // Peak device memory of the call (uniform graph, F = 64): about a third of the one plan's.
+  if (run_case(graphs.size())) {
     const EdgeList& g = graphs[1];
     Tensor xg = gpu(random_tensor({g.num_nodes, 64}, DType::f32, seed + 7)), wg = gpu(random_tensor({g.num_edges()}, DType::f32, seed + 8));
     Tensor sg = gpu(g.src), dg = gpu(g.dst), out = poisoned_gpu(g.num_nodes, 64, DType::f32);
@@ -1410,7 +1411,9 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
     EXPECT_LT(double(three), 0.45 * double(one)) << three << " vs " << one;
   }
   // A bad index in the last range: the first bad edge of the whole list, the output untouched.
-  if (run_case(graphs.size() + 1)) expect_one_shot_names_first_bad_edge(seed + 9, "PIPELINK_AGG_ONESHOT_CHUNKS", "3", false);
+  if (run_case(graphs.size() + 1)) {
+    expect_one_shot_names_first_bad_edge(seed + 9, "PIPELINK_AGG_ONESHOT_CHUNKS", "3", false);
+  }
 }
 
 // PIPELINK_AGG_ONESHOT_SORT=msd (the default): the one-shot's MSD sort (sort_narrow_msd: the first pass on the
