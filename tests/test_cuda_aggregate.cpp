@@ -2386,10 +2386,15 @@ TEST_F(CudaAggregate, WeightPermutationGivesTheGatherBits) {
   for (std::int64_t e = 0; e < 150000; ++e)
     if (e % 3 == 0) hubs.dst.data_as<std::int64_t>()[e] = e % 2 ? 7 : N - 1;  // two rows of 25,000 edges
   cuda::Stream other;
+  // PIPELINK_TEST_CASES: 0-3 the graph and F pairs (uniform 64, 3; hubs 64, 3), 4 the harness's
+  // cases, so that racecheck can take the test in pieces.
+  const CaseFilter run_case(5);
+  std::size_t case_index = 0;
   for (const EdgeList* g : {&uniform, &hubs}) {
     const std::int64_t E = g->num_edges();
     Tensor sg = gpu(g->src), dg = gpu(g->dst), wg = gpu(random_tensor({E}, DType::f32, seed + 2));
     for (std::int64_t F : {64, 3}) {
+      if (!run_case(case_index++)) continue;
       SCOPED_TRACE("E=" + std::to_string(E) + " F=" + std::to_string(F));
       Tensor xg = gpu(random_tensor({N, F}, DType::f32, seed + 3, -2, 2));
       Tensor init = gpu(random_tensor({N, F}, DType::f32, seed + 4));
@@ -2447,6 +2452,7 @@ TEST_F(CudaAggregate, WeightPermutationGivesTheGatherBits) {
     }
   }
   // Through the harness too (the oracle, the CPU backend, one-shot's and plan order's bits).
+  if (!run_case(4)) return;
   {
     ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "96"}});
     check_case({3000, 40000, 64, DType::i32});
@@ -2617,12 +2623,17 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
     else if (e < 2000 && e % 7 == 1) hubs.dst.data_as<std::int64_t>()[e] = 11;  // a long row (~200 edges)
   }
   cuda::Stream other, third;
+  // PIPELINK_TEST_CASES: 0-3 the graph and F pairs (uniform 64, 3; hubs 64, 3), 4 the harness's
+  // cases, so that racecheck can take the test in pieces.
+  const CaseFilter run_case(5);
+  std::size_t case_index = 0;
   for (const EdgeList* g : {&uniform, &hubs}) {
     const std::int64_t E = g->num_edges();
     Tensor sg = gpu(g->src), dg = gpu(g->dst);
     Tensor w = random_tensor({E}, DType::f32, seed + 2), wd = random_tensor({E}, DType::f64, seed + 3);
     Tensor wg = gpu(w), wdg = gpu(wd);
     for (std::int64_t F : {64, 3}) {
+      if (!run_case(case_index++)) continue;
       SCOPED_TRACE("E=" + std::to_string(E) + " F=" + std::to_string(F));
       Tensor xg = gpu(random_tensor({N, F}, DType::f32, seed + 4, -2, 2));
       Tensor xdg = gpu(random_tensor({N, F}, DType::f64, seed + 5, -2, 2));
@@ -2723,6 +2734,7 @@ TEST_F(CudaAggregate, WeightPermutationCompactPlanGivesTheSameBits) {
       }
     }
   }
+  if (!run_case(4)) return;
   for (const char* column : {"1", ""}) {  // the plain column, lidx's low byte in the column (the default)
     SCOPED_TRACE(std::string("PIPELINK_AGG_W_PERMUTE_COMPACT=") + column);
     ScopedEnv env({{"PIPELINK_AGG_W_PERMUTE", "96"}, {"PIPELINK_AGG_W_PERMUTE_COMPACT", column}});
