@@ -11,8 +11,12 @@
 #   e.g. '*FusedFirstRadixPassIsTheSamePlan*|PIPELINK_AGG_MSD_STREAMS=1'
 #        '*FusedFirstRadixPassIsTheSamePlan*||--force-blocking-launches' (RACECHECK_ARGS: every piece)
 #   Tests with a case table (OneShotMsdSortGivesTheOneSortsBits: 9 cases, FusedFirstRadixPassIsTheSamePlan:
-#   16, NodeCountsPastSixteenBits: 4) take PIPELINK_TEST_CASES=i,j (tests/test_util.hpp, CaseFilter) as a
+#   16, NodeCountsPastSixteenBits: 4, CompactPlanSrcColumnWidths: 9, PlanBuiltInDestinationRangesIsTheSamePlan:
+#   7, OneShotInEdgeRanges: 6, WeightPermutationGivesTheGatherBits and WeightPermutationCompactPlanGivesTheSameBits:
+#   5 each) take PIPELINK_TEST_CASES=i,j (tests/test_util.hpp, CaseFilter) as a
 #   knob, so one test can be several pieces: '*OneShotMsdSortGivesTheOneSortsBits*|PIPELINK_TEST_CASES=0,1'.
+#   Under the knob each picked case prints "[  CASE    ] case i starts at T s" as it starts, so a cut
+#   piece's text shows the cases it finished and their times.
 #   The knob reaches every test of the piece: give such a piece one case-table test only (an index
 #   past a test's table fails it; a test without a table runs whole).
 #   SEGV=1 preloads scripts/segv-backtrace.c (a host backtrace if the test dies of SIGSEGV).

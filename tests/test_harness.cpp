@@ -60,6 +60,31 @@ TEST(CaseFilter, RunsTheListedCasesOnly) {
   EXPECT_THROW((void)f(5), std::out_of_range);
 }
 
+TEST(CaseFilter, SaysWhenEachPickedCaseStarts) {
+  const CasesEnv env("1,3");
+  const CaseFilter f(5);
+  testing::internal::CaptureStdout();
+  (void)f(0);
+  (void)f(1);
+  (void)f(1);  // asked again: said once
+  (void)f(3);
+  const std::string said = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(said.find("case 0 "), std::string::npos) << said;  // not picked: nothing said
+  const std::size_t first = said.find("case 1 starts at ");
+  ASSERT_NE(first, std::string::npos) << said;
+  EXPECT_EQ(said.find("case 1 starts", first + 1), std::string::npos) << said;
+  EXPECT_NE(said.find("case 3 starts at "), std::string::npos) << said;
+}
+
+TEST(CaseFilter, SaysNothingUnfiltered) {
+  const CasesEnv env(nullptr);
+  const CaseFilter f(2);
+  testing::internal::CaptureStdout();
+  (void)f(0);
+  (void)f(1);
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "");
+}
+
 TEST(CaseFilter, BadListsFailTheTest) {
   for (const char* bad : {"5", "1,x", "1,,2", "-1", "2 ", "1234567890"}) {
     SCOPED_TRACE(bad);

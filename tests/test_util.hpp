@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -116,9 +117,10 @@ struct ScopedEnv {
 
 class CaseFilter {
  public:
-  explicit CaseFilter(std::size_t count) : run_(count, true) {
+  explicit CaseFilter(std::size_t count) : run_(count, true), said_(count, false) {
     const char* env = std::getenv("PIPELINK_TEST_CASES");
     if (env == nullptr || *env == '\0') return;
+    filtered_ = true;
     std::fill(run_.begin(), run_.end(), false);
     const std::string list = env;
     std::size_t picked = 0;
@@ -140,11 +142,25 @@ class CaseFilter {
     }
     std::printf("[  CASES   ] PIPELINK_TEST_CASES=%s: %zu of this test's %zu cases\n", env, picked, count);
   }
-  /// Whether case `i` runs.
-  bool operator()(std::size_t i) const { return run_.at(i); }
+  /// Whether case `i` runs. Under PIPELINK_TEST_CASES, the first ask for a case that runs prints
+  /// a line with the seconds since the filter was made, so that a piece cut by a slow tool's time
+  /// limit (racecheck) shows which cases it finished and what each took.
+  bool operator()(std::size_t i) const {
+    const bool run = run_.at(i);
+    if (run && filtered_ && !said_[i]) {
+      said_[i] = true;
+      const std::chrono::duration<double> t = std::chrono::steady_clock::now() - start_;
+      std::printf("[  CASE    ] case %zu starts at %.1f s\n", i, t.count());
+      std::fflush(stdout);
+    }
+    return run;
+  }
 
  private:
   std::vector<bool> run_;
+  mutable std::vector<bool> said_;
+  bool filtered_ = false;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 /// x rows of NaN, +inf and -inf sent along one edge each (rows 0, 2, 4 to rows 1, 3, 5; row 6,
