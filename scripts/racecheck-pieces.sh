@@ -26,7 +26,9 @@
 #   or each launch's round trip to the tool on the host); not measured yet (perf-notes v44).
 #   Rows then come in the order the pieces finish. Keep pieces that fill the device
 #   (OneShotOnAFullDeviceRunsEdgeRanges) out of a parallel list.
-# Output: $OUT/racecheck.log (every piece's full text), the table on stdout and in $OUT/racecheck.md.
+# Output: $OUT/racecheck.log (every piece's full text), the table on stdout and in $OUT/racecheck.md:
+# per piece its time, the host CPU seconds of the tool and the test (and the cores that keeps busy),
+# the GPU's mean utilization while it ran, the exit status and racecheck's summary.
 # Exit: 0 every piece complete and clean; 1 a hazard, failed test or tool error; 4 a piece cut,
 # skipped or matching nothing (no hazard seen).
 set -uo pipefail
@@ -34,7 +36,7 @@ cd "$(dirname "$0")/.." || exit 2
 OUT=${OUT:-$PWD/out/racecheck}
 mkdir -p "$OUT"
 # A cut run's per-piece files must not reach this run's verdict or log.
-rm -f "$OUT"/flag.* "$OUT"/racecheck.*.log "$OUT"/piece.*.txt
+rm -f "$OUT"/flag.* "$OUT"/racecheck.*.log "$OUT"/piece.*.txt "$OUT"/cpu.* "$OUT"/gpu.*
 par=${RACECHECK_PARALLEL:-1}
 [[ $par =~ ^[1-9][0-9]*$ ]] || { echo "RACECHECK_PARALLEL='$par' is not a positive integer"; exit 2; }
 export LD_LIBRARY_PATH=$PWD/.deps/root/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
@@ -64,7 +66,8 @@ fi
 # for pieces that instrument only their own kernels (perf-notes v43 Next 2): a second, not a call.
 compute-sanitizer --help 2>&1 | grep -i -A4 'kernel' >"$OUT/sanitizer-kernel-filter.txt" || true
 # The table is written row by row, so a piece cut by an outer limit leaves the rows before it.
-printf '%s\n' "| piece | knobs | options | time | exit | racecheck summary |" "|---|---|---|---|---|---|" | tee "$OUT/racecheck.md"
+printf '%s\n' "| piece | knobs | options | time | host CPU | GPU busy | exit | racecheck summary |" \
+  "|---|---|---|---|---|---|---|---|" | tee "$OUT/racecheck.md"
 row() { printf '%s\n' "$1" | tee -a "$OUT/racecheck.md"; }
 hazard=0 incomplete=0
 # One piece: its text to $OUT/piece.$i.txt, its row to the table, and a flag file for the verdict
@@ -79,9 +82,30 @@ run_piece() {
   t0=$SECONDS
   # Knobs split at a comma that starts the next NAME=, so a value may hold commas (PIPELINK_TEST_CASES=0,1).
   read -ra kv <<<"$(sed -E 's/,([A-Za-z_][A-Za-z0-9_]*=)/ \1/g' <<<"$knobs")"
-  env "${kv[@]}" "${pre[@]}" timeout --kill-after=10 "$limit" compute-sanitizer --tool racecheck --error-exitcode 3 \
-    ${RACECHECK_ARGS:-} $args "$bin" --gtest_filter="$filt" >"$txt" 2>&1
+  # Where the piece's time goes (perf-notes v47 Next 2): the host CPU seconds of the tool and the
+  # test together (bash's `time`: user + sys of every process it waited for), over the wall time
+  # the cores they kept busy, and the GPU's mean utilization while it ran (nvidia-smi, once a
+  # second). Many cores busy and an idle GPU: the tool's host-side analysis bounds it; a busy GPU:
+  # the instrumented kernels do. With RACECHECK_PARALLEL > 1 the GPU figure is shared by the
+  # pieces running at once.
+  local gpu_pid=
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    # Bounded by the piece's own limit, so that a run cut from outside leaves no sampler behind.
+    timeout $((limit + 15)) nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 1000 \
+      >"$OUT/gpu.$i" 2>/dev/null &
+    gpu_pid=$!
+  fi
+  local TIMEFORMAT='%U %S'
+  {
+    time env "${kv[@]}" "${pre[@]}" timeout --kill-after=10 "$limit" compute-sanitizer --tool racecheck --error-exitcode 3 \
+      ${RACECHECK_ARGS:-} $args "$bin" --gtest_filter="$filt" >"$txt" 2>&1
+  } 2>"$OUT/cpu.$i"
   rc=$?
+  [ -n "$gpu_pid" ] && { kill "$gpu_pid" 2>/dev/null; wait "$gpu_pid" 2>/dev/null; }
+  local wall=$((SECONDS - t0)) host gpu=-
+  host=$(awk -v w="$wall" 'NF == 2 {c = $1 + $2; printf "%.0fs (%.1f cores)", c, (w > 0 ? c / w : 0)}' "$OUT/cpu.$i")
+  [ -s "$OUT/gpu.$i" ] && gpu=$(awk '$1 ~ /^[0-9]+$/ {s += $1; n++} END {if (n) printf "%.0f%%", s / n; else print "-"}' "$OUT/gpu.$i")
+  rm -f "$OUT/cpu.$i" "$OUT/gpu.$i"
   summary=$(grep -o 'RACECHECK SUMMARY:.*' "$txt" | tail -1)
   ran=$(grep -c '^\[       OK \]' "$txt")
   skipped=$(grep -c '^\[  SKIPPED \] .* ([0-9]* ms)$' "$txt")
@@ -98,7 +122,7 @@ run_piece() {
   grep -q '^\[  FAILED  \]' "$txt" && { summary="gtest FAILED; $summary"; flag=hazard; }
   echo "$flag" >"$OUT/flag.$i"
   cat "$txt" >>"$OUT/racecheck.$i.log"
-  row "| \`$filt\` | ${knobs:--} | ${args:--} | $((SECONDS - t0))s | $rc | $summary |"
+  row "| \`$filt\` | ${knobs:--} | ${args:--} | ${wall}s | ${host:--} | $gpu | $rc | $summary |"
   rm -f "$txt"
 }
 # Piece k's text into racecheck.log and its flag into the verdict. A run cut by an outer limit
@@ -126,7 +150,7 @@ for p in "$@"; do
     left=$((DEADLINE_S - SECONDS - 10))  # the piece's timeout may take 10 s more to kill it
     if [ "$left" -le 5 ]; then
       IFS='|' read -r filt knobs args <<<"$p"
-      row "| \`$(echo "$filt" | xargs)\` | ${knobs:--} | ${args:--} | - | skipped (DEADLINE_S) | |"
+      row "| \`$(echo "$filt" | xargs)\` | ${knobs:--} | ${args:--} | - | - | - | skipped (DEADLINE_S) | |"
       incomplete=1
       continue
     fi

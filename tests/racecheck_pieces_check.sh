@@ -17,6 +17,7 @@ case "$f" in
   *Skip*) echo "Running 1 test"; echo "[  SKIPPED ] $f (1 ms)"; exit 0 ;;
   *Fail*) echo "Running 1 test"; echo "[  FAILED  ] $f (1 ms)"; exit 1 ;;
   *Slow*) echo "Running 1 test"; sleep 30; exit 0 ;;
+  *Busy*) echo "Running 1 test"; end=$((SECONDS + 2)); while [ $SECONDS -lt $end ]; do :; done; echo "[       OK ] $f (2000 ms)" ;;
   *) echo "Running 1 test"; sleep 0.2; echo "[       OK ] $f (1 ms) cases=${PIPELINK_TEST_CASES:-all}" ;;
 esac
 EOF
@@ -36,7 +37,12 @@ fi
 echo "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)"
 exit $rc
 EOF
-chmod +x "$tmp/test_cuda_aggregate" "$tmp/bin/compute-sanitizer"
+# The stand-in nvidia-smi: a GPU 37% busy, a sample every 0.2 s until it is stopped.
+cat >"$tmp/bin/nvidia-smi" <<'EOF'
+#!/usr/bin/env bash
+while :; do echo 37; sleep 0.2; done
+EOF
+chmod +x "$tmp/test_cuda_aggregate" "$tmp/bin/compute-sanitizer" "$tmp/bin/nvidia-smi"
 export PATH="$tmp/bin:$PATH" RACECHECK_BIN="$tmp/test_cuda_aggregate"
 unset DEADLINE_S RACECHECK_ARGS SEGV
 
@@ -57,7 +63,7 @@ check() {  # name, wanted exit, RACECHECK_PARALLEL, pieces...
   [ "$rows" -eq $# ] || { echo "FAIL: $name: $rows rows for $# pieces"; cat "$out/racecheck.md"; exit 1; }
   [ "$(grep -c '^=== piece' "$out/racecheck.log")" -eq $# ] || { echo "FAIL: $name: the log lacks a piece"; exit 1; }
   # Nothing per piece is left behind.
-  if ls "$out" | grep -Eq '^(flag\.|piece\.|racecheck\.[0-9])'; then
+  if ls "$out" | grep -Eq '^(flag\.|piece\.|racecheck\.[0-9]|cpu\.|gpu\.)'; then
     echo "FAIL: $name: leftovers in OUT: $(ls "$out")"
     exit 1
   fi
@@ -73,6 +79,11 @@ for par in 1 3; do
   check "a piece matching nothing" 4 "$par" '*None*'
   check "a test that skips itself" 4 "$par" '*A*' '*Skip*'
 done
+# Each row gives the host CPU seconds the piece took (a busy loop of ~2 s: at least 1 s) and the
+# GPU's mean utilization while it ran (the stand-in's 37%).
+check "the host CPU and GPU busy columns" 0 1 '*Busy*'
+grep -Eq '^\| `\*Busy\*` \| - \| - \| [0-9]+s \| [1-9][0-9]*s \([0-9.]+ cores\) \| 37% \| 0 \|' "$tmp/out$n/racecheck.md" ||
+  { echo "FAIL: the Busy piece's row lacks its host CPU or GPU figure"; cat "$tmp/out$n/racecheck.md"; exit 1; }
 # A run cut earlier left a hazard flag and a log behind in the same OUT: not this run's verdict.
 mkdir -p "$tmp/stale"
 echo hazard >"$tmp/stale/flag.1"
