@@ -153,6 +153,10 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
   # SKIP_RACECHECK=1 (and SKIP_CTEST/SKIP_MEMCHECK when the call is for racecheck alone).
   if [ -n "${RACECHECK_PIECES:-}" ]; then
     IFS=';' read -ra pieces <<<"$RACECHECK_PIECES"
+    # Pieces may leave our kernels without shared memory uninstrumented (@scripts/racecheck-no-shared.txt
+    # in RACECHECK_ARGS or a piece's options; @FILE works in pieces only): first check that list
+    # against this build's PTX, so that a kernel given shared memory since is not left out unseen.
+    step "racecheck no-shared list" sanitizer.log scripts/racecheck-no-shared.sh build/gpu/src/libpipelink.so
     step "racecheck pieces" sanitizer.log env OUT="$OUT" ${DEADLINE_S:+DEADLINE_S=$((DEADLINE_S - SECONDS - 15))} \
       scripts/racecheck-pieces.sh "${pieces[@]}"
   fi

@@ -10,6 +10,9 @@
 #   or @FILE: one piece a line (# comments), e.g. @scripts/racecheck-remaining.txt
 #   e.g. '*FusedFirstRadixPassIsTheSamePlan*|PIPELINK_AGG_MSD_STREAMS=1'
 #        '*FusedFirstRadixPassIsTheSamePlan*||--force-blocking-launches' (RACECHECK_ARGS: every piece)
+#   Options may name a file of options, @FILE: '*A*||@scripts/racecheck-no-shared.txt' leaves our kernels
+#   without shared memory (nothing for racecheck to check) uninstrumented; scripts/racecheck-no-shared.sh
+#   checks that list against a build.
 #   Tests with a case table (OneShotMsdSortGivesTheOneSortsBits: 9 cases, FusedFirstRadixPassIsTheSamePlan:
 #   16, NodeCountsPastSixteenBits: 4, CompactPlanSrcColumnWidths: 9, PlanBuiltInDestinationRangesIsTheSamePlan:
 #   7, OneShotInEdgeRanges: 6, WeightPermutationGivesTheGatherBits and WeightPermutationCompactPlanGivesTheSameBits:
@@ -70,6 +73,19 @@ printf '%s\n' "| piece | knobs | options | time | host CPU | GPU busy | exit | r
   "|---|---|---|---|---|---|---|---|" | tee "$OUT/racecheck.md"
 row() { printf '%s\n' "$1" | tee -a "$OUT/racecheck.md"; }
 hazard=0 incomplete=0
+# Sanitizer options, with each @FILE word replaced by FILE's options (its lines but blank ones and
+# # comments), e.g. @scripts/racecheck-no-shared.txt: the kernels without shared memory left out.
+expand_opts() {
+  local o
+  for o in "$@"; do
+    if [[ $o == @* ]]; then
+      [ -r "${o#@}" ] || { echo "no option file ${o#@}" >&2; continue; }
+      grep -vE '^[[:space:]]*(#|$)' "${o#@}" | tr '\n' ' '
+    else
+      printf '%s ' "$o"
+    fi
+  done
+}
 # One piece: its text to $OUT/piece.$i.txt, its row to the table, and a flag file for the verdict
 # ($OUT/flag.$i: "hazard", "incomplete" or "clean"; a missing one counts as incomplete), so that
 # pieces can run as jobs.
@@ -95,10 +111,11 @@ run_piece() {
       >"$OUT/gpu.$i" 2>/dev/null &
     gpu_pid=$!
   fi
-  local TIMEFORMAT='%U %S'
+  local TIMEFORMAT='%U %S' opts
+  read -ra opts <<<"$(expand_opts ${RACECHECK_ARGS:-} $args)" || true
   {
     time env "${kv[@]}" "${pre[@]}" timeout --kill-after=10 "$limit" compute-sanitizer --tool racecheck --error-exitcode 3 \
-      ${RACECHECK_ARGS:-} $args "$bin" --gtest_filter="$filt" >"$txt" 2>&1
+      "${opts[@]}" "$bin" --gtest_filter="$filt" >"$txt" 2>&1
   } 2>"$OUT/cpu.$i"
   rc=$?
   [ -n "$gpu_pid" ] && { kill "$gpu_pid" 2>/dev/null; wait "$gpu_pid" 2>/dev/null; }

@@ -25,6 +25,7 @@ EOF
 cat >"$tmp/bin/compute-sanitizer" <<'EOF'
 #!/usr/bin/env bash
 [ "${1:-}" = --help ] && { echo "  --kernel-name arg"; exit 0; }
+echo "sanitizer options: ${*%% */test_cuda_aggregate*}"
 while [ $# -gt 0 ] && [[ $1 != */test_cuda_aggregate ]]; do shift; done
 bin=$1
 shift
@@ -79,6 +80,13 @@ for par in 1 3; do
   check "a piece matching nothing" 4 "$par" '*None*'
   check "a test that skips itself" 4 "$par" '*A*' '*Skip*'
 done
+# Options from a file (@FILE: its lines, comments and blank lines left out) reach the sanitizer,
+# beside the piece's own.
+printf '%s\n' "# a comment" "--kernel-name-exclude kns=one_kernel" "" "--kernel-name-exclude kns=two_kernel" >"$tmp/opts.txt"
+check "options from a file" 0 1 "*A*||@$tmp/opts.txt --force-blocking-launches"
+grep -q 'sanitizer options: .*--kernel-name-exclude kns=one_kernel --kernel-name-exclude kns=two_kernel --force-blocking-launches' \
+  "$tmp/out$n/racecheck.log" || { echo "FAIL: the file's options did not reach the sanitizer"; cat "$tmp/out$n/racecheck.log"; exit 1; }
+! grep -q 'a comment' "$tmp/out$n/racecheck.log" || { echo "FAIL: a comment line reached the sanitizer"; exit 1; }
 # Each row gives the host CPU seconds the piece took (a busy loop of ~2 s: at least 1 s) and the
 # GPU's mean utilization while it ran (the stand-in's 37%).
 check "the host CPU and GPU busy columns" 0 1 '*Busy*'
