@@ -25,6 +25,13 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   echo "=== build and test: CUDA on ==="
   cmake --preset cuda >/dev/null
   cmake --build --preset cuda -j "$jobs"
+  # cuobjdump for the racecheck_no_shared_list test (this machine's toolkit has none): NVIDIA's
+  # 0.3 MB wheel into build/tools; without it (offline) that test reports a skip.
+  if ! command -v cuobjdump >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/cuobjdump ]; then
+    [ -x build/tools/nvidia/cu13/bin/cuobjdump ] ||
+      python3 -m pip install -q --disable-pip-version-check --target build/tools nvidia-cuda-cuobjdump >/dev/null 2>&1 || true
+    [ -x build/tools/nvidia/cu13/bin/cuobjdump ] && export CUOBJDUMP=$PWD/build/tools/nvidia/cu13/bin/cuobjdump
+  fi
   ctest --preset cuda -j "$jobs"
 else
   echo "=== CUDA on: SKIPPED (no nvcc on this machine) ==="
