@@ -10,4 +10,6 @@ rm -rf .deps && mkdir -p .deps/debs
 (cd .deps/debs && apt-get download "${pkgs[@]}" >/dev/null)
 for d in .deps/debs/*.deb; do dpkg -x "$d" .deps/root; done
 rm -rf .deps/debs
+# cuobjdump for scripts/racecheck-no-shared.sh, should the machine's toolkit lack one (0.3 MB).
+python3 -m pip install -q --disable-pip-version-check --target .deps/tools "nvidia-cuda-cuobjdump>=13,<14" >/dev/null
 du -sh .deps

@@ -144,8 +144,14 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
     filt=()
     [ "$n" = test_cuda_aggregate ] && filt=(--gtest_filter="${RACECHECK_FILTER:--*PlanBuiltOnOneStreamRunsOnAnother*:*OneShotOnAFullDevice*:*HostThreadsSharingAPlan*:*StatusSlotsPastOnePage*}")
     # RACECHECK_ARGS: more compute-sanitizer options (e.g. "--show-backtrace device").
+    # @FILE words in RACECHECK_ARGS (the pieces' option files) become the file's options here too.
+    rargs=()
+    for o in ${RACECHECK_ARGS:-}; do
+      if [[ $o == @* ]]; then read -ra more <<<"$(grep -vE '^[[:space:]]*(#|$)' "${o#@}" | tr '\n' ' ')"; rargs+=("${more[@]}")
+      else rargs+=("$o"); fi
+    done
     [ -n "${SKIP_RACECHECK:-}" ] || step "racecheck $n" sanitizer.log compute-sanitizer --tool racecheck --error-exitcode 3 \
-      ${RACECHECK_ARGS:-} "$t" "${filt[@]}"
+      "${rargs[@]}" "$t" "${filt[@]}"
   done
   # RACECHECK_PIECES="FILTER[|knobs[|options]];...": test_cuda_aggregate under racecheck in pieces
   # (scripts/racecheck-pieces.sh: each piece its own time limit, PIECE_S, default 240 s), inside
@@ -154,10 +160,20 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
   if [ -n "${RACECHECK_PIECES:-}" ]; then
     IFS=';' read -ra pieces <<<"$RACECHECK_PIECES"
     # Pieces may leave our kernels without shared memory uninstrumented (@scripts/racecheck-no-shared.txt
-    # in RACECHECK_ARGS or a piece's options; @FILE works in pieces only): first check that list
+    # in RACECHECK_ARGS or a piece's options): first check that list
     # against this build's PTX, so that a kernel given shared memory since is not left out unseen.
     step "racecheck no-shared list" sanitizer.log scripts/racecheck-no-shared.sh build/gpu/src/libpipelink.so
-    step "racecheck pieces" sanitizer.log env OUT="$OUT" ${DEADLINE_S:+DEADLINE_S=$((DEADLINE_S - SECONDS - 15))} \
+    # A list that fails its check must not leave kernels unchecked: then pieces that use it do not run.
+    uses=no
+    [[ "$RACECHECK_PIECES ${RACECHECK_ARGS:-}" == *racecheck-no-shared* ]] && uses=yes
+    for p in "${pieces[@]}"; do  # a piece list file (@FILE) may name it in a piece's options
+      [[ $p == @* ]] && grep -v '^#' "${p#@}" 2>/dev/null | grep -q racecheck-no-shared && uses=yes
+    done
+    if [[ ${status[-1]} != *"|ok|"* && $uses == yes ]]; then
+      status+=("racecheck pieces|SKIPPED (the no-shared list failed its check)|0s")
+      pieces=()
+    fi
+    [ ${#pieces[@]} -gt 0 ] && step "racecheck pieces" sanitizer.log env OUT="$OUT" ${DEADLINE_S:+DEADLINE_S=$((DEADLINE_S - SECONDS - 15))} \
       scripts/racecheck-pieces.sh "${pieces[@]}"
   fi
 fi

@@ -99,28 +99,50 @@ run_piece() {
   # Knobs split at a comma that starts the next NAME=, so a value may hold commas (PIPELINK_TEST_CASES=0,1).
   read -ra kv <<<"$(sed -E 's/,([A-Za-z_][A-Za-z0-9_]*=)/ \1/g' <<<"$knobs")"
   # Where the piece's time goes (perf-notes v47 Next 2): the host CPU seconds of the tool and the
-  # test together (bash's `time`: user + sys of every process it waited for), over the wall time
-  # the cores they kept busy, and the GPU's mean utilization while it ran (nvidia-smi, once a
-  # second). Many cores busy and an idle GPU: the tool's host-side analysis bounds it; a busy GPU:
-  # the instrumented kernels do. With RACECHECK_PARALLEL > 1 the GPU figure is shared by the
-  # pieces running at once.
+  # test together, over the wall time the cores they kept busy, and the GPU's mean utilization
+  # while it ran (nvidia-smi, once a second). Many cores busy and an idle GPU: the tool's
+  # host-side analysis bounds it; a busy GPU: the instrumented kernels do. With
+  # RACECHECK_PARALLEL > 1 the GPU figure is shared by the pieces running at once. The CPU
+  # seconds are the larger of bash's `time` (every process waited for: a piece cut by its limit
+  # may leave its test unwaited, review of session 45) and a sample of the piece's session once a
+  # second (`setsid`: the tool, the test and their children; what they had used by the last sample).
+  local o missing=
+  for o in ${RACECHECK_ARGS:-} $args; do
+    [[ $o == @* && ! -r ${o#@} ]] && missing+=" ${o#@}"
+  done
+  if [ -n "$missing" ]; then  # not run: a piece without its options would check something else
+    echo "no option file:$missing" >>"$OUT/racecheck.$i.log"
+    echo incomplete >"$OUT/flag.$i"
+    row "| \`$filt\` | ${knobs:--} | ${args:--} | - | - | - | - | not run: no option file$missing |"
+    return
+  fi
   local gpu_pid=
   if command -v nvidia-smi >/dev/null 2>&1; then
-    # Bounded by the piece's own limit, so that a run cut from outside leaves no sampler behind.
-    timeout $((limit + 15)) nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -lms 1000 \
-      >"$OUT/gpu.$i" 2>/dev/null &
+    # Bounded by the piece's own limit, so that a run cut from outside leaves no sampler for long.
+    timeout $((limit + 15)) nvidia-smi -i "${RACECHECK_GPU:-0}" --query-gpu=utilization.gpu --format=csv,noheader,nounits \
+      -lms 1000 >"$OUT/gpu.$i" 2>/dev/null &
     gpu_pid=$!
   fi
-  local TIMEFORMAT='%U %S' opts
+  local TIMEFORMAT='%U %S' opts pid sampled=0 c
   read -ra opts <<<"$(expand_opts ${RACECHECK_ARGS:-} $args)" || true
   {
-    time env "${kv[@]}" "${pre[@]}" timeout --kill-after=10 "$limit" compute-sanitizer --tool racecheck --error-exitcode 3 \
-      "${opts[@]}" "$bin" --gtest_filter="$filt" >"$txt" 2>&1
+    time {
+      setsid env "${kv[@]}" "${pre[@]}" timeout --kill-after=10 "$limit" compute-sanitizer --tool racecheck \
+        --error-exitcode 3 "${opts[@]}" "$bin" --gtest_filter="$filt" >"$txt" 2>&1 &
+      pid=$!
+      while kill -0 "$pid" 2>/dev/null; do
+        c=$(ps -s "$pid" -o times= 2>/dev/null | awk '{s += $1} END {print s + 0}')
+        [ "${c:-0}" -gt "$sampled" ] && sampled=$c
+        sleep 1
+      done
+      wait "$pid"
+    }
   } 2>"$OUT/cpu.$i"
   rc=$?
   [ -n "$gpu_pid" ] && { kill "$gpu_pid" 2>/dev/null; wait "$gpu_pid" 2>/dev/null; }
   local wall=$((SECONDS - t0)) host gpu=-
-  host=$(awk -v w="$wall" 'NF == 2 {c = $1 + $2; printf "%.0fs (%.1f cores)", c, (w > 0 ? c / w : 0)}' "$OUT/cpu.$i")
+  host=$(awk -v w="$wall" -v p="$sampled" 'NF == 2 && $1 ~ /^[0-9.]+$/ {c = $1 + $2} END {if (p > c) c = p;
+    printf "%.0fs (%.1f cores)", c, (w > 0 ? c / w : 0)}' "$OUT/cpu.$i")
   [ -s "$OUT/gpu.$i" ] && gpu=$(awk '$1 ~ /^[0-9]+$/ {s += $1; n++} END {if (n) printf "%.0f%%", s / n; else print "-"}' "$OUT/gpu.$i")
   rm -f "$OUT/cpu.$i" "$OUT/gpu.$i"
   summary=$(grep -o 'RACECHECK SUMMARY:.*' "$txt" | tail -1)
