@@ -108,6 +108,20 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
     tag=${v%%:*}; vars=${v#*:}
     step "ctest [$tag]" tests.log env ${vars//,/ } ctest --test-dir build/gpu -j 8 --output-on-failure
   done
+  # Racecheck may leave our kernels without shared memory uninstrumented
+  # (@scripts/racecheck-no-shared.txt in RACECHECK_ARGS or a piece's options): where a call asks
+  # for it, that list is first checked against this build's PTX, so that a kernel given shared
+  # memory since is not left out unseen; if the check does not pass, no racecheck that uses it runs.
+  noshared_bad= uses_noshared=
+  [[ "${RACECHECK_PIECES:-} ${RACECHECK_ARGS:-}" == *racecheck-no-shared* ]] && uses_noshared=1
+  IFS=';' read -ra plist <<<"${RACECHECK_PIECES:-}"
+  for p in "${plist[@]}"; do  # a piece list file (@FILE) may name it in a piece's options
+    [[ $p == @* ]] && grep -v '^#' "${p#@}" 2>/dev/null | grep -q racecheck-no-shared && uses_noshared=1
+  done
+  if [ -n "$uses_noshared" ]; then
+    step "racecheck no-shared list" sanitizer.log scripts/racecheck-no-shared.sh build/gpu/src/libpipelink.so
+    [[ ${status[-1]} == *"|ok|"* ]] || noshared_bad=1
+  fi
   for t in $( [ -z "${SKIP_SANITIZER:-}" ] && find build/gpu/tests -maxdepth 1 -type f -executable -name 'test_cuda_*' | sort); do
     n=$(basename "$t")
     # test_cuda_knobs reads environment knobs on the host and makes no CUDA call, so
@@ -145,13 +159,18 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
     [ "$n" = test_cuda_aggregate ] && filt=(--gtest_filter="${RACECHECK_FILTER:--*PlanBuiltOnOneStreamRunsOnAnother*:*OneShotOnAFullDevice*:*HostThreadsSharingAPlan*:*StatusSlotsPastOnePage*}")
     # RACECHECK_ARGS: more compute-sanitizer options (e.g. "--show-backtrace device").
     # @FILE words in RACECHECK_ARGS (the pieces' option files) become the file's options here too.
-    rargs=()
+    rargs=() rbad=
     for o in ${RACECHECK_ARGS:-}; do
-      if [[ $o == @* ]]; then read -ra more <<<"$(grep -vE '^[[:space:]]*(#|$)' "${o#@}" | tr '\n' ' ')"; rargs+=("${more[@]}")
+      if [[ $o == @* ]]; then
+        [ -r "${o#@}" ] || { rbad="no option file ${o#@}"; continue; }
+        read -ra more <<<"$(grep -vE '^[[:space:]]*(#|$)' "${o#@}" | tr '\n' ' ')"; rargs+=("${more[@]}")
       else rargs+=("$o"); fi
     done
-    [ -n "${SKIP_RACECHECK:-}" ] || step "racecheck $n" sanitizer.log compute-sanitizer --tool racecheck --error-exitcode 3 \
-      "${rargs[@]}" "$t" "${filt[@]}"
+    [[ -n "$noshared_bad" && "${RACECHECK_ARGS:-}" == *racecheck-no-shared* ]] && rbad="the no-shared list did not pass its check"
+    if [ -z "${SKIP_RACECHECK:-}" ] && [ -n "$rbad" ]; then status+=("racecheck $n|SKIPPED ($rbad)|0s")
+    elif [ -z "${SKIP_RACECHECK:-}" ]; then
+      step "racecheck $n" sanitizer.log compute-sanitizer --tool racecheck --error-exitcode 3 "${rargs[@]}" "$t" "${filt[@]}"
+    fi
   done
   # RACECHECK_PIECES="FILTER[|knobs[|options]];...": test_cuda_aggregate under racecheck in pieces
   # (scripts/racecheck-pieces.sh: each piece its own time limit, PIECE_S, default 240 s), inside
@@ -159,18 +178,8 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
   # SKIP_RACECHECK=1 (and SKIP_CTEST/SKIP_MEMCHECK when the call is for racecheck alone).
   if [ -n "${RACECHECK_PIECES:-}" ]; then
     IFS=';' read -ra pieces <<<"$RACECHECK_PIECES"
-    # Pieces may leave our kernels without shared memory uninstrumented (@scripts/racecheck-no-shared.txt
-    # in RACECHECK_ARGS or a piece's options): first check that list
-    # against this build's PTX, so that a kernel given shared memory since is not left out unseen.
-    step "racecheck no-shared list" sanitizer.log scripts/racecheck-no-shared.sh build/gpu/src/libpipelink.so
-    # A list that fails its check must not leave kernels unchecked: then pieces that use it do not run.
-    uses=no
-    [[ "$RACECHECK_PIECES ${RACECHECK_ARGS:-}" == *racecheck-no-shared* ]] && uses=yes
-    for p in "${pieces[@]}"; do  # a piece list file (@FILE) may name it in a piece's options
-      [[ $p == @* ]] && grep -v '^#' "${p#@}" 2>/dev/null | grep -q racecheck-no-shared && uses=yes
-    done
-    if [[ ${status[-1]} != *"|ok|"* && $uses == yes ]]; then
-      status+=("racecheck pieces|SKIPPED (the no-shared list failed its check)|0s")
+    if [ -n "$noshared_bad" ]; then
+      status+=("racecheck pieces|SKIPPED (the no-shared list did not pass its check)|0s")
       pieces=()
     fi
     [ ${#pieces[@]} -gt 0 ] && step "racecheck pieces" sanitizer.log env OUT="$OUT" ${DEADLINE_S:+DEADLINE_S=$((DEADLINE_S - SECONDS - 15))} \

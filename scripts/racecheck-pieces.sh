@@ -104,7 +104,7 @@ run_piece() {
   # host-side analysis bounds it; a busy GPU: the instrumented kernels do. With
   # RACECHECK_PARALLEL > 1 the GPU figure is shared by the pieces running at once. The CPU
   # seconds are the larger of bash's `time` (every process waited for: a piece cut by its limit
-  # may leave its test unwaited, review of session 45) and a sample of the piece's session once a
+  # may leave its test unwaited, review of session 45) and a sample of the piece's session twice a
   # second (`setsid`: the tool, the test and their children; what they had used by the last sample).
   local o missing=
   for o in ${RACECHECK_ARGS:-} $args; do
@@ -131,9 +131,11 @@ run_piece() {
         --error-exitcode 3 "${opts[@]}" "$bin" --gtest_filter="$filt" >"$txt" 2>&1 &
       pid=$!
       while kill -0 "$pid" 2>/dev/null; do
-        c=$(ps -s "$pid" -o times= 2>/dev/null | awk '{s += $1} END {print s + 0}')
+        # Clock ticks (utime + stime) of every process in the piece's session, from /proc (the
+        # fields after the command name's closing parenthesis: session 4th, utime 12th, stime 13th).
+        c=$(awk -v sid="$pid" '{sub(/^.*\) /, ""); if ($4 == sid) t += $12 + $13} END {print t + 0}' /proc/[0-9]*/stat 2>/dev/null)
         [ "${c:-0}" -gt "$sampled" ] && sampled=$c
-        sleep 1
+        sleep 0.5
       done
       wait "$pid"
     }
@@ -141,8 +143,9 @@ run_piece() {
   rc=$?
   [ -n "$gpu_pid" ] && { kill "$gpu_pid" 2>/dev/null; wait "$gpu_pid" 2>/dev/null; }
   local wall=$((SECONDS - t0)) host gpu=-
-  host=$(awk -v w="$wall" -v p="$sampled" 'NF == 2 && $1 ~ /^[0-9.]+$/ {c = $1 + $2} END {if (p > c) c = p;
-    printf "%.0fs (%.1f cores)", c, (w > 0 ? c / w : 0)}' "$OUT/cpu.$i")
+  host=$(awk -v w="$wall" -v p="$sampled" -v hz="$(getconf CLK_TCK 2>/dev/null || echo 100)" \
+    'NF == 2 && $1 ~ /^[0-9.]+$/ {c = $1 + $2} END {if (p / hz > c) c = p / hz;
+    printf "%.1fs (%.1f cores)", c, (w > 0 ? c / w : 0)}' "$OUT/cpu.$i")
   [ -s "$OUT/gpu.$i" ] && gpu=$(awk '$1 ~ /^[0-9]+$/ {s += $1; n++} END {if (n) printf "%.0f%%", s / n; else print "-"}' "$OUT/gpu.$i")
   rm -f "$OUT/cpu.$i" "$OUT/gpu.$i"
   summary=$(grep -o 'RACECHECK SUMMARY:.*' "$txt" | tail -1)

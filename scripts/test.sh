@@ -28,7 +28,7 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   # cuobjdump for the racecheck_no_shared_list test (this machine's toolkit has none): NVIDIA's
   # 0.3 MB wheel into build/tools; without it (offline) that test reports a skip.
   if ! command -v cuobjdump >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/cuobjdump ]; then
-    [ -d build/tools ] ||
+    find build/tools -name cuobjdump -type f 2>/dev/null | grep -q . ||
       python3 -m pip install -q --disable-pip-version-check --target build/tools "nvidia-cuda-cuobjdump>=13,<14" >/dev/null 2>&1 || true
     tool=$(find build/tools -name cuobjdump -type f 2>/dev/null | head -n 1)
     [ -n "$tool" ] && chmod +x "$tool" && export CUOBJDUMP=$PWD/$tool

@@ -91,12 +91,12 @@ grep -q 'sanitizer options: .*--kernel-name-exclude kns=one_kernel --kernel-name
 # Each row gives the host CPU seconds the piece took (a busy loop of ~2 s: at least 1 s) and the
 # GPU's mean utilization while it ran (the stand-in's 37%).
 check "the host CPU and GPU busy columns" 0 1 '*Busy*'
-grep -Eq '^\| `\*Busy\*` \| - \| - \| [0-9]+s \| [1-9][0-9]*s \([0-9.]+ cores\) \| 37% \| 0 \|' "$tmp/out$n/racecheck.md" ||
+grep -Eq '^\| `\*Busy\*` \| - \| - \| [0-9]+s \| [1-9][0-9]*\.[0-9]s \([0-9.]+ cores\) \| 37% \| 0 \|' "$tmp/out$n/racecheck.md" ||
   { echo "FAIL: the Busy piece's row lacks its host CPU or GPU figure"; cat "$tmp/out$n/racecheck.md"; exit 1; }
 # A piece cut by its limit whose test outlives the tool (not waited for, so bash's `time` misses
 # it): the row still counts the test's CPU seconds, from the samples of the piece's session.
 check "a cut piece's host CPU" 4 1 '*Spin*'
-grep -Eq '^\| `\*Spin\*` \| - \| - \| [0-9]+s \| [1-9][0-9]*s \(' "$tmp/out$n/racecheck.md" ||
+grep -Eq '^\| `\*Spin\*` \| - \| - \| [0-9]+s \| ([1-9][0-9]*\.[0-9]|0\.[1-9])s \(' "$tmp/out$n/racecheck.md" ||
   { echo "FAIL: the cut piece's row lacks its test's CPU seconds"; cat "$tmp/out$n/racecheck.md"; exit 1; }
 # A piece whose option file is missing is not run, and counts as incomplete.
 check "a missing option file" 4 1 "*A*||@$tmp/no-such-file.txt"
