@@ -108,6 +108,7 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
     tag=${v%%:*}; vars=${v#*:}
     step "ctest [$tag]" tests.log env ${vars//,/ } ctest --test-dir build/gpu -j 8 --output-on-failure
   done
+  source scripts/racecheck-opts.sh  # racecheck_expand_opts: @FILE words in RACECHECK_ARGS
   # Racecheck may leave our kernels without shared memory uninstrumented
   # (@scripts/racecheck-no-shared.txt in RACECHECK_ARGS or a piece's options): where a call asks
   # for it, that list is first checked against this build's PTX, so that a kernel given shared
@@ -160,12 +161,8 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
     # RACECHECK_ARGS: more compute-sanitizer options (e.g. "--show-backtrace device").
     # @FILE words in RACECHECK_ARGS (the pieces' option files) become the file's options here too.
     rargs=() rbad=
-    for o in ${RACECHECK_ARGS:-}; do
-      if [[ $o == @* ]]; then
-        [ -r "${o#@}" ] || { rbad="no option file ${o#@}"; continue; }
-        read -ra more <<<"$(grep -vE '^[[:space:]]*(#|$)' "${o#@}" | tr '\n' ' ')"; rargs+=("${more[@]}")
-      else rargs+=("$o"); fi
-    done
+    if opts_text=$(racecheck_expand_opts ${RACECHECK_ARGS:-} 2>/dev/null); then read -ra rargs <<<"$opts_text"
+    else rbad="an option file of RACECHECK_ARGS cannot be read"; fi
     [[ -n "$noshared_bad" && "${RACECHECK_ARGS:-}" == *racecheck-no-shared* ]] && rbad="the no-shared list did not pass its check"
     if [ -z "${SKIP_RACECHECK:-}" ] && [ -n "$rbad" ]; then status+=("racecheck $n|SKIPPED ($rbad)|0s")
     elif [ -z "${SKIP_RACECHECK:-}" ]; then

@@ -73,19 +73,7 @@ printf '%s\n' "| piece | knobs | options | time | host CPU | GPU busy | exit | r
   "|---|---|---|---|---|---|---|---|" | tee "$OUT/racecheck.md"
 row() { printf '%s\n' "$1" | tee -a "$OUT/racecheck.md"; }
 hazard=0 incomplete=0
-# Sanitizer options, with each @FILE word replaced by FILE's options (its lines but blank ones and
-# # comments), e.g. @scripts/racecheck-no-shared.txt: the kernels without shared memory left out.
-expand_opts() {
-  local o
-  for o in "$@"; do
-    if [[ $o == @* ]]; then
-      [ -r "${o#@}" ] || { echo "no option file ${o#@}" >&2; continue; }
-      grep -vE '^[[:space:]]*(#|$)' "${o#@}" | tr '\n' ' '
-    else
-      printf '%s ' "$o"
-    fi
-  done
-}
+source scripts/racecheck-opts.sh  # racecheck_expand_opts: @FILE words
 # One piece: its text to $OUT/piece.$i.txt, its row to the table, and a flag file for the verdict
 # ($OUT/flag.$i: "hazard", "incomplete" or "clean"; a missing one counts as incomplete), so that
 # pieces can run as jobs.
@@ -106,14 +94,12 @@ run_piece() {
   # seconds are the larger of bash's `time` (every process waited for: a piece cut by its limit
   # may leave its test unwaited, review of session 45) and a sample of the piece's session twice a
   # second (`setsid`: the tool, the test and their children; what they had used by the last sample).
-  local o missing=
-  for o in ${RACECHECK_ARGS:-} $args; do
-    [[ $o == @* && ! -r ${o#@} ]] && missing+=" ${o#@}"
-  done
-  if [ -n "$missing" ]; then  # not run: a piece without its options would check something else
-    echo "no option file:$missing" >>"$OUT/racecheck.$i.log"
+  local opts_text missing
+  if ! opts_text=$(racecheck_expand_opts ${RACECHECK_ARGS:-} $args 2>"$OUT/cpu.$i"); then
+    missing=$(cat "$OUT/cpu.$i"); rm -f "$OUT/cpu.$i"
+    echo "$missing" >>"$OUT/racecheck.$i.log"
     echo incomplete >"$OUT/flag.$i"
-    row "| \`$filt\` | ${knobs:--} | ${args:--} | - | - | - | - | not run: no option file$missing |"
+    row "| \`$filt\` | ${knobs:--} | ${args:--} | - | - | - | - | not run: $missing |"
     return
   fi
   local gpu_pid=
@@ -124,7 +110,7 @@ run_piece() {
     gpu_pid=$!
   fi
   local TIMEFORMAT='%U %S' opts pid sampled=0 c
-  read -ra opts <<<"$(expand_opts ${RACECHECK_ARGS:-} $args)" || true
+  read -ra opts <<<"$opts_text" || true
   {
     time {
       setsid env "${kv[@]}" "${pre[@]}" timeout --kill-after=10 "$limit" compute-sanitizer --tool racecheck \
