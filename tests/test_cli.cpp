@@ -69,6 +69,9 @@ TEST_F(Cli, AggregateOnFilesMatchesTheLibrary) {
   Tensor expect = TensorBuilder().shape({N, F}).build();
   aggregate(x, g.src, g.dst, std::nullopt, expect);
   EXPECT_TRUE(bitwise_equal(y, expect));
+  // The extra column is ignored, and said so (it was silent before: session 46).
+  EXPECT_NE(r.output.find("1 line(s), the first line 8, have columns after the two node ids"), std::string::npos)
+      << r.output;
   // SNAP "a b": a message from a to b, so row 1 gets tanh(x[0]) + tanh(x[3]) and row 0 stays 0 except 2->0.
   EXPECT_NEAR(y.data_as<float>()[1 * F], std::tanh(x.data_as<float>()[0]) + std::tanh(x.data_as<float>()[3 * F]), 1e-6);
 }
@@ -79,6 +82,10 @@ TEST_F(Cli, BadIndexLeavesNoOutputAndKeepsAnOldOne) {
   CliRun r = run_cli("aggregate --graph " + path("g.txt") + " --x " + path("x.npy") + " --out " + path("y.npy"));
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("element 2 is 50"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the edges come from '" + path("g.txt") + "'; N = 10 is the number of rows of '" +
+                          path("x.npy") + "'"),
+            std::string::npos)
+      << r.output;
   EXPECT_FALSE(fs::exists(path("y.npy")));
   std::ofstream(path("old.npy")) << "previous result";
   r = run_cli("aggregate --graph " + path("g.txt") + " --x " + path("x.npy") + " --out " + path("old.npy"));
@@ -107,6 +114,28 @@ TEST_F(Cli, MalformedInputsAreClearErrors) {
   EXPECT_FALSE(fs::exists(path("y.npy")));
 }
 
+// `--out x.npy` once replaced the input with the output and exited 0 (a review, session 46).
+TEST_F(Cli, OutputThatIsAnInputIsRefused) {
+  std::ofstream(path("g.txt")) << "0 1\n1 2\n";
+  write_npy(path("x.npy"), random_tensor({3, 2}, DType::f32, fresh_seed()));
+  write_npy(path("w.npy"), random_tensor({2}, DType::f32, fresh_seed()));
+  fs::create_symlink(path("x.npy"), path("alias.npy"));
+  auto bytes = [&](const std::string& name) {
+    std::ifstream f(path(name), std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(f)), {});
+  };
+  const std::string before[] = {bytes("g.txt"), bytes("x.npy"), bytes("w.npy")};
+  const std::string base = "aggregate --graph " + path("g.txt") + " --x " + path("x.npy") + " --w " + path("w.npy");
+  for (const auto& [out, flag] : {std::pair{"x.npy", "--x"}, {"alias.npy", "--x"}, {"w.npy", "--w"}, {"g.txt", "--graph"}}) {
+    CliRun r = run_cli(base + " --out " + path(out));
+    EXPECT_EQ(r.status, 2) << out << ": " << r.output;
+    EXPECT_NE(r.output.find(std::string("is the same file as ") + flag), std::string::npos) << r.output;
+  }
+  EXPECT_EQ(bytes("g.txt"), before[0]);
+  EXPECT_EQ(bytes("x.npy"), before[1]);
+  EXPECT_EQ(bytes("w.npy"), before[2]);
+}
+
 TEST_F(Cli, WeightsThatAreNotOneFloatAnEdgeAreRefused) {
   // Integer weights were once turned into NaN and the run exited 0 (a review, session 43).
   std::ofstream(path("g.txt")) << "0 1\n1 2\n2 3\n";
@@ -132,6 +161,17 @@ TEST_F(Cli, WeightsThatAreNotOneFloatAnEdgeAreRefused) {
               path("y.npy") + " --check");
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("within_tolerance=true"), std::string::npos) << r.output;
+  // ... unless a value is past float32's range: 1e300 became inf, and the output inf/NaN, exit 0
+  // (a review, session 46).
+  w64.data_as<double>()[1] = -1e300;
+  write_npy(path("w64.npy"), w64);
+  r = run_cli("aggregate --graph " + path("g.txt") + " --x " + path("x.npy") + " --w " + path("w64.npy") + " --out " +
+              path("z.npy"));
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("weight 1 of '" + path("w64.npy") + "' is -1e+300, outside float32's range"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(fs::exists(path("z.npy")));
 }
 
 TEST_F(Cli, BenchOptionsOutOfRangeAreRefused) {

@@ -246,6 +246,32 @@ TEST_F(DebugDump, OverwritesAnExistingDump) {
   EXPECT_EQ(files(), (std::vector<std::string>{"same.bin", "same.json"}));
 }
 
+// A dump whose .json could not be written once left its new .bin under the old .json: an int32
+// payload then loaded as float32 values without a word (a review, session 46). Both files are now
+// written whole before either replaces the old dump. The .json's temporary file cannot be made
+// here because its name (the link's target plus a suffix) is longer than a file name may be.
+TEST_F(DebugDump, FailedMetadataWriteKeepsTheOldDump) {
+  Tensor a = TensorBuilder().shape({3}).dtype(DType::f32).build();
+  fill_random_bytes(a, fresh_seed());
+  debug_dump(a, prefix("keep"));
+  const std::string long_name = std::string(245, 'm') + ".json";  // 250 bytes; its temp's, 270
+  fs::rename(prefix("keep") + ".json", prefix(long_name));
+  fs::create_symlink(long_name, prefix("keep") + ".json");
+  ASSERT_TRUE(test::bitwise_equal(debug_load(prefix("keep")), a));
+  Tensor b = TensorBuilder().shape({3}).dtype(DType::i32).build();
+  fill_random_bytes(b, fresh_seed() + 1);
+  try {
+    debug_dump(b, prefix("keep"));
+    FAIL() << "expected pipelink::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("File name too long"), std::string::npos) << e.what();
+  }
+  Tensor y = debug_load(prefix("keep"));
+  EXPECT_EQ(y.dtype(), DType::f32);
+  EXPECT_TRUE(test::bitwise_equal(y, a));
+  EXPECT_EQ(files(), (std::vector<std::string>{"keep.bin", "keep.json", long_name}));
+}
+
 TEST_F(DebugDump, UnwritableTargetThrowsAndLeavesNothing) {
   Tensor a = TensorBuilder().shape({4}).zeros();
   EXPECT_THROW(debug_dump(a, prefix("no_such_dir/x")), Error);

@@ -1,8 +1,13 @@
 // .npy read / write: round trips, hand-written files of each format version, malformed files and
 // the atomic write.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -187,7 +192,7 @@ TEST_F(Npy, WriteFailuresLeaveNoFile) {
     EXPECT_NE(what.find("No such file or directory"), std::string::npos) << what;
   }
   EXPECT_FALSE(fs::exists(missing_dir));
-  // The target is a directory: the temp file is written, the rename fails, the temp file goes.
+  // The target is a directory: refused before any temp file is made.
   fs::create_directory(path("taken"));
   EXPECT_THROW(write_npy(path("taken"), x), Error);
   EXPECT_TRUE(fs::is_directory(path("taken")));
@@ -196,6 +201,50 @@ TEST_F(Npy, WriteFailuresLeaveNoFile) {
   const std::vector<std::int64_t> one = {1};
   EXPECT_THROW(write_npy(path("g.npy"), TensorView(&dummy, DType::f32, Device::cuda(), one)), std::invalid_argument);
   EXPECT_FALSE(fs::exists(path("g.npy")));
+}
+
+// Rewriting an output through a link, or one with private permissions, once replaced the link
+// with a regular file and made the file 0644 (a review, session 46).
+TEST_F(Npy, OverwriteKeepsLinksAndPermissions) {
+  const auto seed = test::fresh_seed();
+  Tensor a = random_of(DType::f32, {3, 4}, seed), b = random_of(DType::f32, {5}, seed + 1);
+  write_npy(path("real.npy"), a);
+  ::chmod(path("real.npy").c_str(), 0600);
+  fs::create_symlink("real.npy", path("link.npy"));  // relative, as `ln -s` makes them
+  write_npy(path("link.npy"), b);
+  EXPECT_TRUE(fs::is_symlink(path("link.npy")));
+  EXPECT_TRUE(test::bitwise_equal(read_npy(path("real.npy")), b));
+  EXPECT_EQ(fs::status(path("real.npy")).permissions() & fs::perms::mask, fs::perms::owner_read | fs::perms::owner_write);
+  // A dangling link names the file writing through it creates.
+  fs::create_symlink("made.npy", path("dangling.npy"));
+  write_npy(path("dangling.npy"), a);
+  EXPECT_TRUE(fs::is_symlink(path("dangling.npy")));
+  EXPECT_TRUE(test::bitwise_equal(read_npy(path("made.npy")), a));
+  auto names = files_in_dir();
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"dangling.npy", "link.npy", "made.npy", "real.npy"}));
+}
+
+// `--out /dev/null` once replaced the device node with a regular file (as root). A FIFO stands in
+// for it here: writing must go into it, not replace it.
+TEST_F(Npy, NonRegularTargetIsWrittenInPlace) {
+  Tensor a = random_of(DType::i32, {7}, test::fresh_seed());
+  const std::string fifo = path("pipe");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  const int rd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);  // a reader, so the writer's open returns
+  ASSERT_GE(rd, 0) << std::strerror(errno);
+  write_npy(fifo, a);  // 128 + 28 bytes: within a pipe's buffer
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  std::string got(4096, '\0');
+  const ssize_t n = ::read(rd, got.data(), got.size());
+  ::close(rd);
+  ASSERT_GT(n, 0);
+  got.resize(std::size_t(n));
+  write_npy(path("ref.npy"), a);
+  EXPECT_EQ(got, read_bytes(path("ref.npy")));
+  auto names = files_in_dir();
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"pipe", "ref.npy"}));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -277,6 +326,23 @@ TEST_F(MalformedNpy, MalformedHeaderDict) {
   expect_error_for(1, dict + " garbage!!", std::string(12, '\0'), "unexpected bytes after the dict");
   expect_error_for(1, dict + std::string("\x00\x00\x80\x3f", 4), raw(std::vector<float>{2, 3, 4}),
                    "unexpected bytes after the dict");
+}
+
+TEST_F(MalformedNpy, HugeShapesAndHeadersAreNamedAndShort) {
+  // A zero dimension once ended the overflow check: (0, 2**62, 2**62) failed later, without the
+  // file's name (a review, session 46).
+  expect_error_for(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 4611686018427387904, 4611686018427387904), }",
+                   "", "is too large");
+  // A 5 MB header came back whole in the message: it is cut at 80 bytes.
+  const std::string huge = "{" + std::string(100000, 'x');
+  try {
+    read_npy(write_bytes("long.npy", npy_bytes(2, huge, "")));
+    ADD_FAILURE() << "expected ParseError";
+  } catch (const ParseError& e) {
+    const std::string what = e.what();
+    EXPECT_LT(what.size(), 400u) << what.substr(0, 400);
+    EXPECT_NE(what.find("(100001 bytes)"), std::string::npos) << what.substr(0, 400);
+  }
 }
 
 TEST_F(MalformedNpy, MissingFile) {

@@ -1,5 +1,6 @@
 #pragma once
 // Umbrella header.
+#include "pipelink/atomic_file.hpp"
 #include "pipelink/contract.hpp"
 #include "pipelink/debug.hpp"
 #include "pipelink/dtype.hpp"

@@ -1,14 +1,16 @@
 #include "pipelink/debug.hpp"
 
 #include "core/strided.hpp"
+#include "pipelink/atomic_file.hpp"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <chrono>
@@ -19,7 +21,6 @@
 #include <ctime>
 #include <filesystem>
 #include <limits>
-#include <random>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -117,40 +118,6 @@ void to_little_endian_inplace(std::byte* data, std::size_t nbytes, std::size_t i
   } else {
     (void)data, (void)nbytes, (void)item;
   }
-}
-
-std::string temp_name_for(const fs::path& target) {
-  // pid-free uniqueness: a per-process random nonce plus a counter, so that concurrent dumps
-  // (threads or processes) to the same target never share a temp file.
-  static const std::uint64_t nonce = [] {
-    std::random_device rd;
-    return (std::uint64_t(rd()) << 32) ^ rd();
-  }();
-  static std::atomic<std::uint64_t> counter{0};
-  return target.string() + fmt::format(".tmp-{:016x}-{}", nonce, counter.fetch_add(1));
-}
-
-// Temp file + rename: a reader sees either the old file or the complete new one, never a
-// partial write. (Atomic for readers, not a durability guarantee: there is no fsync.)
-void write_file_atomic(const fs::path& target, const void* data, std::size_t nbytes) {
-  const std::string tmp = temp_name_for(target);
-  auto fail = [&](const std::string& what, int err) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw Error(fmt::format("debug_dump: cannot write '{}': {}{}", target.string(), what,
-                            err ? std::string(": ") + std::strerror(err) : std::string()));
-  };
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail("cannot create temporary file", errno);
-  if (nbytes > 0 && std::fwrite(data, 1, nbytes, f) != nbytes) {
-    const int err = errno;
-    std::fclose(f);
-    fail("short write", err);
-  }
-  if (std::fclose(f) != 0) fail("close failed", errno);
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) fail("rename failed: " + ec.message(), 0);
 }
 
 [[noreturn]] void parse_fail(const std::string& path, const std::string& what, std::int64_t line = 0) {
@@ -266,9 +233,20 @@ void debug_dump(const TensorView& v, const std::string& path) {
   meta["created"] = utc_now_iso();
   const std::string text = meta.dump(2) + "\n";
 
-  // The .json goes last: its presence means the payload next to it is complete.
-  write_file_atomic(path + ".bin", payload, nbytes);
-  write_file_atomic(path + ".json", text.data(), text.size());
+  // Both files are written whole before either replaces anything, so a failed write (a full
+  // disk, a file size limit) leaves the old dump as it was. Then the old .json goes first and the
+  // new one last: its presence means the payload next to it is the one it describes. (Renaming
+  // the .bin first and failing on the .json once left a new int32 payload under the old float32
+  // metadata, which loaded as wrong values without a word: session 46's review.)
+  AtomicFile bin(path + ".bin", "debug_dump"), meta_file(path + ".json", "debug_dump");
+  bin.write(payload, nbytes);
+  meta_file.write(text);
+  struct stat old {};
+  if (::lstat(meta_file.target().c_str(), &old) == 0 && S_ISREG(old.st_mode) &&
+      ::unlink(meta_file.target().c_str()) != 0 && errno != ENOENT)
+    throw Error(fmt::format("debug_dump: cannot replace '{}': {}", meta_file.target(), std::strerror(errno)));
+  bin.commit();
+  meta_file.commit();
 }
 
 Tensor debug_load(const std::string& path) {

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "core/log_internal.hpp"
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -179,14 +181,17 @@ EdgeList parse_snap(const std::string& path, std::string_view text, std::int64_t
   if (num_nodes < 0) throw std::invalid_argument(fmt::format("load_snap: negative num_nodes {}", num_nodes));
   EdgeBuffers edges;
   edges.reserve(count_lines(text), false);
-  std::int64_t max_id = -1;
+  std::int64_t max_id = -1, extra_lines = 0, first_extra = 0;
   Lines lines(text);
   std::string_view line;
   while (lines.next(line)) {
     std::string_view rest = line;
     const std::string_view a = next_token(rest);
     if (a.empty() || a.front() == '#') continue;  // blank or comment
-    const std::string_view b = next_token(rest);  // extra columns after b are ignored
+    const std::string_view b = next_token(rest);
+    // Columns after b are ignored (SNAP's temporal graphs put timestamps there, not weights),
+    // but not silently: a third column read as weight 1 surprised a reviewer (session 46).
+    if (!next_token(rest).empty() && extra_lines++ == 0) first_extra = lines.number();
     const std::int64_t u = snap_id(a, line, path, lines.number(), num_nodes);
     const std::int64_t v = snap_id(b, line, path, lines.number(), num_nodes);
     edges.src.push_back(u);
@@ -197,6 +202,10 @@ EdgeList parse_snap(const std::string& path, std::string_view text, std::int64_t
       throw ParseError(path, lines.number(),
                        fmt::format("node id {} leaves no room for a node count (the largest id + 1)", max_id));
   }
+  if (extra_lines > 0)
+    PIPELINK_LOG_WARN("'{}': {} line(s), the first line {}, have columns after the two node ids; they are ignored "
+                      "(a SNAP edge list carries no weights: give them as a .npy, or use a Matrix Market file)",
+                      path, extra_lines, first_extra);
   return edges.to_edge_list(num_nodes > 0 ? num_nodes : max_id + 1, false);
 }
 

@@ -23,6 +23,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "pipelink/atomic_file.hpp"
+
 namespace pipelink {
 namespace {
 
@@ -115,7 +117,10 @@ class HeaderParser {
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    throw ParseError(path_, 0, fmt::format("malformed .npy header ({}): {}", what, text_));
+    // The header as far as 80 bytes: a 5 MB header once came back whole in the message.
+    constexpr std::size_t kShown = 80;
+    throw ParseError(path_, 0, fmt::format("malformed .npy header ({}): {}{}", what, text_.substr(0, kShown),
+                                           text_.size() > kShown ? fmt::format("... ({} bytes)", text_.size()) : ""));
   }
   void skip_space() {
     while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\n' || text_[pos_] == '\t')) ++pos_;
@@ -208,12 +213,16 @@ NpyHeader read_header(const std::string& path, int fd, std::int64_t file_size) {
 
 // Bytes of data the header promises; throws on sizes that overflow.
 std::int64_t payload_bytes(const std::string& path, const NpyHeader& h) {
+  // The nonzero dimensions must fit on their own: a zero among them once ended the check, so
+  // (0, 2**62, 2**62) got past it and failed later without the file's name (session 46).
   std::int64_t n = std::int64_t(dtype_size(h.dtype));
+  bool empty = false;
   for (auto d : h.shape)
-    if (d != 0 && n > std::numeric_limits<std::int64_t>::max() / d)
+    if (d == 0) empty = true;
+    else if (n > std::numeric_limits<std::int64_t>::max() / d)
       throw ParseError(path, 0, fmt::format("shape {} is too large", shape_tuple(h.shape)));
     else n *= d;
-  return n;
+  return empty ? 0 : n;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -240,24 +249,6 @@ std::string make_preamble(const TensorView& v) {
   throw std::logic_error("unreachable: .npy 2.0 header lengths cover any rank");
 }
 
-// Deletes the temporary file unless the write went through.
-struct TempFileGuard {
-  std::string path;
-  bool committed = false;
-  ~TempFileGuard() {
-    if (!committed) std::remove(path.c_str());
-  }
-};
-
-[[noreturn]] void write_failed(const std::string& path, int err) {
-  throw Error(fmt::format("write_npy: cannot write '{}': {}", path, std::strerror(err)));
-}
-
-void write_all(const std::string& path, std::FILE* f, const void* data, std::size_t n) {
-  errno = 0;  // fwrite need not set errno on every failure; EIO then stands in
-  if (n != 0 && std::fwrite(data, 1, n, f) != n) write_failed(path, errno ? errno : EIO);
-}
-
 }  // namespace
 
 Tensor read_npy(const std::string& path) {
@@ -274,7 +265,12 @@ Tensor read_npy(const std::string& path) {
   if (S_ISREG(st.st_mode) && here >= 0 && have < need)
     throw ParseError(path, 0, fmt::format("truncated data: shape {} of {} needs {} bytes, the file has {}",
                                           shape_tuple(h.shape), dtype_name(h.dtype), need, have));
-  Tensor t = TensorBuilder().shape(h.shape).dtype(h.dtype).build();
+  Tensor t;
+  try {  // a pipe's size is not known before: its shape may ask for more than the host has
+    t = TensorBuilder().shape(h.shape).dtype(h.dtype).build();
+  } catch (const std::exception& e) {
+    throw ParseError(path, 0, fmt::format("shape {} of {}: {}", shape_tuple(h.shape), dtype_name(h.dtype), e.what()));
+  }
   const std::size_t got = read_up_to(path, f.fd, t.data(), std::size_t(need));
   if (got < std::size_t(need))
     throw ParseError(path, 0, fmt::format("truncated data: shape {} of {} needs {} bytes, the file has {}",
@@ -293,19 +289,10 @@ void write_npy(const std::string& path, const TensorView& v) {
     src = &contiguous.view();
   }
   const std::string preamble = make_preamble(*src);
-  TempFileGuard tmp{fmt::format("{}.tmp.{}", path, ::getpid())};
-  std::FILE* f = std::fopen(tmp.path.c_str(), "wb");
-  if (!f) write_failed(path, errno);
-  try {
-    write_all(path, f, preamble.data(), preamble.size());
-    write_all(path, f, src->data(), std::size_t(src->numel()) * src->itemsize());
-  } catch (...) {
-    std::fclose(f);
-    throw;
-  }
-  if (std::fclose(f) != 0) write_failed(path, errno);
-  if (std::rename(tmp.path.c_str(), path.c_str()) != 0) write_failed(path, errno);
-  tmp.committed = true;
+  AtomicFile f(path, "write_npy");
+  f.write(preamble);
+  f.write(src->data(), std::size_t(src->numel()) * src->itemsize());
+  f.commit();
 }
 
 }  // namespace pipelink

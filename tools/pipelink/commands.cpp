@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,26 +16,6 @@
 #include "pipelink/pipelink.hpp"
 
 namespace pipelink::tools {
-
-void write_text_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) throw Error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-    f << text;
-    f.flush();
-    if (!f) {
-      std::filesystem::remove(tmp);
-      throw Error(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp);
-    throw Error(fmt::format("cannot write {}: {}", path, ec.message()));
-  }
-}
 
 // ---- ops -------------------------------------------------------------------------------------
 
@@ -117,9 +99,41 @@ int cmd_demo(const DemoOptions& o) {
 
 // ---- aggregate on files ----------------------------------------------------------------------
 
+namespace {
+
+// `--out x.npy` once replaced the input with the output and exited 0 (session 46's review): the
+// output may not be any of the inputs, whatever path (or link) names them.
+void refuse_output_over_input(const AggregateFileOptions& o) {
+  const std::pair<const char*, const std::string*> inputs[] = {{"--graph", &o.graph}, {"--x", &o.x}, {"--w", &o.w}};
+  for (const auto& [flag, path] : inputs) {
+    std::error_code ec;
+    if (!path->empty() && std::filesystem::equivalent(o.out, *path, ec))
+      throw Error(fmt::format("--out '{}' is the same file as {} '{}': refusing to overwrite an input", o.out, flag,
+                              *path));
+  }
+}
+
+// The op's errors name ports and edges; on the command line the reader also needs the files.
+template <typename F>
+void with_file_context(const AggregateFileOptions& o, std::int64_t N, F&& run) {
+  try {
+    run();
+  } catch (const IndexOutOfRangeError& e) {
+    throw Error(fmt::format("{}\n  the edges come from '{}'; N = {} is the number of rows of '{}'", e.what(), o.graph,
+                            N, o.x));
+  } catch (const ContractViolationError& e) {
+    const std::string& file = e.port() == "x" ? o.x : e.port() == "w" ? o.w : e.port() == "out" ? o.out : o.graph;
+    throw Error(fmt::format("{}\n  port '{}' comes from '{}'", e.what(), e.port(),
+                            e.port() == "w" && o.w.empty() ? o.graph : file));
+  }
+}
+
+}  // namespace
+
 int cmd_aggregate(const AggregateFileOptions& o) {
   const Device dev = Device::parse(o.device);
   const AggregateOptions opts{parse_transform(o.transform), false};
+  refuse_output_over_input(o);
   EdgeList g = load_graph(o.graph);
   Tensor x = read_npy(o.x);
   if (x.rank() != 2)
@@ -143,6 +157,11 @@ int cmd_aggregate(const AggregateFileOptions& o) {
     Tensor c = TensorBuilder().shape({w.numel()}).dtype(x.dtype()).build();
     for (std::int64_t i = 0; i < w.numel(); ++i) {
       const double v = w.dtype() == DType::f64 ? w.data_as<double>()[i] : w.data_as<float>()[i];
+      // 1e300 once became inf and the output row NaN/inf, exit 0 (session 46's review); the
+      // Matrix Market loader refuses such values for the same reason.
+      if (x.dtype() == DType::f32 && std::isfinite(v) && std::fabs(v) > double(std::numeric_limits<float>::max()))
+        throw Error(fmt::format("weight {} of '{}' is {:g}, outside float32's range (x is float32)", i,
+                                o.w.empty() ? o.graph : o.w, v));
       if (x.dtype() == DType::f64) c.data_as<double>()[i] = v;
       else c.data_as<float>()[i] = float(v);
     }
@@ -151,6 +170,7 @@ int cmd_aggregate(const AggregateFileOptions& o) {
   std::optional<TensorView> wv;
   if (w.defined()) wv = w.view();
   Tensor out = TensorBuilder().shape({N, x.dim(1)}).dtype(x.dtype()).build();
+  with_file_context(o, N, [&] {
   if (dev.kind == DeviceKind::cpu) {
     aggregate(x.view().with_layout(Layout::rows), g.src, g.dst, wv, out, opts);
   } else {
@@ -165,6 +185,7 @@ int cmd_aggregate(const AggregateFileOptions& o) {
     aggregate(xd, sd, dd, wdv, od, opts);
     out = to_device(od, Device::cpu());
   }
+  });
   if (o.check) {
     VerifyReport r = verify_aggregate(out, aggregate_oracle(x, g.src, g.dst, wv, opts));
     std::cerr << "check vs float64 oracle: " << r.summary() << "\n";

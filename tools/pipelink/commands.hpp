@@ -23,7 +23,4 @@ struct AggregateFileOptions {
 };
 int cmd_aggregate(const AggregateFileOptions& o);
 
-/// Temp file next to `path`, then rename: readers never see a partial file.
-void write_text_atomically(const std::string& path, const std::string& text);
-
 }  // namespace pipelink::tools

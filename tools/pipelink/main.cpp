@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   auto* aggc = app.add_subcommand("aggregate", "Run the aggregate on files: out[dst] += phi(x[src] * w)");
   aggc->add_option("--graph", agg.graph, "SNAP edge list ('a b': a message from a to b) or Matrix Market file")->required();
   aggc->add_option("--x", agg.x, "Node features, .npy [N, F] float32|float64")->required();
-  aggc->add_option("--w", agg.w, "Edge weights, .npy [E] (default: the graph file's values, else 1)");
+  aggc->add_option("--w", agg.w, "Edge weights, .npy [E] (default: a Matrix Market file's values, else 1; a SNAP file's extra columns are ignored)");
   aggc->add_option("--transform", agg.transform, "identity|tanh|relu|sigmoid")->capture_default_str();
   aggc->add_option("--out", agg.out, "Output .npy [N, F] (written atomically)")->required();
   aggc->add_option("--device", agg.device, "cpu|cuda[:N]")->capture_default_str();
@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
       sweep.device = Device::parse(sweep_device);
       if (!sweep_quiet) sweep.progress = progress_printer("sweep");
       int disagreements = 0;
-      tools::write_text_atomically(sweep_json, bench::run_aggregate_sweep(sweep, &disagreements) + "\n");
+      write_file_atomically(sweep_json, bench::run_aggregate_sweep(sweep, &disagreements) + "\n", "pipelink");
       std::cout << "wrote " << sweep_json << "\n";
       if (disagreements > 0) {
         std::fprintf(stderr, "pipelink: %d sweep point(s) disagree with the first path at their size (see the JSON)\n",
@@ -140,8 +140,8 @@ int main(int argc, char** argv) {
       bench::AggregateBenchResult r = bench::run_aggregate_bench(bopt);
       const std::string md = r.to_markdown();
       std::cout << md;
-      if (!json_path.empty()) tools::write_text_atomically(json_path, r.to_json() + "\n");
-      if (!md_path.empty()) tools::write_text_atomically(md_path, md);
+      if (!json_path.empty()) write_file_atomically(json_path, r.to_json() + "\n", "pipelink");
+      if (!md_path.empty()) write_file_atomically(md_path, md, "pipelink");
       // Exit 1 where any variant breaks the contract (per element, L2, bits where promised, the
       // runs after the timed ones) or the null test's sampled rows do: gpu-check.sh marks the step.
       for (const auto& v : r.variants)
