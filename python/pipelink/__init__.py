@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import operator
+import sys
 from typing import Any, Optional
 
 from . import _pipelink
@@ -49,6 +50,14 @@ def _framework(a: Any) -> str:
     mod = type(a).__module__.split(".")[0]
     if mod in ("torch", "numpy", "cupy"):
         return mod
+    # Subclasses (a torch.Tensor subclass defined in the user's module) by their base: taken for
+    # bare DLPack producers they skipped torch's steps, and a negative-bit view was read with the
+    # wrong sign (a review, session 46). Only here, off the common path: the module test is cheaper.
+    for name in ("torch", "numpy", "cupy"):
+        m = sys.modules.get(name)
+        base = getattr(m, "Tensor" if name == "torch" else "ndarray", None) if m is not None else None
+        if base is not None and isinstance(a, base):
+            return name
     if hasattr(a, "__dlpack__"):
         return "dlpack"
     raise TypeError(f"pipelink: expected a torch tensor, NumPy or CuPy array (or any DLPack producer), got {type(a).__name__}")
@@ -139,7 +148,7 @@ def _device_stream(fw: str, device: str) -> int:
 _TORCH_EXPORT: Any = None
 
 
-def _native(a: Any, fw: str) -> Any:
+def _native(a: Any, fw: str, port: str = "") -> Any:
     """What the binding imports: a DLPack capsule from torch's C exporter for torch tensors.
 
     ``Tensor.__dlpack__`` is Python code that builds two ``torch.cuda.Stream`` objects per CUDA
@@ -157,7 +166,34 @@ def _native(a: Any, fw: str) -> Any:
     # output that cannot be written as its storage says is refused in _check_out.
     if a.is_neg():
         a = a.resolve_neg()
-    return _TORCH_EXPORT(a) if _TORCH_EXPORT else a
+    if not _TORCH_EXPORT:
+        return a
+    try:
+        return _TORCH_EXPORT(a)
+    except RuntimeError as e:  # torch.bool and other dtypes DLPack cannot carry: name the port
+        raise ContractViolationError(
+            f"pipelink: port '{port}' has dtype {a.dtype}, which cannot be passed ({e})", op="pipelink", port=port,
+            field="dtype", expected="float32 or float64 values, int32 or int64 indices", actual=str(a.dtype)) from None
+
+
+def _bump_version(out: Any) -> None:
+    """Tells autograd that PipeLink wrote into a torch ``out``, as torch's in-place ops do.
+
+    Without it a tensor saved for backward and then overwritten by PipeLink gave wrong gradients
+    silently (a review, session 46); now backward raises torch's "modified by an inplace
+    operation" error.
+    """
+    global _INCREMENT_VERSION
+    if _INCREMENT_VERSION is None:
+        graph = getattr(_torch().autograd, "graph", None)
+        _INCREMENT_VERSION = getattr(graph, "increment_version", False)
+    if _INCREMENT_VERSION:
+        _INCREMENT_VERSION(out)
+    else:  # torch < 2.1: an empty in-place op on a view bumps the counter it shares with `out`
+        out[:0].zero_()
+
+
+_INCREMENT_VERSION: Any = None
 
 
 def _refuse_autograd(*arrays: Any) -> None:
@@ -220,9 +256,21 @@ def _check_numpy(port: str, a: Any, out: bool = False) -> None:
             field="access", expected="a writable array", actual="read-only")
 
 
+def _explain_numpy(*ports: tuple) -> None:
+    """After the binding refused an argument: the NumPy ones checked, so that the error names
+    the port (a byte-swapped w beside a torch x got nanobind's "incompatible function arguments":
+    a review, session 46). Only on the error path: the checks cost ~0.3 us a call up front."""
+    for port, a in ports:
+        if a is not None and type(a).__module__ == "numpy":
+            _check_numpy(port, a)
+
+
 def _check_out(out: Any, fw: str) -> None:
     if fw == "numpy":
         _check_numpy("out", out, out=True)
+    elif fw == "torch" and out.is_inference() and not _torch().is_inference_mode_enabled():
+        raise RuntimeError("aggregate: port 'out' is an inference tensor (made under torch.inference_mode()); "
+                           "torch does not allow writing it in place outside inference mode, nor does PipeLink")
     elif fw == "torch" and out.is_neg():
         raise ContractViolationError(
             "aggregate: port 'out' has torch's negative bit set (a view such as x.conj().imag): its storage "
@@ -266,6 +314,8 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
         RuntimeError: a torch tensor that requires grad while autograd is on (no gradients here).
     """
     _check_mode(mode)
+    if accumulate is not True and accumulate is not False:  # "False" is truthy: it added into out
+        raise TypeError(f"aggregate: accumulate must be True or False, got {accumulate!r}")
     fw = _framework(x)
     _refuse_autograd(x, w, out)
     if plan is not None and (src is not None or dst is not None):
@@ -281,27 +331,32 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
             raise ValueError("aggregate: accumulate=True needs `out=` (the array to add into)")
         out = _empty_like_rows(x, fw)
         ofw = fw
+        given = False  # a new array: no autograd history to tell (_bump_version: 0.3-2.4 us)
     else:
         ofw = _framework(out)  # once a call: the checks and the native call below share it
         _check_out(out, ofw)
-    if fw == "numpy":
-        for port, a in (("x", x), ("src", src), ("dst", dst), ("w", w)):
-            if a is not None and not isinstance(a, PlanWeights):
-                _check_numpy(port, a)
+        given = True
     stream = _stream_of(x, fw)
-    if isinstance(w, PlanWeights):
-        if plan is None:
-            raise ValueError("aggregate: weights in plan order (PlanWeights) need the plan they were made for: pass plan=")
-        plan._run_weights(x, w, out, transform=transform, accumulate=accumulate, stream=stream, fw=fw, ofw=ofw)
-        return out
-    if plan is not None:
-        plan._run(x, w, out, transform=transform, accumulate=accumulate, stream=stream, fw=fw, ofw=ofw)
-        return out
-    if src is None or dst is None:
-        raise ValueError("aggregate: src and dst are required without a plan")
-    _pipelink.aggregate(_native(x, fw), _native(src, _framework(src)), _native(dst, _framework(dst)),
-                        _native(w, fw if w is None else _framework(w)), _native(out, ofw),
-                        transform, bool(accumulate), mode, stream)
+    try:
+        if isinstance(w, PlanWeights):
+            if plan is None:
+                raise ValueError("aggregate: weights in plan order (PlanWeights) need the plan they were made for: "
+                                 "pass plan=")
+            plan._run_weights(x, w, out, transform=transform, accumulate=accumulate, stream=stream, fw=fw, ofw=ofw)
+        elif plan is not None:
+            plan._run(x, w, out, transform=transform, accumulate=accumulate, stream=stream, fw=fw, ofw=ofw)
+        else:
+            if src is None or dst is None:
+                raise ValueError("aggregate: src and dst are required without a plan")
+            _pipelink.aggregate(_native(x, fw, "x"), _native(src, _framework(src), "src"),
+                                _native(dst, _framework(dst), "dst"),
+                                _native(w, fw if w is None else _framework(w), "w"), _native(out, ofw, "out"),
+                                transform, accumulate, mode, stream)
+    except TypeError:
+        _explain_numpy(("x", x), ("src", src), ("dst", dst), ("w", w))
+        raise
+    if given and ofw == "torch":
+        _bump_version(out)
     return out
 
 
@@ -323,8 +378,12 @@ class AggregatePlan:
         if isinstance(num_nodes, bool):
             raise TypeError("AggregatePlan: num_nodes must be an integer, got a bool")
         num_nodes = operator.index(num_nodes)
-        self._impl = _pipelink.build_plan(_native(src, fw), _native(dst, _framework(dst)), num_nodes,
-                                          _stream_of(src, fw))
+        try:
+            self._impl = _pipelink.build_plan(_native(src, fw, "src"), _native(dst, _framework(dst), "dst"),
+                                              num_nodes, _stream_of(src, fw))
+        except TypeError:
+            _explain_numpy(("src", src), ("dst", dst))
+            raise
         if prepare_weights:
             self.prepare_weights()
 
@@ -374,8 +433,8 @@ class AggregatePlan:
 
     def _run(self, x: Any, w: Optional[Any], out: Any, *, transform: str, accumulate: bool, stream: int,
              fw: str, ofw: str) -> None:
-        _pipelink.run_plan(self._impl, _native(x, fw), _native(w, fw if w is None else _framework(w)),
-                           _native(out, ofw), transform, bool(accumulate), stream)
+        _pipelink.run_plan(self._impl, _native(x, fw, "x"), _native(w, fw if w is None else _framework(w), "w"),
+                           _native(out, ofw, "out"), transform, accumulate, stream)
 
     def permute_weights(self, w: Any) -> "PlanWeights":
         """Edge weights ``w`` ``[E]`` (edge order) copied once into this plan's edge order.
@@ -389,16 +448,18 @@ class AggregatePlan:
         if fw not in ("torch", "cupy", "numpy"):
             raise TypeError("pipelink: permute_weights takes torch, NumPy or CuPy arrays")
         _refuse_autograd(w)
+        if fw == "numpy":
+            _check_numpy("w", w)  # once a plan, not per call
         values = _empty((int(self.num_edges),), w, fw)
-        native = _pipelink.permute_weights(self._impl, _native(w, fw), _native(values, fw), _stream_of(w, fw))
+        native = _pipelink.permute_weights(self._impl, _native(w, fw, "w"), _native(values, fw), _stream_of(w, fw))
         if fw == "numpy":
             values.flags.writeable = False  # runs read it through a view: writes would change their sums
         return PlanWeights(values, native)
 
     def _run_weights(self, x: Any, w: "PlanWeights", out: Any, *, transform: str, accumulate: bool, stream: int,
                      fw: str, ofw: str) -> None:
-        _pipelink.run_plan_weights(self._impl, _native(x, fw), w._impl, _native(w.values, _framework(w.values)),
-                                   _native(out, ofw), transform, bool(accumulate), stream)
+        _pipelink.run_plan_weights(self._impl, _native(x, fw, "x"), w._impl, _native(w.values, _framework(w.values)),
+                                   _native(out, ofw, "out"), transform, accumulate, stream)
 
     def __call__(self, x: Any, w: Optional[Any] = None, *, transform: str = "tanh", out: Optional[Any] = None,
                  accumulate: bool = False) -> Any:
@@ -446,12 +507,16 @@ def ops() -> list[dict[str, Any]]:
 
 def inspect_tensor(t: Any) -> str:
     """One-line description of an array as PipeLink sees it (shape, strides, dtype, device, range)."""
-    return _pipelink.inspect_tensor(t)
+    return _pipelink.inspect_tensor(_native(t, _framework(t), "t"))
 
 
 def debug_dump(t: Any, path: str) -> None:
-    """Writes an array to ``path`` (.npy plus a metadata sidecar) for later inspection."""
-    _pipelink.debug_dump(t, str(path))
+    """Writes an array to ``path + ".bin"`` (raw little-endian bytes) and ``path + ".json"`` (its
+    dtype, shape, strides, device and origin) for :func:`debug_load` or ``pipelink inspect path``.
+
+    Both files are written whole before either replaces an older dump; the ``.json`` goes last.
+    """
+    _pipelink.debug_dump(_native(t, _framework(t), "t"), str(path))
 
 
 def debug_load(path: str) -> Any:

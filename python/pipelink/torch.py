@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import torch
 
+from . import ContractViolationError
 from . import aggregate as _aggregate
 
 __all__ = ["aggregate"]
@@ -24,5 +25,28 @@ __all__ = ["aggregate"]
 
 def aggregate(node_features: torch.Tensor, source: torch.Tensor, destination: torch.Tensor,
               edge_weight: torch.Tensor) -> torch.Tensor:
-    """``zeros_like(node_features).index_add_(0, destination, tanh(node_features[source] * edge_weight[:, None]))``, fused."""
-    return _aggregate(node_features, source, destination, edge_weight, transform="tanh")
+    """``zeros_like(node_features).index_add_(0, destination, tanh(node_features[source] * edge_weight[:, None]))``, fused.
+
+    Takes what the reference takes: weights broadcast from one value (``torch.ones(1).expand(E)``),
+    strided indices, int32 beside int64 indices, and float32 weights with float64 features (the
+    reference's product is float64 then, like its output).
+    """
+    try:
+        return _aggregate(node_features, source, destination, edge_weight, transform="tanh")
+    except ContractViolationError as e:
+        # The fused op's contract is narrower than the reference's on these three ports; the
+        # error came before anything ran, so bring them into its form (copies) and go again. Off
+        # the common path: a call that fits the contract pays nothing for this.
+        if e.port not in ("src", "dst", "w"):
+            raise
+        index = torch.int64 if torch.int64 in (source.dtype, destination.dtype) else source.dtype
+        # Weights promote to the features' dtype only where the reference's product would keep
+        # it (float32 weights with float64 features); float64 weights with float32 features fail
+        # in the reference's index_add_, and are refused here as before.
+        wdtype = node_features.dtype if torch.promote_types(node_features.dtype, edge_weight.dtype) == \
+            node_features.dtype else edge_weight.dtype
+        fixed = (source.to(index).contiguous(), destination.to(index).contiguous(),
+                 edge_weight.to(wdtype).contiguous())
+        if all(a is b for a, b in zip(fixed, (source, destination, edge_weight))):
+            raise
+        return _aggregate(node_features, *fixed, transform="tanh")

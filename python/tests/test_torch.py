@@ -531,3 +531,83 @@ def test_compare_torch_rounds_option(tmp_path):
     assert "interleaved rounds" in r.stdout
     bad = subprocess.run(base + ["--rounds", "0"], env=env, capture_output=True, text=True, timeout=600)
     assert bad.returncode != 0 and "--rounds" in bad.stderr
+
+
+# ---- session 46's review of the Python layer ----------------------------------------------------
+
+def test_writes_into_out_are_seen_by_autograd(rng):
+    # PipeLink wrote into a tensor autograd had saved without bumping its version: backward then
+    # used the new values and gave a wrong gradient without a word (a review, session 46).
+    x, src, dst, w = graph(rng, 6, 20, 3)
+    a = torch.randn(6, 3, requires_grad=True)
+    c = torch.randn(6, 3)
+    y = (a * c).sum()  # saves c for backward
+    before = c._version
+    pipelink.aggregate(x, src, dst, w, out=c)
+    assert c._version > before
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
+def test_inference_tensors_are_written_only_in_inference_mode(rng):
+    x, src, dst, w = graph(rng, 6, 20, 3)
+    with torch.inference_mode():
+        out = torch.full((6, 3), 7.0)
+    with pytest.raises(RuntimeError, match="inference tensor"):
+        pipelink.aggregate(x, src, dst, w, out=out)
+    assert torch.all(out == 7.0)
+    with torch.inference_mode():
+        pipelink.aggregate(x, src, dst, w, out=out)
+    check(out, x, src, dst, w)
+
+
+def test_tensor_subclasses_are_torch_tensors(rng):
+    # A subclass was taken for a bare DLPack producer: torch's steps were skipped and a
+    # negative-bit view was read with the wrong sign (a review, session 46).
+    class Sub(torch.Tensor):
+        pass
+
+    x, src, dst, w = graph(rng, 40, 300, 4)
+    xs = (-x)._neg_view().as_subclass(Sub)  # the values of x, stored negated
+    check(pipelink.aggregate(xs, src, dst, w, out=torch.zeros(40, 4)), x, src, dst, w)
+    check(pipelink.aggregate(xs, src, dst, w), x, src, dst, w)  # no out=: made like a torch tensor
+
+
+def test_debug_dump_and_inspect_read_negative_bit_views(tmp_path):
+    t = torch.complex(torch.zeros(3), torch.tensor([1.0, 2.0, 3.0])).conj().imag
+    assert t.is_neg()
+    pipelink.debug_dump(t, tmp_path / "neg")
+    np.testing.assert_array_equal(pipelink.debug_load(tmp_path / "neg"), [-1.0, -2.0, -3.0])
+    assert "-3" in pipelink.inspect_tensor(t)
+
+
+def test_argument_errors_name_the_argument(rng):
+    x, src, dst, w = graph(rng, 20, 50, 4)
+    # A byte-swapped NumPy w beside a torch x got nanobind's "incompatible function arguments".
+    with pytest.raises(pipelink.ContractViolationError, match="port 'w' is >f4"):
+        pipelink.aggregate(x, src, dst, w.numpy().astype(">f4"))
+    with pytest.raises(pipelink.ContractViolationError, match="port 'src' is >i8"):
+        pipelink.AggregatePlan(src.numpy().astype(">i8"), dst.numpy(), 20)
+    plan = pipelink.AggregatePlan(src, dst, 20)
+    with pytest.raises(pipelink.ContractViolationError, match="port 'w' is >f4"):
+        plan.permute_weights(w.numpy().astype(">f4"))
+    with pytest.raises(pipelink.ContractViolationError, match="port 'w' has dtype torch.bool") as e:
+        pipelink.aggregate(x, src, dst, torch.ones(50, dtype=torch.bool))
+    assert (e.value.port, e.value.field) == ("w", "dtype")
+    out = torch.full((20, 4), 5.0)
+    with pytest.raises(TypeError, match="accumulate must be True or False"):
+        pipelink.aggregate(x, src, dst, w, out=out, accumulate="False")  # a truthy string added into out
+    assert torch.all(out == 5.0)
+
+
+def test_drop_in_takes_what_the_reference_takes(rng):
+    x, src, dst, w = graph(rng, 60, 500, 8)
+    ones = torch.ones(1).expand(500)  # stride 0
+    np.testing.assert_allclose(pt.aggregate(x, src.int(), dst, ones).numpy(), reference(x, src, dst, ones).numpy(),
+                               rtol=1e-5, atol=1e-5)
+    strided = torch.stack([src, dst], 1)
+    np.testing.assert_allclose(pt.aggregate(x, strided[:, 0], strided[:, 1], w).numpy(),
+                               reference(x, src, dst, w).numpy(), rtol=1e-5, atol=1e-5)
+    y = pt.aggregate(x.double(), src, dst, w)  # float32 weights, float64 features: float64 out
+    assert y.dtype == torch.float64
+    np.testing.assert_allclose(y.numpy(), reference(x.double(), src, dst, w).numpy(), rtol=1e-12, atol=1e-12)
