@@ -138,6 +138,18 @@ TEST(AggregateOracle, ZeroFeaturesIsAnEmptyResult) {
   AggregatePlan plan = AggregatePlan::build(g.src, g.dst, 10);
   Tensor out = TensorBuilder().shape({10, 0}).build();
   EXPECT_NO_THROW(aggregate(plan, x, w.view(), out));
+  // N of 2^61 - 1 with F = 0: no element, but a plan of 8 bytes a node. The CPU build divided by
+  // zero (8 (N + 1) wrapped) and the process died (a review, session 46); N < 2^60, as for plans.
+  float dummy = 0;
+  const std::int64_t huge[] = {(std::int64_t(1) << 61) - 1, 0}, strides[] = {0, 1};
+  const TensorView hx(&dummy, DType::f32, Device::cpu(), huge, strides), ho(&dummy, DType::f32, Device::cpu(), huge, strides);
+  Tensor none = TensorBuilder().shape({0}).dtype(DType::i64).build();
+  try {
+    aggregate(hx, none, none, std::nullopt, ho);
+    ADD_FAILURE() << "expected ContractViolationError";
+  } catch (const ContractViolationError& e) {
+    EXPECT_EQ(std::string(e.port()) + "/" + e.field(), "x/shape") << e.what();
+  }
 }
 
 TEST(AggregateOracle, NonFiniteValuesPassThroughEveryTransform) {
@@ -162,8 +174,90 @@ TEST(AggregateOracle, NonFiniteValuesPassThroughEveryTransform) {
         const AggregateOracle o =
             aggregate_oracle(c.x, c.graph.src, c.graph.dst, std::nullopt, AggregateOptions{tr, false});
         expect_non_finite_rows(o.y, F, tr);
+        // ... and verify judges such output: the same infinity or NaN for NaN matches (it counted
+        // inf - inf as a violation and a propagated NaN as unwritten: a review, session 46).
+        for (const Path& p : kPaths) {
+          Tensor out = TensorBuilder().shape({NonFiniteCase::kNodes, F}).dtype(t).build();
+          poison(out);
+          p.run(c.x, c.graph.src, c.graph.dst, std::nullopt, out, AggregateOptions{tr, false});
+          const VerifyReport r = verify_aggregate(out, o);
+          EXPECT_TRUE(r.within_tolerance) << p.name << ": " << r.summary();
+          EXPECT_EQ(r.unwritten, 0) << p.name << ": " << r.summary();
+        }
       }
     }
+}
+
+// One edge a row, so each output element is phi of one x value: sigmoid far below zero is a
+// subnormal, which 1/(1+exp(-v)) gave as 0 once exp overflowed (below -88.7 in float32, a review,
+// session 46). Every path, the vector forms (F = 64) and the scalar tails (F = 3, 1).
+TEST(AggregateOracle, SigmoidFarBelowZeroIsSubnormalNotZero) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  for (DType t : {DType::f32, DType::f64})
+    for (std::int64_t F : {64, 3, 1}) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " F=" + std::to_string(F));
+      const std::int64_t N = 64;
+      // float32: [-100, -89], results 3.7e-44 .. 2.2e-39; float64: [-740, -709], 4e-322 .. 1.2e-308.
+      const double lo = t == DType::f32 ? -100 : -740, hi = t == DType::f32 ? -89 : -709;
+      Tensor x = random_tensor({N, F}, t, seed, lo, hi);
+      EdgeList g = uniform_graph(N, N, seed + 1, DType::i64);
+      for (std::int64_t e = 0; e < N; ++e) {
+        g.src.data_as<std::int64_t>()[e] = e;
+        g.dst.data_as<std::int64_t>()[e] = (e + 1) % N;
+      }
+      const AggregateOptions opts{Transform::sigmoid, false};
+      const AggregateOracle o = aggregate_oracle(x, g.src, g.dst, std::nullopt, opts);
+      for (const Path& p : kPaths) {
+        SCOPED_TRACE(p.name);
+        Tensor out = TensorBuilder().shape({N, F}).dtype(t).build();
+        poison(out);
+        p.run(x, g.src, g.dst, std::nullopt, out, opts);
+        const VerifyReport r = verify_aggregate(out, o);
+        EXPECT_TRUE(r.within_tolerance) << r.summary();
+        std::int64_t zeros = 0;
+        for (std::int64_t i = 0; i < N * F; ++i)
+          zeros += (t == DType::f32 ? double(out.data_as<float>()[i]) : out.data_as<double>()[i]) == 0.0;
+        EXPECT_EQ(zeros, 0);
+      }
+    }
+}
+
+// The verifier itself, where session 46's review found it wrong: a correct product below the
+// normal range failed it, a row with no edges could drift when accumulating, and the oracle read
+// past a short w.
+TEST(AggregateVerify, SubnormalsEdgelessRowsAndShortInputs) {
+  const auto seed = fresh_seed();
+  const std::int64_t N = 8, F = 4;
+  EdgeList g = uniform_graph(N, 4, seed, DType::i64);
+  for (std::int64_t e = 0; e < 4; ++e) {  // rows 1, 3, 5, 7 get one edge each; 0, 2, 4, 6 none
+    g.src.data_as<std::int64_t>()[e] = 2 * e;
+    g.dst.data_as<std::int64_t>()[e] = 2 * e + 1;
+  }
+  Tensor x = random_tensor({N, F}, DType::f32, seed + 1, 1e-41, 2e-41);  // subnormal features
+  Tensor w = random_tensor({4}, DType::f32, seed + 2, 0.25, 0.5);
+  const AggregateOptions ident{Transform::identity, false};
+  Tensor out = TensorBuilder().shape({N, F}).build();
+  aggregate(x, g.src, g.dst, w.view(), out, ident);  // each element one correctly rounded product
+  EXPECT_TRUE(verify_aggregate(out, aggregate_oracle(x, g.src, g.dst, w.view(), ident)).within_tolerance);
+
+  const AggregateOptions acc{Transform::tanh, true};
+  Tensor init = random_tensor({N, F}, DType::f32, seed + 3, 100, 1000);
+  Tensor y = clone(init);
+  aggregate(x, g.src, g.dst, w.view(), y, acc);
+  const AggregateOracle o = aggregate_oracle(x, g.src, g.dst, w.view(), acc, init.view());
+  EXPECT_TRUE(verify_aggregate(y, o).within_tolerance);
+  float& kept = y.data_as<float>()[2 * F + 1];  // row 2 has no edge: it must keep init exactly
+  kept = std::nextafter(kept, 2e3f);
+  const VerifyReport r = verify_aggregate(y, o);
+  EXPECT_FALSE(r.within_tolerance) << r.summary();
+  EXPECT_EQ(r.worst_index, 2 * F + 1);
+
+  Tensor short_w = random_tensor({1}, DType::f32, seed + 4);
+  EXPECT_THROW(aggregate_oracle(x, g.src, g.dst, short_w.view(), ident), std::invalid_argument);
+  EXPECT_THROW(aggregate_oracle(x, g.src, g.src.view().slice_rows(0, 3), std::nullopt, ident), std::invalid_argument);
+  Tensor short_init = TensorBuilder().shape({N - 1, F}).zeros();
+  EXPECT_THROW(aggregate_oracle(x, g.src, g.dst, std::nullopt, acc, short_init.view()), std::invalid_argument);
 }
 
 TEST(AggregateOracle, DuplicateEdgesAndSelfLoops) {

@@ -133,6 +133,13 @@ TEST_P(ContractNegative, EachFieldViolatedOnce) {
       expect_violation(smp, m, smp.attrs, {p.name, "presence"}, "missing " + p.name);
       ++violations;
     }
+    if (v.numel() > 0) {  // presence of data: elements at a null address (crashed a kernel before)
+      PortMap m = valid;
+      m[p.name] = TensorView(nullptr, v.dtype(), v.device(), shape,
+                             std::vector<std::int64_t>(v.strides().begin(), v.strides().end()));
+      expect_violation(smp, m, smp.attrs, {p.name, "presence"}, "null " + p.name);
+      ++violations;
+    }
     {  // rank
       PortMap m = valid;
       auto s2 = shape;

@@ -1956,7 +1956,41 @@ TEST_F(CudaAggregate, NonFiniteValuesPassThroughEveryTransform) {
           Tensor out = poisoned_gpu(NonFiniteCase::kNodes, F, t);
           run_path(p, xg, sg, dg, std::nullopt, out, AggregateOptions{tr, false});
           expect_non_finite_rows(host(out), F, tr);
+          // verify judges it too: the same infinity, or NaN for NaN, matches (session 46).
+          const VerifyReport r =
+              verify_aggregate(out, aggregate_oracle(c.x, c.graph.src, c.graph.dst, std::nullopt, {tr, false}));
+          EXPECT_TRUE(r.within_tolerance && r.unwritten == 0) << r.summary();
         }
+    }
+}
+
+// The CPU test of the same name: sigmoid far below zero is a subnormal, which 1/(1+expf(-v)) gave
+// as 0 once expf(-v) overflowed (below -88.7 in float32; the CPU kernels' review, session 46).
+// About 80 edges a row here, so F = 64 float32 reaches the staged walk's phi_c (rows past 64
+// edges) as well as the row kernels. The lean path is left out: its float atomics flush
+// subnormal sums to zero (README).
+TEST_F(CudaAggregate, SigmoidFarBelowZeroIsSubnormalNotZero) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 256;
+  EdgeList g = uniform_graph(N, 80 * N, seed, DType::i64);
+  Tensor sg = gpu(g.src), dg = gpu(g.dst);
+  const AggregateOptions opts{Transform::sigmoid, false};
+  for (DType t : {DType::f32, DType::f64})
+    for (std::int64_t F : {64, 3}) {
+      const double lo = t == DType::f32 ? -100 : -740, hi = t == DType::f32 ? -89 : -709;
+      Tensor x = random_tensor({N, F}, t, seed + 1, lo, hi);
+      Tensor xg = gpu(x);
+      const AggregateOracle o = aggregate_oracle(x, g.src, g.dst, std::nullopt, opts);
+      for (Path p : kPaths) {
+        if (p == Path::lean) continue;
+        SCOPED_TRACE(std::string(dtype_name(t)) + " F=" + std::to_string(F) + " " + path_name(p));
+        Tensor out = poisoned_gpu(N, F, t);
+        run_path(p, xg, sg, dg, std::nullopt, out, opts);
+        const VerifyReport r = verify_aggregate(out, o);
+        EXPECT_TRUE(r.within_tolerance) << r.summary();
+        EXPECT_EQ(r.unwritten, 0) << r.summary();
+      }
     }
 }
 

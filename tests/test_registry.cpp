@@ -48,6 +48,14 @@ TEST(Registry, BuiltinOpsAreRegisteredStatically) {
   EXPECT_EQ(agg.exec.workspace_bytes({{"N", 10}, {"E", 100}, {"F", 4}}, {}), std::size_t(8 * 11 + 800 + 80));
 }
 
+TEST(ShapePattern, SymbolsAreIdentifiers) {
+  EXPECT_EQ(shape_pattern_str(parse_shape_pattern(" [ N , F_2, 3, -1 ] ")), "[N, F_2, 3, -1]");
+  EXPECT_TRUE(parse_shape_pattern("[]").empty());
+  // "[N F]" was one symbol "N F" and "[N-1, F]" a symbol "N-1" (a review, session 46).
+  for (const char* bad : {"[N F]", "[N-1, F]", "[3 4]", "[N,]", "[N, F", "N, F]", "[-2]", "[N.F]"})
+    EXPECT_THROW(parse_shape_pattern(bad), std::invalid_argument) << bad;
+}
+
 TEST(Registry, MissingOpListsWhatExists) {
   try {
     (void)Registry::global().op("agregate");

@@ -1,4 +1,6 @@
 // TensorView / Tensor / TensorBuilder.
+#include <random>
+
 #include "test_util.hpp"
 
 namespace pipelink::test {
@@ -29,6 +31,64 @@ TEST(TensorView, StridedViewsAndOverlap) {
   EXPECT_FALSE(a.overlaps(b));
   EXPECT_TRUE(a.overlaps(TensorView(buf + 9, DType::f32, Device::cpu(), {2})));
   EXPECT_FALSE(a.overlaps(TensorView(buf, DType::f32, Device::cuda(0), {2})));  // other device
+}
+
+// overlaps() against the bytes themselves, on random rank-2 views of one buffer: never "no" where
+// bytes are shared, and exact where both views have contiguous rows of one pitch (x = h[:, :F],
+// out = h[:, F:] of a concatenated buffer, or even and odd rows, were refused as aliasing before:
+// a review, session 46).
+TEST(TensorView, OverlapOfInterleavedRowsIsExact) {
+  float buf[512];
+  std::mt19937_64 rng(test::fresh_seed());
+  auto pick = [&](int lo, int hi) { return int(std::uniform_int_distribution<int>(lo, hi)(rng)); };
+  int exact = 0, disjoint_interleaved = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    const int pitch = pick(1, 12);
+    struct V {
+      int off, rows, cols, pitch, inner;
+    };
+    auto make = [&] {
+      V v{pick(0, 100), pick(1, 6), pick(0, 8), pick(0, 3) ? pitch : pick(1, 12), pick(0, 5) ? 1 : pick(1, 3)};
+      return v;
+    };
+    const V a = make(), b = make();
+    auto view = [&](const V& v) {
+      const std::int64_t shape[] = {v.rows, v.cols}, strides[] = {v.pitch, v.inner};
+      return TensorView(buf + v.off, DType::f32, Device::cpu(), shape, strides);
+    };
+    auto bytes = [&](const V& v) {
+      std::vector<bool> used(512, false);
+      for (int i = 0; i < v.rows; ++i)
+        for (int j = 0; j < v.cols; ++j) used[std::size_t(v.off + i * v.pitch + j * v.inner)] = true;
+      return used;
+    };
+    const auto ua = bytes(a), ub = bytes(b);
+    bool shared = false;
+    for (std::size_t k = 0; k < 512; ++k) shared = shared || (ua[k] && ub[k]);
+    const bool said = view(a).overlaps(view(b));
+    ASSERT_TRUE(said || !shared) << "missed an overlap: trial " << trial;
+    const bool one_pitch = (a.rows == 1 || b.rows == 1 || a.pitch == b.pitch) && (a.inner == 1 || a.cols <= 1) &&
+                           (b.inner == 1 || b.cols <= 1);
+    if (one_pitch) {
+      ++exact;
+      ASSERT_EQ(said, shared) << "trial " << trial << ": offsets " << a.off << ", " << b.off << " rows " << a.rows
+                              << ", " << b.rows << " cols " << a.cols << ", " << b.cols << " pitches " << a.pitch
+                              << ", " << b.pitch;
+      disjoint_interleaved += !shared && a.rows > 1 && b.rows > 1 && a.cols > 0 && b.cols > 0 &&
+                              std::max(a.off, b.off) < std::min(a.off + (a.rows - 1) * a.pitch + a.cols,
+                                                                b.off + (b.rows - 1) * b.pitch + b.cols);
+    }
+  }
+  EXPECT_GT(exact, 5000);
+  EXPECT_GT(disjoint_interleaved, 100);  // the cases the extent alone refused
+  // The concatenated buffer as the op sees it.
+  Tensor h = TensorBuilder().shape({50, 8}).build();
+  fill_uniform(h, -1, 1, test::fresh_seed());
+  EdgeList g = uniform_graph(50, 200, test::fresh_seed());
+  const std::int64_t half[] = {50, 4}, pitch8[] = {8, 1};
+  auto cols = [&](int c0) { return TensorView(h.data_as<float>() + c0, DType::f32, Device::cpu(), half, pitch8); };
+  EXPECT_NO_THROW(aggregate(cols(0), g.src, g.dst, std::nullopt, cols(4)));
+  EXPECT_THROW(aggregate(cols(0), g.src, g.dst, std::nullopt, cols(3)), ContractViolationError);
 }
 
 TEST(TensorView, ByteOffsetAndAlignment) {

@@ -36,6 +36,11 @@ Attrs aggregate_attrs(const AggregateOptions& opts) {
 
 void aggregate(const TensorView& x, const TensorView& src, const TensorView& dst, const std::optional<TensorView>& w,
                const TensorView& out, const AggregateOptions& opts) {
+  // N below 2^60, as AggregatePlan::build asks of num_nodes: a plan's 8 bytes a node must not
+  // overflow a size. An x of [2^61 - 1, 0] (no work at all) crashed the CPU build with a division
+  // by zero (a review, session 46).
+  if (x.rank() == 2 && x.dim(0) >= (std::int64_t(1) << 60))
+    throw ContractViolationError("aggregate", "x", field::shape, "[N, F] with N < 2^60", x.shape_str(), x.origin());
   PortMap ports{{"x", x}, {"src", src}, {"dst", dst}, {"out", out}};
   if (w) ports.emplace("w", *w);
   InvokeOptions io;

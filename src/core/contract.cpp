@@ -35,6 +35,11 @@ std::vector<Dim> parse_shape_pattern(std::string_view text) {
     auto tok = trim(body.substr(0, comma));
     if (tok.empty()) fail();
     if (std::isalpha(static_cast<unsigned char>(tok.front())) || tok.front() == '_') {
+      // An identifier: "[N F]" was one symbol named "N F", and "[N-1, F]" a symbol "N-1" (a
+      // review, session 46).
+      if (!std::all_of(tok.begin(), tok.end(),
+                       [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }))
+        fail();
       dims.push_back(Dim::sym(std::string(tok)));
     } else {
       std::int64_t n = 0;
@@ -129,6 +134,11 @@ CheckResult check_contract(const std::string& op, const std::vector<PortContract
       throw violation(p, field::presence, "a tensor", "nothing (required port missing)", nullptr);
     }
     const TensorView& v = it->second;
+    // data: a view of elements must point at them. A null x passed every field below (address 0
+    // is aligned to anything) and the kernel crashed (a review, session 46).
+    if (v.numel() > 0 && v.data() == nullptr)
+      throw violation(p, field::presence, "a tensor with data", fmt::format("{} elements at a null address", v.numel()),
+                      &v);
 
     // rank
     if (v.rank() != int(p.shape.size()))

@@ -103,12 +103,34 @@ std::pair<std::int64_t, std::int64_t> TensorView::byte_extent() const noexcept {
   return {lo * sz, (hi + 1) * sz};
 }
 
+namespace {
+
+// Floor division for a positive divisor.
+std::int64_t floor_div(std::int64_t a, std::int64_t b) { return a / b - (a % b != 0 && a < 0); }
+
+}  // namespace
+
 bool TensorView::overlaps(const TensorView& o) const noexcept {
   if (numel() == 0 || o.numel() == 0 || !(device_ == o.device_)) return false;
   auto [a0, a1] = byte_extent();
   auto [b0, b1] = o.byte_extent();
   auto pa = reinterpret_cast<std::intptr_t>(data()), pb = reinterpret_cast<std::intptr_t>(o.data());
-  return pa + a0 < pb + b1 && pb + b0 < pa + a1;
+  if (!(pa + a0 < pb + b1 && pb + b0 < pa + a1)) return false;
+  // Extents meet. Rows of one pitch can still interleave without sharing a byte: x = h[:, :F] and
+  // out = h[:, F:] of a concatenated [N, 2F] buffer (GraphSAGE's), or even and odd rows. Refused
+  // as aliasing before (a review, session 46). Exact for rank-2 views with contiguous rows and
+  // one positive row pitch P: row i of this view is [pa + iP, pa + iP + Wa), row j of the other
+  // [pb + jP, pb + jP + Wb); they meet where -Wb < d + kP < Wa for some k = j - i, d = pb - pa.
+  if (rank_ != 2 || o.rank_ != 2 || !rows_contiguous() || !o.rows_contiguous()) return true;
+  const std::int64_t ra = shape_[0], rb = o.shape_[0];
+  const std::int64_t sa = strides_[0] * std::int64_t(itemsize()), sb = o.strides_[0] * std::int64_t(o.itemsize());
+  const std::int64_t P = ra > 1 ? sa : sb;
+  if (P <= 0 || (ra > 1 && sa != P) || (rb > 1 && sb != P)) return true;  // not one pitch: the extent stands
+  const std::int64_t wa = shape_[1] * std::int64_t(itemsize()), wb = o.shape_[1] * std::int64_t(o.itemsize());
+  const std::int64_t d = std::int64_t(pb - pa);
+  const std::int64_t k_lo = std::max(floor_div(-wb - d, P) + 1, -(ra - 1));
+  const std::int64_t k_hi = std::min(-floor_div(-(wa - d), P) - 1, rb - 1);  // ceil((wa - d) / P) - 1
+  return k_lo <= k_hi;
 }
 
 bool TensorView::self_overlaps() const noexcept {

@@ -44,9 +44,13 @@ template <> struct S<float> {
   // max(0, v): MAXPS returns its second operand where either is NaN, so NaN stays NaN (as
   // torch.relu and the float64 oracle); max(v, 0) turned NaN into 0 (a review, session 43).
   static V relu(V v) { return _mm256_max_ps(_mm256_setzero_ps(), v); }
+  // exp(-|v|) cannot overflow: 1/(1+exp(-v)) gave 0 below v = -88.7, where the answer is a
+  // subnormal (5.5e-42 near -95: a review, session 46). e/(1+e) for v < 0; NaN stays NaN.
   static V sigmoid(V v) {
     const V one = _mm256_set1_ps(1.f);
-    return _mm256_div_ps(one, _mm256_add_ps(one, Sleef_expf8_u10avx2(_mm256_sub_ps(_mm256_setzero_ps(), v))));
+    const V e = Sleef_expf8_u10avx2(_mm256_or_ps(v, _mm256_set1_ps(-0.f)));  // exp(-|v|)
+    const V num = _mm256_blendv_ps(one, e, _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ));
+    return _mm256_div_ps(num, _mm256_add_ps(one, e));
   }
   static V tanh_u10(V v) { return Sleef_tanhf8_u10avx2(v); }
   static float scalar_tanh(float v) { return tanh_f32_scalar(v); }
@@ -63,9 +67,11 @@ template <> struct S<double> {
   static V mul(V a, V b) { return _mm256_mul_pd(a, b); }
   static V tanh(V v) { return Sleef_tanhd4_u10avx2(v); }
   static V relu(V v) { return _mm256_max_pd(_mm256_setzero_pd(), v); }  // NaN stays NaN (above)
-  static V sigmoid(V v) {
+  static V sigmoid(V v) {  // as for float
     const V one = _mm256_set1_pd(1.);
-    return _mm256_div_pd(one, _mm256_add_pd(one, Sleef_expd4_u10avx2(_mm256_sub_pd(_mm256_setzero_pd(), v))));
+    const V e = Sleef_expd4_u10avx2(_mm256_or_pd(v, _mm256_set1_pd(-0.)));
+    const V num = _mm256_blendv_pd(one, e, _mm256_cmp_pd(v, _mm256_setzero_pd(), _CMP_LT_OQ));
+    return _mm256_div_pd(num, _mm256_add_pd(one, e));
   }
   static V tanh_u10(V v) { return Sleef_tanhd4_u10avx2(v); }
   static double scalar_tanh(double v) { return Sleef_tanh_u10(v); }

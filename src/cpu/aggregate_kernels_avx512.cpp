@@ -1,6 +1,8 @@
 // AVX-512F build of the fused row kernel (compiled with -mavx512f -mavx512dq; only called after CPUID
 // says the CPU has them).
 #include <immintrin.h>
+
+#include <cstdint>
 #include <sleef.h>
 
 // Every template and inline function below lives in a per-ISA namespace: the same code compiled
@@ -39,9 +41,12 @@ template <> struct S<float> {
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V tanh(V v) { return tanh_f32<P16>(v); }
   static V relu(V v) { return _mm512_max_ps(_mm512_setzero_ps(), v); }  // NaN stays NaN (see the AVX2 build)
-  static V sigmoid(V v) {
+  static V sigmoid(V v) {  // exp(-|v|), e/(1+e) for v < 0 (see the AVX2 build)
     const V one = _mm512_set1_ps(1.f);
-    return _mm512_div_ps(one, _mm512_add_ps(one, Sleef_expf16_u10avx512f(_mm512_sub_ps(_mm512_setzero_ps(), v))));
+    const V e = Sleef_expf16_u10avx512f(
+        _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), _mm512_set1_epi32(std::int32_t(0x80000000u)))));
+    const V num = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_LT_OQ), one, e);
+    return _mm512_div_ps(num, _mm512_add_ps(one, e));
   }
   static V tanh_u10(V v) { return Sleef_tanhf16_u10avx512f(v); }
   static float scalar_tanh(float v) { return tanh_f32_scalar(v); }
@@ -60,7 +65,10 @@ template <> struct S<double> {
   static V relu(V v) { return _mm512_max_pd(_mm512_setzero_pd(), v); }
   static V sigmoid(V v) {
     const V one = _mm512_set1_pd(1.);
-    return _mm512_div_pd(one, _mm512_add_pd(one, Sleef_expd8_u10avx512f(_mm512_sub_pd(_mm512_setzero_pd(), v))));
+    const V e = Sleef_expd8_u10avx512f(_mm512_castsi512_pd(
+        _mm512_or_si512(_mm512_castpd_si512(v), _mm512_set1_epi64(std::int64_t(0x8000000000000000ull)))));
+    const V num = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(v, _mm512_setzero_pd(), _CMP_LT_OQ), one, e);
+    return _mm512_div_pd(num, _mm512_add_pd(one, e));
   }
   static V tanh_u10(V v) { return Sleef_tanhd8_u10avx512f(v); }
   static double scalar_tanh(double v) { return Sleef_tanh_u10(v); }

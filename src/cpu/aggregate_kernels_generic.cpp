@@ -1,5 +1,6 @@
 // Portable scalar build of the fused row kernel (any x86-64 / other CPU), with the same SLEEF
 // accuracy classes as the vector paths (see aggregate_rows.inl for the tanh choice).
+#include <cmath>
 #include <sleef.h>
 
 #include <cstdint>
@@ -22,7 +23,12 @@ template <> struct S<float> {
   static V mul(V a, V b) { return a * b; }
   static V tanh(V v) { return tanh_f32_scalar(v); }
   static V relu(V v) { return v < 0.f ? 0.f : v; }  // NaN stays NaN
-  static V sigmoid(V v) { return 1.f / (1.f + Sleef_expf_u10(-v)); }
+  // exp(-|v|) cannot overflow: 1/(1+exp(-v)) gave 0 below v = -88.7, where the answer is a
+  // subnormal (5.5e-42 near -95: a review, session 46). e/(1+e) for v < 0.
+  static V sigmoid(V v) {
+    const V e = Sleef_expf_u10(-std::fabs(v));
+    return (v < 0.f ? e : 1.f) / (1.f + e);
+  }
   static V tanh_u10(V v) { return Sleef_tanhf_u10(v); }
   static float scalar_tanh(float v) { return tanh_f32_scalar(v); }
   static float scalar_tanh_u10(float v) { return Sleef_tanhf_u10(v); }
@@ -38,7 +44,10 @@ template <> struct S<double> {
   static V mul(V a, V b) { return a * b; }
   static V tanh(V v) { return Sleef_tanh_u10(v); }
   static V relu(V v) { return v < 0. ? 0. : v; }
-  static V sigmoid(V v) { return 1. / (1. + Sleef_exp_u10(-v)); }
+  static V sigmoid(V v) {  // as for float
+    const V e = Sleef_exp_u10(-std::fabs(v));
+    return (v < 0. ? e : 1.) / (1. + e);
+  }
   static V tanh_u10(V v) { return Sleef_tanh_u10(v); }
   static double scalar_tanh(double v) { return Sleef_tanh_u10(v); }
   static double scalar_tanh_u10(double v) { return Sleef_tanh_u10(v); }

@@ -1,6 +1,6 @@
 // Fused row kernel shared by the per-ISA translation units. Each includes this file after
 // defining a SIMD traits struct `S<T>` (T = float or double) with:
-//   W, V, load(p), store(p, v), splat(s), add, mul, tanh, exp, relu, sigmoid (1/(1+exp(-v)))
+//   W, V, load(p), store(p, v), splat(s), add, mul, tanh, exp, relu, sigmoid (exp(-|v|) based: no overflow)
 // and `scalar_tanh/scalar_exp` used for the tail (F % W) elements.
 //
 // Why this shape: for each destination row the accumulator (F values) stays in L1 while the
@@ -27,7 +27,10 @@ inline T phi_scalar(T v) {
   if constexpr (Tr == 0) return v;
   else if constexpr (Tr == 1) return Accurate ? S<T>::scalar_tanh_u10(v) : S<T>::scalar_tanh(v);
   else if constexpr (Tr == 2) return v < T(0) ? T(0) : v;  // NaN stays NaN, as the vector forms
-  else return T(1) / (T(1) + S<T>::scalar_exp(-v));
+  else {  // the tail's sigmoid in the vector forms' way: exp(-|v|), e/(1+e) for v < 0
+    const T e = S<T>::scalar_exp(-std::fabs(v));
+    return (v < T(0) ? e : T(1)) / (T(1) + e);
+  }
 }
 
 template <class T, int Tr, bool Accurate = false>

@@ -77,6 +77,13 @@ std::size_t round_up_256(std::size_t b) { return (b + 255) / 256 * 256; }
 using cuda_detail::tanh_f32;  // cuda/tanh_f32.cuh
 
 // tanh (double) from the CUDA math library; float through tanh_f32. Never tanh.approx (PROTOCOL.md).
+// exp(-|v|) cannot overflow: 1/(1+expf(-v)) gave 0 below v = -88.7, where the answer is a
+// subnormal (5.5e-42 near -95; the CPU kernels' review, session 46). e/(1+e) for v < 0.
+__device__ __forceinline__ float sigmoid_f32(float v) {
+  const float e = expf(-fabsf(v));
+  return (v < 0.f ? e : 1.f) / (1.f + e);
+}
+
 template <class T>
 __device__ __forceinline__ T phi(T v, int transform) {
   switch (transform) {
@@ -84,7 +91,10 @@ __device__ __forceinline__ T phi(T v, int transform) {
     case 1: return tanh(v);
     case 2:
       return v < T(0) ? T(0) : v;  // NaN stays NaN, as on the CPU
-    default: return T(1) / (T(1) + exp(-v));
+    default: {  // exp(-|v|) cannot overflow: 1/(1+exp(-v)) gave 0 where the answer is subnormal
+      const T e = exp(-fabs(v));
+      return (v < T(0) ? e : T(1)) / (T(1) + e);
+    }
   }
 }
 __device__ __forceinline__ float phi(float v, int transform) {
@@ -93,7 +103,7 @@ __device__ __forceinline__ float phi(float v, int transform) {
     case 1: return tanh_f32(v);
     case 2:
       return v < 0.f ? 0.f : v;
-    default: return 1.f / (1.f + expf(-v));
+    default: return sigmoid_f32(v);
   }
 }
 
@@ -2871,7 +2881,7 @@ __device__ __forceinline__ float phi_c(float v) {
   else if constexpr (TR == 1) return tanh_f32(v);
   else if constexpr (TR == 2)
     return v < 0.f ? 0.f : v;  // NaN stays NaN (H200, v46: this form missed it)
-  else if constexpr (TR == 3) return 1.f / (1.f + expf(-v));
+  else if constexpr (TR == 3) return sigmoid_f32(v);
   else return tanhf(v);  // TR 4: tanhf itself, for the A/B of PIPELINK_AGG_TANH=libm
 }
 
