@@ -1964,6 +1964,39 @@ TEST_F(CudaAggregate, NonFiniteValuesPassThroughEveryTransform) {
     }
 }
 
+// x and out interleaved in one buffer (x = h[:, :F], out = h[:, F:], GraphSAGE's concatenation):
+// no byte is shared, and since session 46 the contract says so instead of refusing the call as
+// aliasing. Every path must read x's half and write out's half only (float4 loads and bulk copies
+// of x rows must not reach into out's, nor out's writes into x's).
+TEST_F(CudaAggregate, InterleavedInputAndOutputOfOneBuffer) {
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 3000;
+  EdgeList g = uniform_graph(N, 40 * N, seed, DType::i64);
+  Tensor sg = gpu(g.src), dg = gpu(g.dst);
+  Tensor w = random_tensor({g.num_edges()}, DType::f32, seed + 1);
+  Tensor wg = gpu(w);
+  for (std::int64_t F : {64, 3}) {
+    Tensor h = random_tensor({N, 2 * F}, DType::f32, seed + 2, -2, 2);
+    const std::int64_t shape[] = {N, F}, strides[] = {2 * F, 1};
+    const TensorView hx(h.data_as<float>(), DType::f32, Device::cpu(), shape, strides);
+    const AggregateOracle o = aggregate_oracle(hx, g.src, g.dst, w.view(), {});
+    for (Path p : kPaths) {
+      SCOPED_TRACE("F=" + std::to_string(F) + " " + path_name(p));
+      Tensor hg = gpu(h);
+      const TensorView x(hg.data_as<float>(), DType::f32, kGpu, shape, strides);
+      const TensorView out(hg.data_as<float>() + F, DType::f32, kGpu, shape, strides);
+      run_path(p, x, sg, dg, wg.view(), out, {});
+      Tensor back = host(hg);
+      const TensorView bx(back.data_as<float>(), DType::f32, Device::cpu(), shape, strides);
+      const TensorView bo(back.data_as<float>() + F, DType::f32, Device::cpu(), shape, strides);
+      EXPECT_TRUE(bitwise_equal(host(bx), host(hx))) << "x's half changed";
+      const VerifyReport r = verify_aggregate(bo, o);
+      EXPECT_TRUE(r.within_tolerance) << r.summary();
+    }
+  }
+}
+
 // The CPU test of the same name: sigmoid far below zero is a subnormal, which 1/(1+expf(-v)) gave
 // as 0 once expf(-v) overflowed (below -88.7 in float32; the CPU kernels' review, session 46).
 // About 80 edges a row here, so F = 64 float32 reaches the staged walk's phi_c (rows past 64

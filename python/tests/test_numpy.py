@@ -288,6 +288,21 @@ def test_overlapping_output_is_refused(rng):
     assert ei.value.port == "out"
 
 
+def test_halves_of_one_buffer_are_not_aliases(rng):
+    # GraphSAGE-style [N, 2F] buffers: x = h[:, :F], out = h[:, F:] share no byte, but their
+    # extents meet, and the call was refused as aliasing (a review, session 46). Shifted by one
+    # column they do share bytes: still refused.
+    x, src, dst = _inputs(rng)
+    n, f = x.shape
+    h = np.concatenate([x, np.full_like(x, np.nan)], axis=1)
+    pipelink.aggregate(h[:, :f], src, dst, out=h[:, f:])
+    np.testing.assert_array_equal(h[:, :f], x)
+    ref, bound = oracle(x, src, dst)
+    assert_within(h[:, f:], ref, bound)
+    with pytest.raises(pipelink.ContractViolationError, match="overlap"):
+        pipelink.aggregate(h[:, :f], src, dst, out=h[:, f - 1:2 * f - 1])
+
+
 # ---- the rest of the API -------------------------------------------------------------------------
 
 def test_ops_lists_contracts():
