@@ -2,6 +2,7 @@
 // the atomic write.
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -245,6 +246,33 @@ TEST_F(Npy, NonRegularTargetIsWrittenInPlace) {
   auto names = files_in_dir();
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"pipe", "ref.npy"}));
+}
+
+// A fork's children inherit the temp names' nonce and counter: two forked dumps to one path got
+// one temp name, and the loser's cleanup removed the winner's file (a review, session 46).
+TEST_F(Npy, TempNamesDifferAcrossFork) {
+  const std::string target = path("t.npy");
+  (void)AtomicFile::unique_name(target);  // the nonce exists before the fork, as in a real program
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const std::string mine = AtomicFile::unique_name(target);
+    const ssize_t n = ::write(fds[1], mine.data(), mine.size());
+    ::_exit(n == ssize_t(mine.size()) ? 0 : 1);
+  }
+  ::close(fds[1]);
+  const std::string parent = AtomicFile::unique_name(target);
+  std::string got(4096, '\0');
+  const ssize_t n = ::read(fds[0], got.data(), got.size());
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_GT(n, 0);
+  got.resize(std::size_t(n));
+  EXPECT_NE(got, parent);
+  EXPECT_EQ(got.rfind(target, 0), 0u) << got;  // next to the target
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -26,8 +26,15 @@ class AtomicFile {
 
   void write(const void* data, std::size_t nbytes);
   void write(std::string_view text) { write(text.data(), text.size()); }
-  /// Closes the temporary file and renames it over the target. Call once.
+  /// Closes the temporary file: after it, every write error is known, and only the rename is
+  /// left. Optional (commit closes); for writers of several files that must all be complete
+  /// before any replaces its target (debug_dump's pair).
+  void close();
+  /// Closes the temporary file if open, and renames it over the target. Call once.
   void commit();
+
+  /// A name next to `target` no other process, thread or call gets.
+  static std::string unique_name(const std::string& target);
 
   /// The file that will be replaced (symbolic links resolved).
   const std::string& target() const { return target_; }

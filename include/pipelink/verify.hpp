@@ -1,6 +1,14 @@
 #pragma once
 // The correctness contract of PROTOCOL.md §2: a float64 oracle of the aggregate and the
-// per-element tolerance  |y - oracle| <= 2 (d_i + 4) u S  (u = 2^-24 for float32 outputs).
+// per-element tolerance  |y - oracle| <= 2 (d_i + 4) u S  (u = 2^-24 for float32 outputs),
+// with three readings PROTOCOL.md does not spell out (session 46):
+// - the rounding model's absolute half is added, (d_i + 4) eta with eta the smallest subnormal
+//   (2^-149 for float32): it matters only for results below the normal range, where a correctly
+//   rounded product can be off by eta while S is tiny; for ordinary outputs it is ~1e-45 against
+//   bounds of ~1e-7;
+// - a row with no edges must equal the oracle exactly (0, or its initial value when accumulating);
+// - the same infinity, or NaN where the oracle is NaN (non-finite inputs), is a match; NaN where
+//   the oracle is finite is a violation and counts as unwritten (the tests' poison).
 #include <cstdint>
 #include <optional>
 #include <string>

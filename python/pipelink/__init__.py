@@ -170,9 +170,13 @@ def _native(a: Any, fw: str, port: str = "") -> Any:
         return a
     try:
         return _TORCH_EXPORT(a)
-    except RuntimeError as e:  # torch.bool and other dtypes DLPack cannot carry: name the port
+    except RuntimeError:
+        # torch.bool and other dtypes DLPack cannot carry: named by port. Other refusals (a sparse
+        # tensor, say) keep torch's own error.
+        if str(a.dtype).rsplit(".", 1)[-1] in ("float32", "float64", "int32", "int64", "uint8"):
+            raise
         raise ContractViolationError(
-            f"pipelink: port '{port}' has dtype {a.dtype}, which cannot be passed ({e})", op="pipelink", port=port,
+            f"pipelink: port '{port}' has dtype {a.dtype}, which cannot be passed", op="pipelink", port=port,
             field="dtype", expected="float32 or float64 values, int32 or int64 indices", actual=str(a.dtype)) from None
 
 
@@ -261,8 +265,15 @@ def _explain_numpy(*ports: tuple) -> None:
     the port (a byte-swapped w beside a torch x got nanobind's "incompatible function arguments":
     a review, session 46). Only on the error path: the checks cost ~0.3 us a call up front."""
     for port, a in ports:
-        if a is not None and type(a).__module__ == "numpy":
+        if a is not None and not isinstance(a, PlanWeights) and _framework_or_none(a) == "numpy":
             _check_numpy(port, a)
+
+
+def _framework_or_none(a: Any) -> Optional[str]:
+    try:
+        return _framework(a)
+    except TypeError:
+        return None
 
 
 def _check_out(out: Any, fw: str) -> None:
@@ -314,8 +325,12 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
         RuntimeError: a torch tensor that requires grad while autograd is on (no gradients here).
     """
     _check_mode(mode)
-    if accumulate is not True and accumulate is not False:  # "False" is truthy: it added into out
-        raise TypeError(f"aggregate: accumulate must be True or False, got {accumulate!r}")
+    if accumulate is not True and accumulate is not False:
+        # A string is the trap: "False" is truthy, and it added into out (a review, session 46).
+        # Other flags (numpy.bool_, 1, a 0-d tensor) are taken as bool() takes them, as before.
+        if isinstance(accumulate, (str, bytes)) or accumulate is None:
+            raise TypeError(f"aggregate: accumulate must be True or False, got {accumulate!r}")
+        accumulate = bool(accumulate)
     fw = _framework(x)
     _refuse_autograd(x, w, out)
     if plan is not None and (src is not None or dst is not None):

@@ -37,7 +37,11 @@ def aggregate(node_features: torch.Tensor, source: torch.Tensor, destination: to
         # The fused op's contract is narrower than the reference's on these three ports; the
         # error came before anything ran, so bring them into its form (copies) and go again. Off
         # the common path: a call that fits the contract pays nothing for this.
-        if e.port not in ("src", "dst", "w"):
+        # Only integer indices and float weights: the reference refuses float indices and reads
+        # bool/uint8 ones as masks, which .to(int64) would turn into indices (a review, session 46).
+        ints = (torch.int32, torch.int64)
+        if e.port not in ("src", "dst", "w") or edge_weight is None or source.dtype not in ints or \
+                destination.dtype not in ints or not edge_weight.is_floating_point():
             raise
         index = torch.int64 if torch.int64 in (source.dtype, destination.dtype) else source.dtype
         # Weights promote to the features' dtype only where the reference's product would keep

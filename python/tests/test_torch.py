@@ -598,6 +598,9 @@ def test_argument_errors_name_the_argument(rng):
     with pytest.raises(TypeError, match="accumulate must be True or False"):
         pipelink.aggregate(x, src, dst, w, out=out, accumulate="False")  # a truthy string added into out
     assert torch.all(out == 5.0)
+    ref = pipelink.aggregate(x, src, dst, w, out=out.clone(), accumulate=True)
+    for flag in (np.True_, 1, torch.tensor(True)):  # other flags are taken as bool() takes them
+        assert torch.equal(pipelink.aggregate(x, src, dst, w, out=out.clone(), accumulate=flag), ref)
 
 
 def test_drop_in_takes_what_the_reference_takes(rng):
@@ -608,6 +611,9 @@ def test_drop_in_takes_what_the_reference_takes(rng):
     strided = torch.stack([src, dst], 1)
     np.testing.assert_allclose(pt.aggregate(x, strided[:, 0], strided[:, 1], w).numpy(),
                                reference(x, src, dst, w).numpy(), rtol=1e-5, atol=1e-5)
+    # Float indices stay refused (the reference raises; .to(int64) would truncate them).
+    with pytest.raises(pipelink.ContractViolationError, match="port 'src'"):
+        pt.aggregate(x, src.float() + 0.9, dst, w)
     y = pt.aggregate(x.double(), src, dst, w)  # float32 weights, float64 features: float64 out
     assert y.dtype == torch.float64
     np.testing.assert_allclose(y.numpy(), reference(x.double(), src, dst, w).numpy(), rtol=1e-12, atol=1e-12)

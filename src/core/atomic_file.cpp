@@ -39,18 +39,19 @@ std::string resolve_links(const std::string& path, const std::string& who) {
   throw Error(fmt::format("{}: cannot write '{}': {}", who, path, std::strerror(ELOOP)));
 }
 
+}  // namespace
+
 // Unique per process, thread and call, so concurrent writers to one target never share a
-// temporary file (a pid alone is not: two threads of one process).
-std::string temp_name_for(const std::string& target) {
+// temporary file: a pid alone is not (two threads of one process), nor a nonce and counter alone
+// (a fork's children inherit both: two forked dumps to one path collided, a review of session 46).
+std::string AtomicFile::unique_name(const std::string& target) {
   static const std::uint64_t nonce = [] {
     std::random_device rd;
     return (std::uint64_t(rd()) << 32) ^ rd();
   }();
   static std::atomic<std::uint64_t> counter{0};
-  return target + fmt::format(".tmp-{:016x}-{}", nonce, counter.fetch_add(1));
+  return target + fmt::format(".tmp-{}-{:016x}-{}", ::getpid(), nonce, counter.fetch_add(1));
 }
-
-}  // namespace
 
 AtomicFile::AtomicFile(const std::string& path, std::string who)
     : path_(path), who_(std::move(who)), target_(resolve_links(path, who_)) {
@@ -65,9 +66,10 @@ AtomicFile::AtomicFile(const std::string& path, std::string who)
     if (fd_ < 0) fail("cannot open", errno);
     return;
   }
-  tmp_ = temp_name_for(target_);
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd_ < 0) fail("cannot create a temporary file next to it", errno);
+  const std::string tmp = unique_name(target_);
+  fd_ = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd_ < 0) fail("cannot create a temporary file next to it", errno);  // not ours: nothing to remove
+  tmp_ = tmp;
   // The replacement keeps the old file's permission bits: a private 0600 output must not
   // become world-readable because it was rewritten.
   if (exists && ::fchmod(fd_, st.st_mode & 07777) != 0) fail("cannot set the permissions", errno);
@@ -84,13 +86,14 @@ void AtomicFile::discard() noexcept {
 
 void AtomicFile::fail(const std::string& what, int err) {
   discard();  // the constructor's failures too, where no destructor runs
-  const std::string shown = target_.empty() || target_ == path_ ? path_ : fmt::format("{}' (-> '{}", path_, target_);
-  throw Error(fmt::format("{}: cannot write '{}': {}{}", who_, shown, what,
+  const std::string shown =
+      target_.empty() || target_ == path_ ? fmt::format("'{}'", path_) : fmt::format("'{}' (-> '{}')", path_, target_);
+  throw Error(fmt::format("{}: cannot write {}: {}{}", who_, shown, what,
                           err ? std::string(": ") + std::strerror(err) : std::string()));
 }
 
 void AtomicFile::write(const void* data, std::size_t nbytes) {
-  if (fd_ < 0 || committed_) throw std::logic_error("AtomicFile::write after commit");
+  if (fd_ < 0 || committed_) throw std::logic_error("AtomicFile::write after close or commit");
   const char* p = static_cast<const char*>(data);
   while (nbytes > 0) {
     const ssize_t n = ::write(fd_, p, nbytes);
@@ -101,11 +104,17 @@ void AtomicFile::write(const void* data, std::size_t nbytes) {
   }
 }
 
-void AtomicFile::commit() {
-  if (fd_ < 0 || committed_) throw std::logic_error("AtomicFile::commit called twice");
+void AtomicFile::close() {
+  if (committed_) throw std::logic_error("AtomicFile::close after commit");
+  if (fd_ < 0) return;
   const int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) fail("close failed", errno);
+}
+
+void AtomicFile::commit() {
+  if (committed_ || (fd_ < 0 && tmp_.empty() && !in_place_)) throw std::logic_error("AtomicFile::commit called twice");
+  close();
   if (!in_place_ && ::rename(tmp_.c_str(), target_.c_str()) != 0) fail("rename failed", errno);
   committed_ = true;
 }

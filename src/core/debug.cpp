@@ -233,20 +233,40 @@ void debug_dump(const TensorView& v, const std::string& path) {
   meta["created"] = utc_now_iso();
   const std::string text = meta.dump(2) + "\n";
 
-  // Both files are written whole before either replaces anything, so a failed write (a full
-  // disk, a file size limit) leaves the old dump as it was. Then the old .json goes first and the
-  // new one last: its presence means the payload next to it is the one it describes. (Renaming
-  // the .bin first and failing on the .json once left a new int32 payload under the old float32
-  // metadata, which loaded as wrong values without a word: session 46's review.)
+  // Both files are written and closed before either replaces anything, so a failed write (a
+  // full disk, a file size limit) leaves the old dump as it was. (Renaming the .bin first and
+  // failing on the .json once left a new int32 payload under the old float32 metadata, which
+  // loaded as wrong values without a word: a review, session 46.) Then the old .json is moved
+  // aside, so that no reader pairs it with the new .bin, and put back if the .bin's rename fails;
+  // the new .json goes last: its presence means the payload next to it is the one it describes.
   AtomicFile bin(path + ".bin", "debug_dump"), meta_file(path + ".json", "debug_dump");
   bin.write(payload, nbytes);
   meta_file.write(text);
+  bin.close();
+  meta_file.close();
+  const std::string& json_path = meta_file.target();
+  std::string aside;
   struct stat old {};
-  if (::lstat(meta_file.target().c_str(), &old) == 0 && S_ISREG(old.st_mode) &&
-      ::unlink(meta_file.target().c_str()) != 0 && errno != ENOENT)
-    throw Error(fmt::format("debug_dump: cannot replace '{}': {}", meta_file.target(), std::strerror(errno)));
-  bin.commit();
-  meta_file.commit();
+  if (::lstat(json_path.c_str(), &old) == 0 && S_ISREG(old.st_mode)) {
+    aside = AtomicFile::unique_name(json_path);
+    if (::rename(json_path.c_str(), aside.c_str()) != 0)
+      throw Error(fmt::format("debug_dump: cannot replace '{}': {}", json_path, std::strerror(errno)));
+  }
+  try {
+    bin.commit();
+  } catch (...) {
+    if (!aside.empty()) ::rename(aside.c_str(), json_path.c_str());  // the old dump, whole again
+    throw;
+  }
+  try {
+    meta_file.commit();
+  } catch (...) {
+    // The new .bin is in place without its .json: no dump loads from here (the error says so),
+    // rather than the old metadata over the new payload.
+    if (!aside.empty()) ::unlink(aside.c_str());
+    throw;
+  }
+  if (!aside.empty()) ::unlink(aside.c_str());
 }
 
 Tensor debug_load(const std::string& path) {

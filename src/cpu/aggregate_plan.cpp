@@ -118,7 +118,8 @@ AggregatePlan AggregatePlan::build(const TensorView& src, const TensorView& dst,
   // (8·N bytes: the op's workspace formula counts it), and no threads for tiny graphs where
   // spawning costs more than sorting.
   const int threads = omp_get_max_threads();
-  const std::int64_t by_memory = std::max<std::int64_t>(1, (std::int64_t(64) << 20) / (8 * (N + 1)));
+  // (64 MiB / 8) / (N + 1): 8 (N + 1) is 2^63 at N = 2^60 - 1 (a review, session 46).
+  const std::int64_t by_memory = std::max<std::int64_t>(1, (std::int64_t(8) << 20) / (N + 1));
   const std::int64_t by_work = std::max<std::int64_t>(1, E / 65536);
   const int chunks = int(std::min<std::int64_t>({threads, by_memory, by_work}));
   std::size_t a = 0, b = 0;

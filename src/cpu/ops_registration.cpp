@@ -40,7 +40,8 @@ PIPELINK_REGISTER_OP(aggregate) {
   e.workspace_bytes = [](const ShapeBindings& d, const Attrs&) {
     const std::int64_t N = d.at("N"), E = d.at("E");
     const std::int64_t slot = (N >= (std::int64_t(1) << 31) || E >= (std::int64_t(1) << 31)) ? 16 : 8;
-    return std::size_t(8 * (N + 1) + slot * E + 8 * N);
+    // Unsigned: N < 2^60 and E within memory, but 8 (N + 1) + 8 N passes 2^63 from N ~ 2^59.
+    return 8 * std::size_t(N + 1) + std::size_t(slot) * std::size_t(E) + 8 * std::size_t(N);
   };
   PortContract out = rows_port("out", "[N, F]");
   out.direction = PortDirection::inout;
