@@ -30,7 +30,8 @@ std::string resolve_links(const std::string& path, const std::string& who) {
       throw Error(fmt::format("{}: cannot write '{}': cannot read the link '{}': {}", who, path, p,
                               std::strerror(n < 0 ? errno : ENAMETOOLONG)));
     buf.resize(std::size_t(n));
-    if (buf.front() == '/') p = buf;
+    if (buf.front() == '/')
+      p = buf;
     else {
       const std::size_t slash = p.rfind('/');
       p = slash == std::string::npos ? buf : p.substr(0, slash + 1) + buf;

@@ -171,20 +171,20 @@ int cmd_aggregate(const AggregateFileOptions& o) {
   if (w.defined()) wv = w.view();
   Tensor out = TensorBuilder().shape({N, x.dim(1)}).dtype(x.dtype()).build();
   with_file_context(o, N, [&] {
-  if (dev.kind == DeviceKind::cpu) {
-    aggregate(x.view().with_layout(Layout::rows), g.src, g.dst, wv, out, opts);
-  } else {
-    Tensor xd = to_device(x, dev), sd = to_device(g.src, dev), dd = to_device(g.dst, dev);
-    Tensor od = TensorBuilder().shape({N, x.dim(1)}).dtype(x.dtype()).device(dev).build();
-    std::optional<Tensor> wd;
-    std::optional<TensorView> wdv;
-    if (wv) {
-      wd = to_device(*wv, dev);
-      wdv = wd->view();
+    if (dev.kind == DeviceKind::cpu) {
+      aggregate(x.view().with_layout(Layout::rows), g.src, g.dst, wv, out, opts);
+    } else {
+      Tensor xd = to_device(x, dev), sd = to_device(g.src, dev), dd = to_device(g.dst, dev);
+      Tensor od = TensorBuilder().shape({N, x.dim(1)}).dtype(x.dtype()).device(dev).build();
+      std::optional<Tensor> wd;
+      std::optional<TensorView> wdv;
+      if (wv) {
+        wd = to_device(*wv, dev);
+        wdv = wd->view();
+      }
+      aggregate(xd, sd, dd, wdv, od, opts);
+      out = to_device(od, Device::cpu());
     }
-    aggregate(xd, sd, dd, wdv, od, opts);
-    out = to_device(od, Device::cpu());
-  }
   });
   if (o.check) {
     VerifyReport r = verify_aggregate(out, aggregate_oracle(x, g.src, g.dst, wv, opts));
