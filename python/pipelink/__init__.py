@@ -175,8 +175,9 @@ def _native(a: Any, fw: str, port: str = "") -> Any:
         # tensor, say) keep torch's own error.
         if str(a.dtype).rsplit(".", 1)[-1] in ("float32", "float64", "int32", "int64", "uint8"):
             raise
+        op = "pipelink" if port == "t" else "aggregate"
         raise ContractViolationError(
-            f"pipelink: port '{port}' has dtype {a.dtype}, which cannot be passed", op="pipelink", port=port,
+            f"{op}: port '{port}' has dtype {a.dtype}, which cannot be passed", op=op, port=port,
             field="dtype", expected="float32 or float64 values, int32 or int64 indices", actual=str(a.dtype)) from None
 
 

@@ -49,7 +49,9 @@ DType dtype_of(const nb::dlpack::dtype& t, const char* name) {
   }
   // A contract error with the dtype's name (it said "code 2, 16 bits" for float16 before). uint8
   // is the image ops' type; each op's own contract then says what its ports take.
-  throw ContractViolationError("pipelink", name, field::dtype,
+  // Every array this module takes is an aggregate port but inspect/debug_dump's "tensor": the op
+  // named "pipelink" before (a review, session 46).
+  throw ContractViolationError(std::string_view(name) == "tensor" ? "pipelink" : "aggregate", name, field::dtype,
                                "float32 or float64 values, int32 or int64 indices (uint8 for images)",
                                dlpack_dtype_name(t));
 }

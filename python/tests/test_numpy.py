@@ -213,6 +213,7 @@ def test_unsupported_inputs_get_clear_errors(rng):
     with pytest.raises(pipelink.ContractViolationError, match="float16") as ei:
         pipelink.aggregate(x.astype(np.float16), src, dst, out=np.zeros(x.shape, np.float16))
     assert ei.value.field == "dtype" and ei.value.port == "x" and ei.value.actual == "float16"
+    assert ei.value.op == "aggregate"  # "pipelink" before (a review, session 46)
     with pytest.raises(pipelink.ContractViolationError, match="int16"):
         pipelink.aggregate(x, src.astype(np.int16), dst.astype(np.int16))
     with pytest.raises(TypeError, match="expected a torch tensor"):

@@ -593,7 +593,7 @@ def test_argument_errors_name_the_argument(rng):
         plan.permute_weights(w.numpy().astype(">f4"))
     with pytest.raises(pipelink.ContractViolationError, match="port 'w' has dtype torch.bool") as e:
         pipelink.aggregate(x, src, dst, torch.ones(50, dtype=torch.bool))
-    assert (e.value.port, e.value.field) == ("w", "dtype")
+    assert (e.value.op, e.value.port, e.value.field) == ("aggregate", "w", "dtype")
     out = torch.full((20, 4), 5.0)
     with pytest.raises(TypeError, match="accumulate must be True or False"):
         pipelink.aggregate(x, src, dst, w, out=out, accumulate="False")  # a truthy string added into out
