@@ -71,7 +71,12 @@ struct AggregateBenchResult {
   std::string device_name;
   int threads = 0;
   std::string isa;
-  double copy_gbs = 0;
+  double copy_gbs = 0;                  // best of copy_samples_gbs: read + written
+  std::vector<double> copy_samples_gbs;
+  // Structured device facts for the JSON (PROTOCOL.md §3.9); 0 where not known (the CPU's).
+  int device_sms = 0, device_sm = 0;
+  std::int64_t device_l2_bytes = 0, device_memory_bytes = 0;
+  double three_op_first_call_ms = -1;  // the first reference-spread run: three-op's cold call
   std::int64_t must_move_bytes = 0;
   std::int64_t output_bytes = 0;
   double reference_spread_max_abs = 0;  // three-op run-to-run
@@ -102,7 +107,12 @@ void check_null_test(AggregateBenchResult& r, const TensorView& out, const Tenso
                      const TensorView& w);
 
 // The CUDA half (bench/aggregate_bench_cuda.cpp).
-double device_copy_bandwidth(Device dev);
+CopyBandwidth device_copy_bandwidth(Device dev);
+
+// The null test's graph: the same workload (generator, order, relabelling) with 4x the edges,
+// and its weights; x is the run's own (features 0 here). A uniform graph stood in for every
+// workload until session 46, so power-law's ratio compared R-MAT with uniform.
+WorkloadData null_test_workload(const WorkloadData& d, std::uint64_t seed);
 
 }  // namespace pipelink::bench
 

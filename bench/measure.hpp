@@ -30,8 +30,14 @@ struct MemoryGrowth {
 };
 MemoryGrowth peak_rss_growth(const std::function<void()>& fn);
 
-/// Host memcpy bandwidth in bytes/s (multi-threaded, 256 MiB, best of a few).
-double host_copy_bandwidth();
+/// A copy's bandwidth in bytes/s: bytes read + bytes written (PROTOCOL.md §3.6, as the GPU's and
+/// the protocol's 4.26 TB/s anchor count it), best of `samples_bps`, each one timed copy.
+struct CopyBandwidth {
+  double best_bps = 0;
+  std::vector<double> samples_bps;
+};
+/// Host memcpy (multi-threaded, 256 MiB, 10 copies).
+CopyBandwidth host_copy_bandwidth();
 
 std::string git_revision();
 std::string iso_time_utc();

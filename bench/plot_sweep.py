@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Plots a `pipelink bench sweep` JSON: time vs edges and extra memory vs edges, log-log, one
-line per path, an X where a path ran out of memory.
+line per path, an X where a path ran out of memory, a v for zero (on the axis floor), a ! where
+its output was wrong (status "mismatch" or "failed_verification").
 
 usage: python3 bench/plot_sweep.py sweep.json [--out PREFIX]   (writes PREFIX-time.png, PREFIX-memory.png)
 Needs matplotlib (pip install matplotlib; the GPU machine's python has it).
@@ -34,20 +35,37 @@ def main() -> int:
     for key, label, scale, suffix in (("median_ms", "median time (ms)", 1.0, "time"),
                                       ("extra_peak_bytes", "extra peak memory (GiB)", 1 / 2**30, "memory")):
         fig, ax = plt.subplots(figsize=(7, 4.5))
+        # Values of 0 (the lean path's memory on the GPU) and points with no value (a path out of
+        # memory, or whose output was wrong, at the first size) are drawn on the axis floor, a
+        # quarter of the smallest value drawn: 0 once went to 1e-9 and stretched the axis by six
+        # decades, and a path that failed at its first size showed a legend entry and no marker
+        # (a review, session 46).
+        values = [p[key] * scale for p in data["points"] if p["status"] == "ok" and p.get(key, 0) > 0]
+        floor = min(values) / 4 if values else 1e-3
         for name in paths:
             ok = [p for p in data["points"] if p["path"] == name and p["status"] == "ok"]
             oom = [p for p in data["points"] if p["path"] == name and p["status"] == "out_of_memory"]
-            line, = ax.plot([p["edges"] for p in ok], [max(p[key] * scale, 1e-9) for p in ok], marker="o", label=name)
-            if oom and ok:
-                ax.plot([oom[0]["edges"]], [max(ok[-1][key] * scale, 1e-9)], marker="x", markersize=12,
-                        color=line.get_color(), linestyle="none")
+            wrong = [p for p in data["points"] if p["path"] == name and p["status"] not in ("ok", "out_of_memory")]
+            pos = [p for p in ok if p[key] > 0]
+            line, = ax.plot([p["edges"] for p in pos], [p[key] * scale for p in pos], marker="o", label=name)
+            color = line.get_color()
+            zero = [p for p in ok if p[key] <= 0]
+            if zero:
+                ax.plot([p["edges"] for p in zero], [floor] * len(zero), marker="v", markersize=9, color=color,
+                        linestyle="none")
+            if oom:
+                y = pos[-1][key] * scale if pos else floor
+                ax.plot([oom[0]["edges"]], [y], marker="x", markersize=12, color=color, linestyle="none")
+            if wrong:
+                ax.plot([p["edges"] for p in wrong], [floor] * len(wrong), marker="$!$", markersize=12, color=color,
+                        linestyle="none")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("edges (E)")
         ax.set_ylabel(label)
         ax.set_title(title, fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(title="x = out of memory")
+        ax.legend(title="x out of memory, v zero, ! wrong output", fontsize=8, title_fontsize=8)
         fig.tight_layout()
         fig.savefig(f"{prefix}-{suffix}.png", dpi=120)
         print(f"wrote {prefix}-{suffix}.png")

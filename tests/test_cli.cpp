@@ -177,6 +177,7 @@ TEST_F(Cli, WeightsThatAreNotOneFloatAnEdgeAreRefused) {
 TEST_F(Cli, BenchOptionsOutOfRangeAreRefused) {
   for (const char* args : {"bench aggregate --edge-scale -5 --quiet", "bench aggregate --edge-scale 0 --quiet",
                            "bench aggregate --edge-scale nan --quiet", "bench aggregate --repeats 0 --quiet",
+                           "bench aggregate --edge-scale 1e300 --quiet",  // ran at E = 1 before (session 46)
                            "demo --repeats -1", "bench sweep --repeats -3 --json /dev/null --quiet",
                            "bench sweep --start-edges 0 --json /dev/null --quiet"}) {
     CliRun r = run_cli(args);
@@ -193,7 +194,11 @@ TEST_F(Cli, BenchWritesVersionedJsonAndMarkdown) {
   std::string json((std::istreambuf_iterator<char>(f)), {});
   for (const char* key : {"\"schema_version\": 1", "\"workload\"", "\"device\"", "\"git\"", "\"variants\"",
                           "\"name\": \"three-op\"", "\"name\": \"fused\"", "\"median_ms\"", "\"min_ms\"", "\"max_ms\"",
-                          "\"extra_peak_bytes\"", "\"max_abs_err\"", "\"rel_l2_err\"", "\"within_tolerance\": true"})
+                          "\"extra_peak_bytes\"", "\"max_abs_err\"", "\"rel_l2_err\"", "\"within_tolerance\": true",
+                          // session 46: the copy's samples and what it counts, whether the repeats
+                          // meet the protocol, what the memory figure includes
+                          "\"copy_bandwidth_samples_gbs\"", "\"copy_bandwidth_counts\"",
+                          "\"repeats_meet_protocol\": false", "\"extra_peak_includes_output\": true", "\"sms\""})
     EXPECT_NE(json.find(key), std::string::npos) << key;
   EXPECT_TRUE(fs::exists(path("b.md")));
   EXPECT_NE(json.find("\"relabel\": false"), std::string::npos);

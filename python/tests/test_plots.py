@@ -47,7 +47,11 @@ SWEEP = {
     "points": [{"edges": 1 << 20, "path": "lean", "status": "ok", "median_ms": 0.3, "extra_peak_bytes": 0},
                {"edges": 1 << 21, "path": "lean", "status": "ok", "median_ms": 0.6, "extra_peak_bytes": 0},
                {"edges": 1 << 20, "path": "planned", "status": "ok", "median_ms": 0.1, "extra_peak_bytes": 1 << 23},
-               {"edges": 1 << 21, "path": "planned", "status": "out_of_memory"}],
+               {"edges": 1 << 21, "path": "planned", "status": "out_of_memory"},
+               # out of memory at the first size, and a point whose output was wrong (session 46)
+               {"edges": 1 << 20, "path": "three-op", "status": "out_of_memory"},
+               {"edges": 1 << 20, "path": "one-shot", "status": "ok", "median_ms": 0.2, "extra_peak_bytes": 1 << 22},
+               {"edges": 1 << 21, "path": "one-shot", "status": "mismatch", "extra_peak_bytes": 1 << 23}],
 }
 
 
