@@ -109,6 +109,23 @@ cuda = pytest.mark.skipif(not (torch.cuda.is_available() and pipelink.cuda_avail
 
 
 @cuda
+@pytest.mark.parametrize("mode", ["one_shot", "lean"])
+def test_cuda_one_shot_and_lean_refuse_a_capture(rng, mode):
+    # They read their index check's verdict on the host: inside torch.cuda.graph they failed deep
+    # in with a raw CUDA error after queueing work into the capture (a review, session 46). Now a
+    # clear error before any work, the capture ends cleanly, and a call after it runs.
+    x, src, dst, w = graph(rng, 2000, 20000, 64, device="cuda")
+    out = torch.full_like(x, float("nan"))
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="cannot be captured into a CUDA graph"):
+        with torch.cuda.graph(g):
+            pipelink.aggregate(x, src, dst, w, out=out, mode=mode)
+    torch.cuda.synchronize()
+    assert torch.isnan(out).all()  # nothing ran
+    check(pipelink.aggregate(x, src, dst, w, mode=mode), x, src, dst, w)
+
+
+@cuda
 @pytest.mark.parametrize("mode", ["auto", "one_shot", "lean"])
 def test_cuda_tensors_all_modes(rng, mode):
     x, src, dst, w = graph(rng, 3000, 100000, 64, device="cuda")
@@ -171,7 +188,7 @@ def test_cuda_planned_call_captured_in_a_torch_cuda_graph(rng, monkeypatch, weig
     # torch.cuda.graph captures on a side stream of its own, while the plan was built eagerly on
     # the default stream: the captured call must order itself against the build without waiting
     # on an event recorded outside the capture, and leave the plan's own stream out of it
-    # (written in session 43 after a review's reading; not yet run on a GPU). The replays then
+    # (written in session 43 after a review's reading; passed on the H200 since session 44). The replays then
     # read the x that is in place at each replay. w in edge order on a plan without hub rows:
     # the run brings w into plan order (PIPELINK_AGG_W_PERMUTE, small tiles here) inside the
     # graph, or gathers it where the tables are not built yet.

@@ -1181,7 +1181,10 @@ Ranges draw_ranges(const std::vector<unsigned long long>& bins, std::int64_t N, 
   const int B = int(bins.size());
   std::uint64_t total = 0;
   for (auto c : bins) total += c;
-  const std::uint64_t target = (total + std::uint64_t(K) - 1) / std::uint64_t(K);
+  // At least 1: with no valid destination at all (every one out of range: the build reports the
+  // first bad edge after the ranges) a target of 0 closed a range at every bin, 4096 passes over
+  // the edge list before the error (a review, session 46).
+  const std::uint64_t target = std::max<std::uint64_t>(1, (total + std::uint64_t(K) - 1) / std::uint64_t(K));
   Ranges r;
   r.row.push_back(0);
   std::uint64_t acc = 0;
@@ -4260,7 +4263,20 @@ void lean_accumulate(const LeanArgs& a, bool allow_vec4, bool spread);
 // where the whole list's pairs do not fit with room for at most 16 destination ranges' sorts, or
 // the build ran out of memory past its sort), K and any splits follow the device's free memory,
 // so the bits can differ from call to call: a warning says so.
+// One-shot and lean calls read their index check's verdict on the host, so a CUDA graph cannot
+// hold them (README). Said before any work: inside a capture they failed deep in with a raw CUDA
+// error after queueing work into it, and the one-shot's MSD sort pulled the process's copy
+// stream into the caller's capture (a review, session 46).
+void refuse_capture(const OpContext& ctx, const char* path) {
+  if (stream_capturing(as_stream(ctx.stream)))
+    throw Error(std::string("aggregate: a ") + path +
+                " call cannot be captured into a CUDA graph (its index check's verdict is read on the host); build an "
+                "AggregatePlan and capture its runs. (Its stream is being captured, or it is the legacy default "
+                "stream while another stream captures.)");
+}
+
 void aggregate_one_shot(OpContext& ctx) {
+  refuse_capture(ctx, "one-shot");
   const TensorView* w = ctx.has("w") ? &ctx.port("w") : nullptr;
   const TensorView &src = ctx.port("src"), &dst = ctx.port("dst");
   const std::int64_t E = src.numel(), N = ctx.dim("N");
@@ -4508,6 +4524,7 @@ void lean_accumulate(const LeanArgs& a, bool allow_vec4, bool spread) {
 
 void aggregate_lean(OpContext& ctx, bool allow_vec4) {
   const TensorView &x = ctx.port("x"), &src = ctx.port("src"), &dst = ctx.port("dst"), &out = ctx.port("out");
+  refuse_capture(ctx, "lean");
   const cudaStream_t s = as_stream(ctx.stream);
   const bool spread = lean_spread_order();  // a bad knob: before any work
   PIPELINK_CUDA_CHECK(cudaSetDevice(x.device().index));

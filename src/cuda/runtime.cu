@@ -3,6 +3,7 @@
 // CUDA aggregate (next issue); this file only needs the CUDA runtime API.
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <atomic>
 #include <climits>
 #include <stdexcept>
@@ -123,16 +124,20 @@ cudaError_t malloc_async(void** p, std::size_t bytes, cudaStream_t stream) {
 void* alloc_async(std::size_t bytes, cudaStream_t stream) {
   // The default pool gives memory back to the driver at every synchronization (release
   // threshold 0), so each one-shot call re-mapped its ~1 GB plan; keep it instead.
-  static std::once_flag retain;
-  std::call_once(retain, [] {
-    int dev = 0;
-    cudaMemPool_t pool = nullptr;
-    if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
-      std::uint64_t keep = UINT64_MAX;
-      (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-    }
-    (void)cudaGetLastError();
-  });
+  // Once per device: one flag for the process set only the first device's pool (a review,
+  // session 46), and the others gave their memory back at every synchronization.
+  static std::array<std::once_flag, 64> retain;
+  int dev = 0;
+  if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < int(retain.size()))
+    std::call_once(retain[std::size_t(dev)], [dev] {
+      cudaMemPool_t pool = nullptr;
+      if (cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
+        std::uint64_t keep = UINT64_MAX;
+        (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+      }
+      (void)cudaGetLastError();
+    });
+  (void)cudaGetLastError();
   void* p = nullptr;
   check_allocation(with_pool_retry(stream, [&] { return malloc_async(&p, bytes, stream); }), bytes,
                    "a stream-ordered allocation");
