@@ -108,6 +108,27 @@ cuda = pytest.mark.skipif(not (torch.cuda.is_available() and pipelink.cuda_avail
                           reason="SKIPPED: needs a CUDA GPU and a CUDA build of pipelink")
 
 
+@pytest.mark.skipif(not (torch.cuda.is_available() and pipelink.cuda_available() and torch.cuda.device_count() >= 2),
+                    reason="SKIPPED: needs two CUDA GPUs and a CUDA build of pipelink")
+def test_calls_on_one_gpu_leave_the_callers_current_device(rng):
+    # PipeLink set each call's device and left it (a review, session 46): torch's next
+    # allocation on "cuda" then landed on the other GPU.
+    x, src, dst, w = graph(rng, 2000, 20000, 64, device="cuda:0")
+    torch.cuda.set_device(1)
+    try:
+        for mode in ("auto", "one_shot", "lean"):
+            pipelink.aggregate(x, src, dst, w, mode=mode)
+            assert torch.cuda.current_device() == 1, mode
+        plan = pipelink.AggregatePlan(src, dst, x.shape[0])
+        assert torch.cuda.current_device() == 1
+        plan(x, w)
+        assert torch.cuda.current_device() == 1
+        pipelink.release_cached_memory(0)
+        assert torch.cuda.current_device() == 1
+    finally:
+        torch.cuda.set_device(0)
+
+
 @cuda
 @pytest.mark.parametrize("mode", ["one_shot", "lean"])
 def test_cuda_one_shot_and_lean_refuse_a_capture(rng, mode):

@@ -2571,7 +2571,7 @@ void finish_plan(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
 std::shared_ptr<CudaPlan> build_plan_for(const TensorView& src, const TensorView& dst, std::int64_t N, void* stream,
                                          const TensorView* fold_w, std::int64_t* edge_ranges_if_short = nullptr) {
   const cudaStream_t s = as_stream(stream);
-  PIPELINK_CUDA_CHECK(cudaSetDevice(src.device().index));
+  const cuda::DeviceGuard device_guard(src.device().index);
   auto plan = std::make_shared<CudaPlan>();
   plan->device = src.device();
   plan->num_nodes = N;
@@ -3622,7 +3622,7 @@ void launch_rows(const CudaPlan& plan, const TensorView& x, const TensorView* w,
 
 template <class Fn>
 void CudaPlan::on_stream(cudaStream_t s, Fn&& f) {
-  PIPELINK_CUDA_CHECK(cudaSetDevice(device.index));
+  const cuda::DeviceGuard device_guard(device.index);
   const bool other_stream = s != stream;
   if (other_stream) wait_for_build(s);
   // Under a capture of s the plan's stream must not wait for the captured work (that would pull
@@ -4319,7 +4319,7 @@ void aggregate_one_shot(OpContext& ctx) {
   }
   // Every range's indices before any output is written (each range's build checks its own again).
   // A later range's build can still fail (out of memory): see finish_lean below.
-  PIPELINK_CUDA_CHECK(cudaSetDevice(src.device().index));
+  const cuda::DeviceGuard device_guard(src.device().index);
   const bool lean_spread = lean_spread_order();  // finish_lean's knob: a bad one before any work
   int major = 0;
   PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, src.device().index));
@@ -4527,7 +4527,7 @@ void aggregate_lean(OpContext& ctx, bool allow_vec4) {
   refuse_capture(ctx, "lean");
   const cudaStream_t s = as_stream(ctx.stream);
   const bool spread = lean_spread_order();  // a bad knob: before any work
-  PIPELINK_CUDA_CHECK(cudaSetDevice(x.device().index));
+  const cuda::DeviceGuard device_guard(x.device().index);
   validate_indices("aggregate", &src, &dst, ctx.dim("N"), s);
   if (!ctx.attr<bool>("accumulate") && out.numel() > 0) zero_rows(out, s);
   lean_accumulate({&x, &src, &dst, ctx.has("w") ? &ctx.port("w") : nullptr, &out,
@@ -4579,7 +4579,7 @@ void by_dtype_index(DType t, DType idx, F32&& f32, F64&& f64) {
 void gather_scale_cuda(OpContext& ctx) {
   const TensorView &x = ctx.port("x"), &src = ctx.port("src"), &m = ctx.port("m");
   const cudaStream_t s = as_stream(ctx.stream);
-  PIPELINK_CUDA_CHECK(cudaSetDevice(x.device().index));
+  const cuda::DeviceGuard device_guard(x.device().index);
   validate_indices("gather_scale", &src, nullptr, ctx.dim("N"), s);
   const std::int64_t E = ctx.dim("E"), F = ctx.dim("F");
   if (E * F == 0) return;
@@ -4598,7 +4598,7 @@ void gather_scale_cuda(OpContext& ctx) {
 void map_cuda(OpContext& ctx) {
   const TensorView &in = ctx.port("in"), &out = ctx.port("out");
   const cudaStream_t s = as_stream(ctx.stream);
-  PIPELINK_CUDA_CHECK(cudaSetDevice(in.device().index));
+  const cuda::DeviceGuard device_guard(in.device().index);
   const std::int64_t R = ctx.dim("R"), C = ctx.dim("C");
   if (R * C == 0) return;
   const int tr = int(parse_transform(ctx.attr<std::string>("transform"), "map"));
@@ -4614,7 +4614,7 @@ void map_cuda(OpContext& ctx) {
 void index_add_cuda(OpContext& ctx) {
   const TensorView &out = ctx.port("out"), &dst = ctx.port("dst"), &v = ctx.port("values");
   const cudaStream_t s = as_stream(ctx.stream);
-  PIPELINK_CUDA_CHECK(cudaSetDevice(out.device().index));
+  const cuda::DeviceGuard device_guard(out.device().index);
   validate_indices("index_add", nullptr, &dst, ctx.dim("N"), s);
   const std::int64_t E = ctx.dim("E"), F = ctx.dim("F");
   if (E * F == 0) return;

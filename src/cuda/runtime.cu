@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
@@ -235,13 +236,13 @@ PoolStats scratch_pool_stats(int device) {
 void reset_peak_memory() noexcept { g_peak.store(g_current.load()); }
 
 std::pair<std::size_t, std::size_t> device_memory_info(int device) {
-  PIPELINK_CUDA_CHECK(cudaSetDevice(device));
+  const DeviceGuard device_guard(device);
   std::size_t free_b = 0, total_b = 0;
   PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   return {free_b, total_b};
 }
 void synchronize(int device) {
-  PIPELINK_CUDA_CHECK(cudaSetDevice(device));
+  const DeviceGuard device_guard(device);
   PIPELINK_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
@@ -274,7 +275,7 @@ void require_contiguous_device(const TensorView& t, const char* what) {
 
 void fill_random_uniform(const TensorView& t, double lo, double hi, std::uint64_t seed, void* stream) {
   require_contiguous_device(t, "fill_random_uniform");
-  PIPELINK_CUDA_CHECK(cudaSetDevice(t.device().index));
+  const DeviceGuard device_guard(t.device().index);
   const std::int64_t n = t.numel();
   if (n == 0) return;
   if (t.dtype() == DType::f32) fill_uniform_kernel<float><<<1024, 256, 0, static_cast<cudaStream_t>(stream)>>>(t.data_as<float>(), n, lo, hi, seed);
@@ -286,7 +287,7 @@ void fill_random_uniform(const TensorView& t, double lo, double hi, std::uint64_
 void fill_random_indices(const TensorView& t, std::int64_t n, std::uint64_t seed, void* stream) {
   require_contiguous_device(t, "fill_random_indices");
   if (n < 1) throw std::invalid_argument("fill_random_indices: n must be >= 1");
-  PIPELINK_CUDA_CHECK(cudaSetDevice(t.device().index));
+  const DeviceGuard device_guard(t.device().index);
   const std::int64_t count = t.numel();
   if (count == 0) return;
   if (t.dtype() == DType::i32) {
@@ -303,13 +304,7 @@ void fill_random_indices(const TensorView& t, std::int64_t n, std::uint64_t seed
 void release_cached_memory(int device) {
   require_device(device, "release_cached_memory");
   // The caller's current device is left as it was (torch allocates on it next).
-  int prev = 0;
-  PIPELINK_CUDA_CHECK(cudaGetDevice(&prev));
-  struct Restore {
-    int dev;
-    ~Restore() { (void)cudaSetDevice(dev); }
-  } restore{prev};
-  PIPELINK_CUDA_CHECK(cudaSetDevice(device));
+  const DeviceGuard device_guard(device);
   PIPELINK_CUDA_CHECK(cudaDeviceSynchronize());
   detail::trim_pools(device);
   // The scratch pool's used_peak starts again from what is in use now (0 is the only value the
@@ -321,7 +316,7 @@ void release_cached_memory(int device) {
 }
 
 Stream::Stream(int device) : device_(device) {
-  PIPELINK_CUDA_CHECK(cudaSetDevice(device));
+  const DeviceGuard device_guard(device);
   cudaStream_t s = nullptr;
   PIPELINK_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   handle_ = s;
@@ -371,7 +366,7 @@ void require_device(int device, const char* what) {
 }
 
 void* allocate(std::size_t bytes, int device) {
-  PIPELINK_CUDA_CHECK(cudaSetDevice(device));
+  const DeviceGuard device_guard(device);
   void* p = nullptr;
   detail::check_allocation(detail::with_pool_retry(nullptr, [&] { return cudaMalloc(&p, bytes); }), bytes,
                            "a tensor's allocation");
@@ -381,7 +376,7 @@ void* allocate(std::size_t bytes, int device) {
   return p;
 }
 void deallocate(void* p, int device) noexcept {
-  PIPELINK_CUDA_CHECK_NOEXCEPT(cudaSetDevice(device));
+  const DeviceGuard device_guard(device, DeviceGuard::NoThrow{});
   PIPELINK_CUDA_CHECK_NOEXCEPT(cudaFree(p));
   std::lock_guard lock(g_sizes_mu);
   if (auto it = g_sizes.find(p); it != g_sizes.end()) {
@@ -390,19 +385,21 @@ void deallocate(void* p, int device) noexcept {
   }
 }
 void copy(void* dst, Device dd, const void* src, Device sd, std::size_t bytes) {
-  if (dd.kind == DeviceKind::cuda) PIPELINK_CUDA_CHECK(cudaSetDevice(dd.index));
-  else if (sd.kind == DeviceKind::cuda) PIPELINK_CUDA_CHECK(cudaSetDevice(sd.index));
+  std::optional<DeviceGuard> device_guard;
+  if (dd.kind == DeviceKind::cuda || sd.kind == DeviceKind::cuda)
+    device_guard.emplace(dd.kind == DeviceKind::cuda ? dd.index : sd.index);
   PIPELINK_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
 }
 void memset_zero(void* dst, int device, std::size_t bytes) {
-  PIPELINK_CUDA_CHECK(cudaSetDevice(device));
+  const DeviceGuard device_guard(device);
   PIPELINK_CUDA_CHECK(cudaMemset(dst, 0, bytes));
 }
 
 void copy2d(void* dst, std::size_t dpitch, Device dd, const void* src, std::size_t spitch, Device sd, std::size_t width,
             std::size_t height) {
-  if (dd.kind == DeviceKind::cuda) PIPELINK_CUDA_CHECK(cudaSetDevice(dd.index));
-  else if (sd.kind == DeviceKind::cuda) PIPELINK_CUDA_CHECK(cudaSetDevice(sd.index));
+  std::optional<DeviceGuard> device_guard;
+  if (dd.kind == DeviceKind::cuda || sd.kind == DeviceKind::cuda)
+    device_guard.emplace(dd.kind == DeviceKind::cuda ? dd.index : sd.index);
   PIPELINK_CUDA_CHECK(cudaMemcpy2D(dst, dpitch, src, spitch, width, height, cudaMemcpyDefault));
 }
 
