@@ -262,6 +262,22 @@ TEST(RelabelNodes, OneBijectionForBothEndsDeterministicPerSeed) {
   EXPECT_EQ(empty.num_edges(), 0);
 }
 
+// Its errors name it (they said "sort_by_destination"), and a weight it never touches is not
+// checked (a [5] weight on 100 edges was refused: a review, session 46).
+TEST(RelabelNodes, ErrorsNameItAndTheWeightIsLeftAlone) {
+  auto g = uniform_graph(10, 100, 1);
+  g.weight = TensorBuilder().shape({5}).zeros();
+  EXPECT_NO_THROW(relabel_nodes(g, 3));
+  auto h = uniform_graph(10, 100, 1, DType::i32);
+  h.dst = uniform_graph(10, 100, 2).dst;  // int64 beside int32
+  try {
+    relabel_nodes(h, 3);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("relabel_nodes: ", 0), 0u) << e.what();
+  }
+}
+
 TEST(RelabelNodes, OutOfRangeIndexThrowsAndLeavesTheEdges) {
   for (const char* port : {"src", "dst"}) {
     auto g = uniform_graph(10, 100, 1);

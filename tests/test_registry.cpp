@@ -98,6 +98,10 @@ TEST(DowngradePolicy, PicksBestRunnableVariantAndSaysWhyNot) {
   EXPECT_NE(old_gpu.rejected[0].second.find("sm_90"), std::string::npos);
   EXPECT_EQ(Registry::global().select("test_copy", DeviceDesc::cuda_arch("sm_90")).chosen->name, "sm90_only");
   EXPECT_THROW(DeviceDesc::cuda_arch("sm_x"), std::invalid_argument);
+  // The opt-in shared memory per block by architecture (163 KB for all sm >= 80 before: session 46).
+  EXPECT_EQ(DeviceDesc::cuda_arch("sm_90").shared_mem_per_block, 227u * 1024);
+  EXPECT_EQ(DeviceDesc::cuda_arch("sm_80").shared_mem_per_block, 163u * 1024);
+  EXPECT_EQ(DeviceDesc::cuda_arch("sm_89").shared_mem_per_block, 99u * 1024);
 }
 
 TEST(Invoke, RunsChosenVariantAndForcedVariant) {
@@ -112,6 +116,30 @@ TEST(Invoke, RunsChosenVariantAndForcedVariant) {
                        {"out", TensorView(b, DType::f32, Device::cpu(), {4})}},
                       {}, nullptr, "no_such_variant"),
                LookupError);
+}
+
+TEST(Invoke, ForcedVariantStillAnswersTheCallsDeterminism) {
+  // scalar_loop is deterministic: forcing it where the call asks for non-deterministic output (or
+  // a non-deterministic variant where it asks for deterministic) is an error, not a silent run
+  // (a review, session 46).
+  register_test_op();
+  float a[4] = {1, 2, 3, 4}, b[4];
+  const PortMap ports{{"in", TensorView(a, DType::f32, Device::cpu(), {4})},
+                      {"out", TensorView(b, DType::f32, Device::cpu(), {4})}};
+  InvokeOptions o;
+  o.variant = "scalar_loop";
+  o.deterministic = false;
+  const int before = g_calls_cpu_fallback;
+  try {
+    invoke("test_copy", ports, {}, o);
+    ADD_FAILURE() << "expected LookupError";
+  } catch (const LookupError& e) {
+    EXPECT_NE(std::string(e.what()).find("non-deterministic output"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(g_calls_cpu_fallback, before);
+  o.deterministic = true;
+  invoke("test_copy", ports, {}, o);
+  EXPECT_EQ(g_calls_cpu_fallback, before + 1);
 }
 
 TEST(Invoke, ForcedVariantStillNeedsItsRequirements) {

@@ -146,6 +146,12 @@ TEST(TensorBuilder, RejectsBadSpecsAndMissingBackend) {
   EXPECT_THROW(TensorBuilder().shape({-2}).build(), std::invalid_argument);
   EXPECT_THROW(TensorBuilder().shape({2}).alignment(48).build(), std::invalid_argument);
   EXPECT_THROW(TensorBuilder().shape({2}).dtype(DType::f64).pitched_rows(12).build(), std::invalid_argument);
+  // A pitched row whose bytes overflow: it was a 64-byte buffer, and a fill wrote past it (a
+  // review, session 46).
+  EXPECT_THROW(TensorBuilder().shape({1, (std::int64_t(1) << 62) + 1}).pitched_rows(64).build(), std::invalid_argument);
+  EXPECT_THROW(TensorBuilder().shape({3, std::int64_t(1) << 61}).dtype(DType::f64).pitched_rows(64).build(),
+               std::invalid_argument);
+  EXPECT_THROW(TensorBuilder().shape({2, (std::int64_t(1) << 62) - 1}).pitched_rows(64).build(), std::invalid_argument);
   if (!device_allocator_hooks(DeviceKind::cuda)) {
     EXPECT_THROW(TensorBuilder().shape({2}).device(Device::cuda(0)).build(), BackendUnavailableError);
   }

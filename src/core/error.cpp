@@ -12,8 +12,13 @@ std::string SourceSite::str() const {
 static std::string violation_message(const std::string& op, const std::string& port,
                                      const std::string& field, const std::string& expected,
                                      const std::string& actual, const SourceSite& origin) {
-  std::string msg = fmt::format("contract violation in op '{}', port '{}', field '{}': expected {}, got {}",
-                                op, port, field, expected, actual);
+  // An attribute is not a port: "port 'gamma', field 'attribute'" read as if gamma were a tensor
+  // (a review, session 46). The fields (port() holds the attribute's name) are unchanged.
+  std::string msg =
+      field == "attribute"
+          ? fmt::format("contract violation in op '{}', attribute '{}': expected {}, got {}", op, port, expected, actual)
+          : fmt::format("contract violation in op '{}', port '{}', field '{}': expected {}, got {}", op, port, field,
+                        expected, actual);
   if (origin.known()) msg += fmt::format(" (tensor made at {})", origin.str());
   return msg;
 }

@@ -183,8 +183,11 @@ void counting_sort(const SortArrays<T, W>& a, std::int64_t num_edges, std::int64
     throw IndexOutOfRangeError("sort_by_destination", "dst", first_bad, std::int64_t(a.dst[first_bad]), num_nodes);
 }
 
-void check_sortable(const EdgeList& g) {
-  auto bad = [](const char* why) { throw std::invalid_argument(std::string("sort_by_destination: ") + why); };
+// `who` names the caller in its errors (relabel_nodes' said "sort_by_destination"), and the
+// weight is checked only where it moves with its edge: relabelling never touches it (a review,
+// session 46).
+void check_sortable(const EdgeList& g, const char* who, bool check_weight) {
+  auto bad = [who](const char* why) { throw std::invalid_argument(std::string(who) + ": " + why); };
   const TensorView& s = g.src;
   const TensorView& d = g.dst;
   if (g.num_nodes < 0) bad("negative num_nodes");
@@ -192,7 +195,7 @@ void check_sortable(const EdgeList& g) {
   if (s.rank() != 1 || d.rank() != 1 || s.numel() != d.numel()) bad("src and dst must both be [E]");
   if (s.device() != Device::cpu() || d.device() != Device::cpu()) bad("edges must be on the CPU");
   if (!s.is_contiguous() || !d.is_contiguous()) bad("src and dst must be contiguous");
-  if (g.weight.defined()) {
+  if (check_weight && g.weight.defined()) {
     const TensorView& w = g.weight;
     if (w.rank() != 1 || w.numel() != s.numel() || w.device() != Device::cpu() || !w.is_contiguous())
       bad("weight must be a contiguous [E] CPU tensor like src");
@@ -332,7 +335,7 @@ EdgeList rmat_graph(int scale, std::int64_t num_edges, double a, double b, doubl
 }
 
 void relabel_nodes(EdgeList& g, std::uint64_t seed) {
-  check_sortable(g);  // the same requirements: [E] contiguous CPU indices of one dtype
+  check_sortable(g, "relabel_nodes", false);  // the same requirements: [E] contiguous CPU indices of one dtype
   const std::int64_t n = g.num_nodes, e = g.num_edges();
   with_index_type(g.src.dtype(), "relabel_nodes", [&](auto tag) {
     using T = decltype(tag);
@@ -354,7 +357,7 @@ void relabel_nodes(EdgeList& g, std::uint64_t seed) {
 }
 
 void sort_by_destination(EdgeList& g) {
-  check_sortable(g);
+  check_sortable(g, "sort_by_destination", true);
   const DType it = g.src.dtype();
   const std::int64_t e = g.num_edges();
   Tensor out_src = TensorBuilder().shape({e}).dtype(it).build();

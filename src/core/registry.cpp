@@ -38,7 +38,16 @@ DeviceDesc DeviceDesc::cuda_arch(std::string_view arch) {
   d.kind = DeviceKind::cuda;
   d.name = "hypothetical sm_" + std::to_string(sm);
   d.sm = sm;
-  d.shared_mem_per_block = sm >= 80 ? 163 * 1024 : 48 * 1024;
+  // The opt-in limit per block (cudaDevAttrMaxSharedMemoryPerBlockOptin, as describe_device
+  // reads on a real device), by architecture: 163 KB for every sm >= 80 overstated sm_86/89/120
+  // and understated sm_90 (a review, session 46).
+  d.shared_mem_per_block = sm >= 120               ? 99 * 1024
+                           : sm >= 90               ? 227 * 1024
+                           : sm == 80 || sm == 87   ? 163 * 1024
+                           : sm >= 86               ? 99 * 1024
+                           : sm >= 75               ? 64 * 1024
+                           : sm >= 70               ? 96 * 1024
+                                                    : 48 * 1024;
   if (sm >= 90) d.features.insert("vector_atomics");  // red.global.add.v4.f32 is sm_90+
   return d;
 }
@@ -260,6 +269,13 @@ void invoke(std::string_view op_name, const PortMap& ports, const Attrs& attrs, 
     if (chosen) {
       if (const std::string why = unmet_requirement(*chosen, dev); !why.empty())
         throw LookupError(fmt::format("op '{}': variant '{}' cannot run on {}: {}", op_name, force_variant, dev.str(), why));
+      // A forced variant still answers the call's determinism: a non-deterministic one asked for
+      // deterministic output ran without a word (a review, session 46).
+      if (options.deterministic && chosen->deterministic != *options.deterministic)
+        throw LookupError(fmt::format("op '{}': variant '{}' is {}deterministic, and the call asks for {}deterministic "
+                                      "output",
+                                      op_name, force_variant, chosen->deterministic ? "" : "not ",
+                                      *options.deterministic ? "" : "non-"));
     }
     if (!chosen)
       throw LookupError(fmt::format("op '{}' has no variant '{}' on {}; available: {}", op_name, force_variant,

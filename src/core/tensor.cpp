@@ -210,7 +210,15 @@ Tensor TensorBuilder::build(std::source_location loc) const {
       return r;
     };
     auto inner = std::size_t(shape_.back());
-    auto row_elems = pitch_ ? round_up(inner * item, pitch_) / item : inner;
+    // The pitched row's bytes are checked too: {1, 2^62 + 1} float32 with a pitch wrapped to a
+    // 64-byte buffer, and a fill wrote past it (a review, session 46).
+    std::size_t row_elems = inner;
+    if (pitch_) {
+      std::size_t row_bytes = 0;
+      if (__builtin_mul_overflow(inner, item, &row_bytes) || row_bytes > std::size_t(std::numeric_limits<std::int64_t>::max()) - pitch_)
+        throw std::invalid_argument("TensorBuilder: shape overflows 64-bit sizes");
+      row_elems = round_up(row_bytes, pitch_) / item;
+    }
     strides.back() = 1;
     std::int64_t running = std::int64_t(row_elems);
     for (int i = int(shape_.size()) - 2; i >= 0; --i) {
