@@ -312,6 +312,11 @@ def test_ops_lists_contracts():
     ports = {p["name"]: p for p in ops["aggregate"]["ports"]}
     assert ports["x"]["shape"] == "[N, F]" and "float32" in ports["x"]["dtypes"]
     assert ports["w"]["optional"]
+    # Typed defaults and the fields the table shows (a review, session 46: "'tanh'" with its quotes).
+    attrs = {a["name"]: a for a in ops["aggregate"]["attributes"]}
+    assert attrs["transform"]["default"] == "tanh" and attrs["accumulate"]["default"] is False
+    assert ports["x"]["dtype_group"] == ports["w"]["dtype_group"] != ""
+    assert "may_alias" in ops["aggregate"]["exec"]
 
 
 def test_inspect_and_debug_dump_round_trip(rng, tmp_path):

@@ -1,6 +1,8 @@
 // The registry as JSON: one description shared by `pipelink ops --json` and `pipelink.ops()`.
 #include <nlohmann/json.hpp>
 
+#include <variant>
+
 #include "pipelink/registry.hpp"
 
 namespace pipelink {
@@ -15,9 +17,15 @@ std::string ops_json(const DeviceDesc* target) {
                        {"shape", shape_pattern_str(p.shape)}, {"dtypes", dtypes_str(p.dtypes)},
                        {"layout", layout_name(p.layout)}, {"alignment", p.alignment},
                        {"contiguity", contiguity_name(p.contiguity)}, {"devices", device_kinds_str(p.device_kinds)},
-                       {"cross_device", p.cross_device}});
+                       {"cross_device", p.cross_device}, {"dtype_group", p.dtype_group}, {"doc", p.doc}});
     nlohmann::json attrs = nlohmann::json::array();
-    for (const auto& a : d->attrs) attrs.push_back({{"name", a.name}, {"default", attr_str(a.default_value)}, {"choices", a.choices}});
+    // Defaults as typed JSON values: attr_str's display form reached Python as "'tanh'", quotes
+    // and all, and numbers and booleans as strings (a review, session 46).
+    for (const auto& a : d->attrs)
+      attrs.push_back({{"name", a.name},
+                       {"default", std::visit([](const auto& v) { return nlohmann::json(v); }, a.default_value)},
+                       {"choices", a.choices},
+                       {"doc", a.doc}});
     nlohmann::json vars = nlohmann::json::array();
     for (const Variant* v : reg.variants(d->name))
       vars.push_back({{"name", v->name}, {"backend", device_kind_name(v->backend)}, {"priority", v->priority},
@@ -26,7 +34,8 @@ std::string ops_json(const DeviceDesc* target) {
                          {"attributes", attrs}, {"variants", vars},
                          {"exec", {{"async", d->exec.async}, {"max_streams", d->exec.max_streams},
                                    {"needs_event_sync", d->exec.needs_event_sync},
-                                   {"deterministic", d->exec.deterministic}}}};
+                                   {"deterministic", d->exec.deterministic},
+                                   {"may_alias", d->exec.may_alias}}}};
     if (target) {
       auto c = reg.select(d->name, *target);
       op["selected"] = c.chosen ? nlohmann::json(c.chosen->name) : nlohmann::json(nullptr);
