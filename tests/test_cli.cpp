@@ -112,6 +112,15 @@ TEST_F(Cli, MalformedInputsAreClearErrors) {
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.output.find("identity|tanh|relu|sigmoid"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(path("y.npy")));
+  // A binary file as the graph: its bytes shown escaped, not raw into the terminal; and inspect
+  // of a file that is neither a .npy nor a dump says so (a newcomer's review, session 46).
+  r = run_cli("aggregate --graph " + path("x.npy") + " --x " + path("x.npy") + " --out " + path("y.npy"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("'\\x93NUMPY"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find('\x93'), std::string::npos) << r.output;
+  r = run_cli("inspect " + path("g.txt"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("is not a .npy file"), std::string::npos) << r.output;
 }
 
 // `--out x.npy` once replaced the input with the output and exited 0 (a review, session 46).

@@ -74,11 +74,18 @@ std::string_view next_token(std::string_view& s) {
 }
 
 // A line for an error message: trimmed, quoted, and cut short if long.
+// Bytes outside printable ASCII shown as \xNN: a binary file given as a graph (`--graph x.npy`)
+// echoed its raw bytes into the terminal (a newcomer's review, session 46).
 std::string quoted(std::string_view line) {
   line = trim(line);
   constexpr std::size_t kMax = 60;
-  if (line.size() <= kMax) return fmt::format("'{}'", line);
-  return fmt::format("'{}...'", line.substr(0, kMax));
+  std::string shown;
+  for (const char c : line.substr(0, kMax)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) shown += c;
+    else shown += fmt::format("\\x{:02x}", u);
+  }
+  return fmt::format("'{}{}'", shown, line.size() > kMax ? "..." : "");
 }
 
 std::string lower(std::string_view s) {

@@ -117,6 +117,13 @@ int main(int argc, char** argv) {
     if (*demo) return tools::cmd_demo(demo_opts);
     if (*aggc) return tools::cmd_aggregate(agg);
     if (*insp) {
+      // Neither a .npy nor a dump prefix: said so, rather than "graph.txt.json: cannot open dump
+      // metadata" (a newcomer's review, session 46).
+      if (!inspect_path.ends_with(".npy") && !std::filesystem::exists(inspect_path + ".json") &&
+          std::filesystem::exists(inspect_path))
+        throw Error(fmt::format("inspect: '{}' is not a .npy file (by its name) and no debug dump '{}.json' exists; "
+                                "give a .npy file or a debug_dump prefix (PREFIX.json + PREFIX.bin)",
+                                inspect_path, inspect_path));
       Tensor t = inspect_path.ends_with(".npy") ? read_npy(inspect_path) : debug_load(inspect_path);
       std::cout << inspect_tensor(t) << "\n";
       return 0;
