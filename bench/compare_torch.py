@@ -559,7 +559,7 @@ def main() -> int:
         try:
             chart(meta, a.png)
         except ImportError as ex:
-            log(f"no chart ({ex}); pip install matplotlib")
+            log(f"no chart ({ex}); install matplotlib (Debian: apt install python3-matplotlib)")
     return 0
 
 

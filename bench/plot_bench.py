@@ -6,7 +6,8 @@ green where the variant met the correctness contract and red (hatched, named) wh
 each bar labelled with its time and its speed-up over three-op in the same run.
 
 usage: python3 bench/plot_bench.py bench-*.json [--out bench.png]
-Needs matplotlib (pip install matplotlib; the GPU machine's python has it).
+Needs matplotlib (Debian: apt install python3-matplotlib, which scripts/install-deps.sh installs; pip's
+wheel can break Debian's torch through its NumPy; the GPU machine's python has it).
 """
 import argparse
 import json
@@ -84,7 +85,7 @@ def main() -> int:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("plot_bench.py: matplotlib is not installed (pip install matplotlib)", file=sys.stderr)
+        print("plot_bench.py: matplotlib is not installed (Debian: apt install python3-matplotlib; elsewhere pip install matplotlib)", file=sys.stderr)
         return 2
     out = args.out or args.json[0].removesuffix(".json") + ".png"
     heights = [0.9 + 0.28 * len(d["variants"]) for d in datas]

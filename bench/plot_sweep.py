@@ -4,7 +4,8 @@ line per path, an X where a path ran out of memory, a v for zero (on the axis fl
 its output was wrong (status "mismatch" or "failed_verification").
 
 usage: python3 bench/plot_sweep.py sweep.json [--out PREFIX]   (writes PREFIX-time.png, PREFIX-memory.png)
-Needs matplotlib (pip install matplotlib; the GPU machine's python has it).
+Needs matplotlib (Debian: apt install python3-matplotlib, which scripts/install-deps.sh installs; pip's
+wheel can break Debian's torch through its NumPy; the GPU machine's python has it).
 """
 import argparse
 import json
@@ -22,7 +23,7 @@ def main() -> int:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("plot_sweep.py: matplotlib is not installed (pip install matplotlib)", file=sys.stderr)
+        print("plot_sweep.py: matplotlib is not installed (Debian: apt install python3-matplotlib; elsewhere pip install matplotlib)", file=sys.stderr)
         return 2
     with open(args.json) as f:
         data = json.load(f)
