@@ -21,6 +21,9 @@
 namespace pipelink::bench {
 
 CopyBandwidth device_copy_bandwidth(Device dev) {
+  // Events and their legacy stream are the current device's: it must be dev's (calls give the
+  // caller's device back since session 46, so allocating no longer leaves it set).
+  const cuda::DeviceGuard device_guard(dev.index);
   const std::int64_t n = std::int64_t(1) << 30;  // 4 GiB of float32 each way
   Tensor a = TensorBuilder().shape({n}).device(dev).zeros();
   Tensor b = TensorBuilder().shape({n}).device(dev).build();
@@ -134,6 +137,7 @@ class EnvScope {
 void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const AggregateOracle& oracle,
                        const AggregateBenchOptions& o, const std::function<void(const std::string&)>& say) {
   const Device dev = o.device;
+  const cuda::DeviceGuard device_guard(dev.index);  // the events below are the current device's
   const std::int64_t N = r.nodes, F = r.features;
   say("copying the workload to " + dev.str());
   Tensor xg = to_device(d.x, dev), sg = to_device(d.graph.src, dev), dg = to_device(d.graph.dst, dev),

@@ -46,7 +46,8 @@ def main() -> int:
         for name in paths:
             ok = [p for p in data["points"] if p["path"] == name and p["status"] == "ok"]
             oom = [p for p in data["points"] if p["path"] == name and p["status"] == "out_of_memory"]
-            wrong = [p for p in data["points"] if p["path"] == name and p["status"] not in ("ok", "out_of_memory")]
+            # ("unreachable": sizes after an out-of-memory, not run: no marker)
+            wrong = [p for p in data["points"] if p["path"] == name and p["status"] in ("mismatch", "failed_verification")]
             pos = [p for p in ok if p[key] > 0]
             line, = ax.plot([p["edges"] for p in pos], [p[key] * scale for p in pos], marker="o", label=name)
             color = line.get_color()

@@ -10,7 +10,8 @@ gen=${2:-Ninja}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
-"$work/prefix/bin/pipelink" ops | grep -q "aggregate v1" || { echo "installed pipelink did not list its ops"; exit 1; }
+"$work/prefix/bin/pipelink" ops > "$work/ops.txt"  # (not piped into grep -q: SIGPIPE under pipefail)
+grep -q "aggregate v1" "$work/ops.txt" || { echo "installed pipelink did not list its ops"; exit 1; }
 mkdir "$work/app"
 cat > "$work/app/CMakeLists.txt" <<'CM'
 cmake_minimum_required(VERSION 3.25)

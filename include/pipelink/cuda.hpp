@@ -53,6 +53,28 @@ void fill_random_uniform(const TensorView& t, double lo, double hi, std::uint64_
 /// int32/int64 device tensor: uniform integers in [0, n). Both queue on `stream` (cudaStream_t).
 void fill_random_indices(const TensorView& t, std::int64_t n, std::uint64_t seed, void* stream = nullptr);
 
+/// Makes `device` current for its scope and gives the caller's CUDA context back at its end.
+/// PipeLink once set the device of each call and left it (a review, session 46): on a host of
+/// several GPUs, torch's next allocation on "cuda" could land on another GPU than its caller's.
+/// What is restored is the thread's current context itself (the driver's cuCtxGetCurrent /
+/// cuCtxSetCurrent, looked up through the runtime), not a device number: restoring "device 0" to
+/// a thread that had no context would create one on GPU 0 in a process that never used it.
+/// Where the device is already current it does nothing (one GPU: always).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  struct NoThrow {};
+  DeviceGuard(int device, NoThrow) noexcept;  // destructors' paths: failures are logged
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  void* prev_ctx_ = nullptr;
+  int prev_device_ = 0;
+  bool set_ = false;
+};
+
 class Stream {
  public:
   explicit Stream(int device = 0);

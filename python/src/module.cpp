@@ -186,6 +186,7 @@ std::vector<double> time_plan_ms_py(const PyPlan& p, const Array& x, const std::
   const std::optional<TensorView> wv = optional_view(w, "w");
   const AggregateOptions opts = options_of(transform, false, "auto", stream);
   nb::gil_scoped_release release;
+  const cuda::DeviceGuard device_guard(p.plan.device().index);  // the events are the current device's
   cuda::Event start, stop;
   std::vector<double> ms;
   for (int i = 0; i < n; ++i) {

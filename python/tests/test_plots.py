@@ -48,6 +48,7 @@ SWEEP = {
                {"edges": 1 << 21, "path": "lean", "status": "ok", "median_ms": 0.6, "extra_peak_bytes": 0},
                {"edges": 1 << 20, "path": "planned", "status": "ok", "median_ms": 0.1, "extra_peak_bytes": 1 << 23},
                {"edges": 1 << 21, "path": "planned", "status": "out_of_memory"},
+               {"edges": 1 << 22, "path": "planned", "status": "unreachable"},
                # out of memory at the first size, and a point whose output was wrong (session 46)
                {"edges": 1 << 20, "path": "three-op", "status": "out_of_memory"},
                {"edges": 1 << 20, "path": "one-shot", "status": "ok", "median_ms": 0.2, "extra_peak_bytes": 1 << 22},

@@ -14,6 +14,9 @@ void release_cached_memory(int) { unavailable(); }
 PoolStats scratch_pool_stats(int) { unavailable(); }
 void fill_random_uniform(const TensorView&, double, double, std::uint64_t, void*) { unavailable(); }
 void fill_random_indices(const TensorView&, std::int64_t, std::uint64_t, void*) { unavailable(); }
+DeviceGuard::DeviceGuard(int) { unavailable(); }
+DeviceGuard::DeviceGuard(int, NoThrow) noexcept {}
+DeviceGuard::~DeviceGuard() = default;
 Stream::Stream(int) { unavailable(); }
 Stream::~Stream() = default;
 void Stream::synchronize() const { unavailable(); }

@@ -39,6 +39,7 @@
 #include "core/aggregate_plan_impl.hpp"
 #include "core/spread_order.hpp"
 #include "cuda/check.cuh"
+#include "pipelink/cuda.hpp"
 #include "cuda/knobs.hpp"
 #include "cuda/memory.cuh"
 #include "cuda/msd_levels.hpp"
@@ -4268,7 +4269,14 @@ void lean_accumulate(const LeanArgs& a, bool allow_vec4, bool spread);
 // error after queueing work into it, and the one-shot's MSD sort pulled the process's copy
 // stream into the caller's capture (a review, session 46).
 void refuse_capture(const OpContext& ctx, const char* path) {
-  if (stream_capturing(as_stream(ctx.stream)))
+  // Asked with the call's device current (a null stream is that device's). Only a capture
+  // counts as one: another error (a sticky one from earlier work) is thrown as itself.
+  cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
+  const cudaError_t e = cudaStreamIsCapturing(as_stream(ctx.stream), &c);
+  const bool implicit = e == cudaErrorStreamCaptureImplicit;  // the legacy stream while another captures
+  if (implicit) (void)cudaGetLastError();
+  else PIPELINK_CUDA_CHECK(e);
+  if (implicit || c != cudaStreamCaptureStatusNone)
     throw Error(std::string("aggregate: a ") + path +
                 " call cannot be captured into a CUDA graph (its index check's verdict is read on the host); build an "
                 "AggregatePlan and capture its runs. (Its stream is being captured, or it is the legacy default "
@@ -4276,9 +4284,12 @@ void refuse_capture(const OpContext& ctx, const char* path) {
 }
 
 void aggregate_one_shot(OpContext& ctx) {
-  refuse_capture(ctx, "one-shot");
   const TensorView* w = ctx.has("w") ? &ctx.port("w") : nullptr;
   const TensorView &src = ctx.port("src"), &dst = ctx.port("dst");
+  // The call's device for the whole call: the plan it builds is freed at its end, on a stream of
+  // that device (the caller's device is given back after).
+  const cuda::DeviceGuard device_guard(src.device().index);
+  refuse_capture(ctx, "one-shot");
   const std::int64_t E = src.numel(), N = ctx.dim("N");
   const PlanKnobs knobs = plan_knobs();  // a bad knob: before any work
   // Everything this call allocates is freed before it returns: from the scratch pool, where no
@@ -4319,7 +4330,6 @@ void aggregate_one_shot(OpContext& ctx) {
   }
   // Every range's indices before any output is written (each range's build checks its own again).
   // A later range's build can still fail (out of memory): see finish_lean below.
-  const cuda::DeviceGuard device_guard(src.device().index);
   const bool lean_spread = lean_spread_order();  // finish_lean's knob: a bad one before any work
   int major = 0;
   PIPELINK_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, src.device().index));
@@ -4524,10 +4534,10 @@ void lean_accumulate(const LeanArgs& a, bool allow_vec4, bool spread) {
 
 void aggregate_lean(OpContext& ctx, bool allow_vec4) {
   const TensorView &x = ctx.port("x"), &src = ctx.port("src"), &dst = ctx.port("dst"), &out = ctx.port("out");
+  const cuda::DeviceGuard device_guard(x.device().index);
   refuse_capture(ctx, "lean");
   const cudaStream_t s = as_stream(ctx.stream);
   const bool spread = lean_spread_order();  // a bad knob: before any work
-  const cuda::DeviceGuard device_guard(x.device().index);
   validate_indices("aggregate", &src, &dst, ctx.dim("N"), s);
   if (!ctx.attr<bool>("accumulate") && out.numel() > 0) zero_rows(out, s);
   lean_accumulate({&x, &src, &dst, ctx.has("w") ? &ctx.port("w") : nullptr, &out,

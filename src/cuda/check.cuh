@@ -27,39 +27,3 @@ void log_cuda_error(cudaError_t err, const char* call, const char* file, int lin
     }                                                                                        \
   } while (false)
 
-namespace pipelink::cuda {
-
-/// Makes `device` current for its scope and gives the caller's current device back at its end.
-/// PipeLink once set the device of each call and left it (a review, session 46): on a host of
-/// several GPUs, torch's next allocation on "cuda" could land on another GPU than its caller's.
-/// One GPU: the device is already current, and the guard sets nothing.
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    PIPELINK_CUDA_CHECK(cudaGetDevice(&prev_));
-    if (prev_ != device) {
-      PIPELINK_CUDA_CHECK(cudaSetDevice(device));
-      set_ = true;
-    }
-  }
-  /// For destructors and other noexcept paths: failures are logged.
-  struct NoThrow {};
-  DeviceGuard(int device, NoThrow) noexcept {
-    PIPELINK_CUDA_CHECK_NOEXCEPT(cudaGetDevice(&prev_));
-    if (prev_ != device) {
-      PIPELINK_CUDA_CHECK_NOEXCEPT(cudaSetDevice(device));
-      set_ = true;
-    }
-  }
-  ~DeviceGuard() {
-    if (set_) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaSetDevice(prev_));
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  int prev_ = 0;
-  bool set_ = false;
-};
-
-}  // namespace pipelink::cuda

@@ -12,7 +12,11 @@ namespace pipelink::cuda::detail {
 void* alloc_async(std::size_t bytes, cudaStream_t stream);
 /// As alloc_async, but nullptr where the device is full (after the pool retry); other errors throw.
 void* try_alloc_async(std::size_t bytes, cudaStream_t stream);
-void free_async(void* p, std::size_t bytes, cudaStream_t stream) noexcept;
+/// Frees on `stream` with `device` current: a legacy-stream handle (0) means that device's
+/// stream, and a plan dropped while the caller had another GPU current freed on that GPU's
+/// (a review, session 46, once calls gave the caller's device back).
+void free_async(void* p, std::size_t bytes, cudaStream_t stream, int device) noexcept;
+int current_device() noexcept;
 /// Free device bytes in a state that repeats from call to call: synchronizes `stream`, gives the
 /// default and scratch pools' idle blocks back to the driver, then asks cudaMemGetInfo. The pool keeps freed
 /// blocks, which cudaMemGetInfo counts as used: sized from it alone, a one-shot call on a full
@@ -43,7 +47,7 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   DeviceBuffer(std::size_t bytes, cudaStream_t stream)
-      : p_(bytes ? alloc_async(bytes, stream) : nullptr), bytes_(bytes), stream_(stream) {}
+      : p_(bytes ? alloc_async(bytes, stream) : nullptr), bytes_(bytes), stream_(stream), device_(current_device()) {}
   ~DeviceBuffer() { reset(); }
   /// Empty (get() == nullptr) where the device has no room for `bytes`.
   static DeviceBuffer try_make(std::size_t bytes, cudaStream_t stream) {
@@ -51,6 +55,7 @@ class DeviceBuffer {
     b.p_ = bytes ? try_alloc_async(bytes, stream) : nullptr;
     b.bytes_ = b.p_ ? bytes : 0;
     b.stream_ = stream;
+    b.device_ = current_device();
     return b;
   }
   DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
@@ -60,11 +65,12 @@ class DeviceBuffer {
       p_ = std::exchange(o.p_, nullptr);
       bytes_ = std::exchange(o.bytes_, 0);
       stream_ = o.stream_;
+      device_ = o.device_;
     }
     return *this;
   }
   void reset() noexcept {
-    if (p_) free_async(p_, bytes_, stream_);
+    if (p_) free_async(p_, bytes_, stream_, device_);
     p_ = nullptr;
     bytes_ = 0;
   }
@@ -76,6 +82,7 @@ class DeviceBuffer {
   void* p_ = nullptr;
   std::size_t bytes_ = 0;
   cudaStream_t stream_ = nullptr;
+  int device_ = 0;  // current at the allocation (callers set the device first)
 };
 
 }  // namespace pipelink::cuda::detail

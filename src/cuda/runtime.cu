@@ -138,7 +138,6 @@ void* alloc_async(std::size_t bytes, cudaStream_t stream) {
       }
       (void)cudaGetLastError();
     });
-  (void)cudaGetLastError();
   void* p = nullptr;
   check_allocation(with_pool_retry(stream, [&] { return malloc_async(&p, bytes, stream); }), bytes,
                    "a stream-ordered allocation");
@@ -156,9 +155,15 @@ void* try_alloc_async(std::size_t bytes, cudaStream_t stream) {
   note_alloc(bytes);
   return first;
 }
-void free_async(void* p, std::size_t bytes, cudaStream_t stream) noexcept {
+void free_async(void* p, std::size_t bytes, cudaStream_t stream, int device) noexcept {
+  const DeviceGuard device_guard(device, DeviceGuard::NoThrow{});
   PIPELINK_CUDA_CHECK_NOEXCEPT(cudaFreeAsync(p, stream));
   note_free(bytes);
+}
+int current_device() noexcept {
+  int d = 0;
+  PIPELINK_CUDA_CHECK_NOEXCEPT(cudaGetDevice(&d));
+  return d;
 }
 static std::mutex g_scratch_mu;
 static std::unordered_map<int, cudaMemPool_t> g_scratch_pools;  // nullptr: the device has no memory pools
@@ -211,6 +216,62 @@ std::size_t settled_free_bytes(cudaStream_t stream) {
   return free_b;
 }
 }  // namespace detail
+
+// ---- DeviceGuard -------------------------------------------------------------------------------
+
+namespace {
+// The driver's cuCtxGetCurrent / cuCtxSetCurrent, through the runtime (no link to libcuda: the
+// CPU-only CI machine has no driver, and the CUDA build's binaries must still load there).
+// CUresult is an int-sized enum and CUcontext a pointer.
+struct CtxApi {
+  int (*get)(void**) = nullptr;
+  int (*set)(void*) = nullptr;
+};
+const CtxApi& ctx_api() noexcept {
+  static const CtxApi api = [] {
+    CtxApi a;
+    void* get = nullptr;
+    void* set = nullptr;
+    cudaDriverEntryPointQueryResult q1{}, q2{};
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 12000, cudaEnableDefault, &q1) == cudaSuccess &&
+        cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &set, 12000, cudaEnableDefault, &q2) == cudaSuccess &&
+        q1 == cudaDriverEntryPointSuccess && q2 == cudaDriverEntryPointSuccess && get && set) {
+      a.get = reinterpret_cast<int (*)(void**)>(get);
+      a.set = reinterpret_cast<int (*)(void*)>(set);
+    }
+    (void)cudaGetLastError();
+    return a;
+  }();
+  return api;
+}
+}  // namespace
+
+DeviceGuard::DeviceGuard(int device) {
+  PIPELINK_CUDA_CHECK(cudaGetDevice(&prev_device_));
+  if (prev_device_ == device) return;
+  if (const CtxApi& api = ctx_api(); api.get) (void)api.get(&prev_ctx_);
+  PIPELINK_CUDA_CHECK(cudaSetDevice(device));
+  set_ = true;
+}
+
+DeviceGuard::DeviceGuard(int device, NoThrow) noexcept {
+  PIPELINK_CUDA_CHECK_NOEXCEPT(cudaGetDevice(&prev_device_));
+  if (prev_device_ == device) return;
+  if (const CtxApi& api = ctx_api(); api.get) (void)api.get(&prev_ctx_);
+  PIPELINK_CUDA_CHECK_NOEXCEPT(cudaSetDevice(device));
+  set_ = true;
+}
+
+DeviceGuard::~DeviceGuard() {
+  if (!set_) return;
+  // The caller's context itself (none, if it had none); the device number where the driver's
+  // entry points are not to be had.
+  if (const CtxApi& api = ctx_api(); api.set) {
+    if (api.set(prev_ctx_) != 0) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaSetDevice(prev_device_));
+  } else {
+    PIPELINK_CUDA_CHECK_NOEXCEPT(cudaSetDevice(prev_device_));
+  }
+}
 
 MemoryStats memory_stats() noexcept { return {g_current.load(), g_peak.load()}; }
 namespace {
