@@ -233,8 +233,16 @@ const CtxApi& ctx_api() noexcept {
     void* get = nullptr;
     void* set = nullptr;
     cudaDriverEntryPointQueryResult q1{}, q2{};
-    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &get, 12000, cudaEnableDefault, &q1) == cudaSuccess &&
-        cudaGetDriverEntryPointByVersion("cuCtxSetCurrent", &set, 12000, cudaEnableDefault, &q2) == cudaSuccess &&
+#if CUDART_VERSION >= 12050
+    const auto lookup = [](const char* name, void** fn, cudaDriverEntryPointQueryResult* q) {
+      return cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, q);
+    };
+#else  // 12.0-12.4: the lookup without a version (deprecated since)
+    const auto lookup = [](const char* name, void** fn, cudaDriverEntryPointQueryResult* q) {
+      return cudaGetDriverEntryPoint(name, fn, cudaEnableDefault, q);
+    };
+#endif
+    if (lookup("cuCtxGetCurrent", &get, &q1) == cudaSuccess && lookup("cuCtxSetCurrent", &set, &q2) == cudaSuccess &&
         q1 == cudaDriverEntryPointSuccess && q2 == cudaDriverEntryPointSuccess && get && set) {
       a.get = reinterpret_cast<int (*)(void**)>(get);
       a.set = reinterpret_cast<int (*)(void*)>(set);
@@ -255,7 +263,12 @@ DeviceGuard::DeviceGuard(int device) {
 }
 
 DeviceGuard::DeviceGuard(int device, NoThrow) noexcept {
-  PIPELINK_CUDA_CHECK_NOEXCEPT(cudaGetDevice(&prev_device_));
+  // No device to ask (the runtime unloading at exit, where a static's buffers may be freed): the
+  // free that follows reports its own error; nothing is logged twice.
+  if (cudaGetDevice(&prev_device_) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
   if (prev_device_ == device) return;
   if (const CtxApi& api = ctx_api(); api.get) (void)api.get(&prev_ctx_);
   PIPELINK_CUDA_CHECK_NOEXCEPT(cudaSetDevice(device));
