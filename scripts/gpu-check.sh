@@ -53,6 +53,9 @@ status=()
 # (status "TIMED OUT"), so the summary still prints inside the device tool's limit. Set it some
 # 30 s under that limit: session 8 lost a whole 500 s call whose last step, a mutant's rebuild,
 # ran past it and took the summary with it.
+# flag VAR: whether a switch is on. "0", "false", "no" and empty are off: SKIP_PYTEST=0 once
+# turned pytest off (any value did), with no row to say so (a review, session 46).
+flag() { case "${!1:-}" in "" | 0 | false | no) return 1 ;; *) return 0 ;; esac; }
 step() {  # name, log, command...: runs, appends to $OUT/log, records pass/fail
   local name=$1 log=$2; shift 2
   local t0=$(date +%s) rc=0
@@ -67,6 +70,9 @@ step() {  # name, log, command...: runs, appends to $OUT/log, records pass/fail
   local took="$(( $(date +%s) - t0 ))s"
   if [ $rc -eq 0 ]; then status+=("$name|ok|$took")
   elif [ -n "${DEADLINE_S:-}" ] && { [ $rc -eq 124 ] || [ $rc -eq 137 ]; }; then status+=("$name|TIMED OUT (DEADLINE_S)|$took")
+  # racecheck-pieces.sh's 4: a piece cut, skipped or matching nothing, no hazard found (it read
+  # as FAILED, the same as a hazard: a review, session 46)
+  elif [ $rc -eq 4 ] && [[ $name == racecheck* ]]; then status+=("$name|INCOMPLETE (see $log)|$took")
   else status+=("$name|FAILED (see $log)|$took"); fi
 }
 
@@ -92,14 +98,20 @@ for m in ${MICRO:-}; do
   micro_pids+=($!)
 done
 step build tests.log cmake --build build/gpu -j "$jobs"
+# A failed configure or build stops the rest: on a warm machine build/gpu still holds the last
+# call's binaries, which the tests and the bench would run (labelled with this call's revision).
+if [[ ${status[-1]} != build\|ok\|* || ${status[-2]} != configure\|ok\|* ]]; then
+  status+=("everything after the build|SKIPPED (the build failed)|0s")
+  SKIP_TESTS=1 SKIP_PYTEST=1 SKIP_BENCH=1 MICRO= INSTR= NCU= SWEEP= MUTANTS= CTEST_VARIANTS= RELABEL= VARIANTS= COMPARE=
+fi
 for p in "${micro_pids[@]}"; do wait "$p"; done
 for m in ${MICRO:-}; do
   step "micro $m" micro.log bash -c "cat build/micro-${m%.cu}.log; build/micro-${m%.cu}"
 done
-if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pass in the same call)
+if ! flag SKIP_TESTS; then  # SKIP_TESTS=1: benchmarks only (a second pass in the same call)
   # SKIP_CTEST=1 and SKIP_MEMCHECK=1 leave those steps out, so that a call can give its time to
   # racecheck in pieces (RACECHECK_FILTER): issue 3 asks for it, and v33-v40 skipped it whole.
-  [ -n "${SKIP_CTEST:-}" ] || step ctest tests.log ctest --test-dir build/gpu -j 8 --output-on-failure
+  flag SKIP_CTEST || step ctest tests.log ctest --test-dir build/gpu -j 8 --output-on-failure
   # CTEST_VARIANTS="tag:VAR=val[,VAR2=val] ...": the whole CTest again under opt-in knobs, so a
   # form meant to become the default meets every test before it does (the tests that compare
   # forms against the default skip themselves under a non-default knob). E.g.
@@ -123,7 +135,7 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
     step "racecheck no-shared list" sanitizer.log scripts/racecheck-no-shared.sh build/gpu/src/libpipelink.so
     [[ ${status[-1]} == *"|ok|"* ]] || noshared_bad=1
   fi
-  for t in $( [ -z "${SKIP_SANITIZER:-}" ] && find build/gpu/tests -maxdepth 1 -type f -executable -name 'test_cuda_*' | sort); do
+  for t in $( ! flag SKIP_SANITIZER && find build/gpu/tests -maxdepth 1 -type f -executable -name 'test_cuda_*' | sort); do
     n=$(basename "$t")
     # test_cuda_knobs reads environment knobs on the host and makes no CUDA call, so
     # compute-sanitizer ends it with "terminated before first instrumented API call" (v46).
@@ -135,7 +147,7 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
     mfilt=()
     [ "$n" = test_cuda_aggregate ] && mfilt=(--gtest_filter=-*OneShotOnAFullDevice*)
     [ "$n" = test_cuda_runtime ] && mfilt=(--gtest_filter=-*OutOfMemoryNamesTheBytes*)
-    [ -n "${SKIP_MEMCHECK:-}" ] ||
+    flag SKIP_MEMCHECK ||
       step "memcheck $n" sanitizer.log compute-sanitizer --tool memcheck --error-exitcode 3 "$t" "${mfilt[@]}"
     # RACECHECK_FILTER (a gtest filter) narrows the slow racecheck pass of test_cuda_aggregate when
     # device time is short (on a binary where it matches no test, compute-sanitizer fails with
@@ -164,8 +176,8 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
     if opts_text=$(racecheck_expand_opts ${RACECHECK_ARGS:-} 2>/dev/null); then read -ra rargs <<<"$opts_text"
     else rbad="an option file of RACECHECK_ARGS cannot be read"; fi
     [[ -n "$noshared_bad" && "${RACECHECK_ARGS:-}" == *racecheck-no-shared* ]] && rbad="the no-shared list did not pass its check"
-    if [ -z "${SKIP_RACECHECK:-}" ] && [ -n "$rbad" ]; then status+=("racecheck $n|SKIPPED ($rbad)|0s")
-    elif [ -z "${SKIP_RACECHECK:-}" ]; then
+    if ! flag SKIP_RACECHECK && [ -n "$rbad" ]; then status+=("racecheck $n|SKIPPED ($rbad)|0s")
+    elif ! flag SKIP_RACECHECK; then
       step "racecheck $n" sanitizer.log compute-sanitizer --tool racecheck --error-exitcode 3 "${rargs[@]}" "$t" "${filt[@]}"
     fi
   done
@@ -176,14 +188,28 @@ if [ -z "${SKIP_TESTS:-}" ]; then  # SKIP_TESTS=1: benchmarks only (a second pas
   if [ -n "${RACECHECK_PIECES:-}" ]; then
     IFS=';' read -ra pieces <<<"$RACECHECK_PIECES"
     if [ -n "$noshared_bad" ]; then
-      status+=("racecheck pieces|SKIPPED (the no-shared list did not pass its check)|0s")
-      pieces=()
+      # Only the pieces that use the list are dropped (every piece was, the probe's others too: a
+      # review, session 46); @FILE piece lists are read here for that.
+      kept=()
+      for p in "${pieces[@]}"; do
+        if [[ $p == @* ]]; then
+          while IFS= read -r line; do
+            [[ -z $line || $line == \#* ]] && continue
+            [[ $line == *racecheck-no-shared* ]] || kept+=("$line")
+          done <"${p#@}"
+        elif [[ $p != *racecheck-no-shared* ]]; then
+          kept+=("$p")
+        fi
+      done
+      status+=("racecheck pieces naming the no-shared list|SKIPPED (the list did not pass its check)|0s")
+      pieces=("${kept[@]}")
     fi
     [ ${#pieces[@]} -gt 0 ] && step "racecheck pieces" sanitizer.log env OUT="$OUT" ${DEADLINE_S:+DEADLINE_S=$((DEADLINE_S - SECONDS - 15))} \
       scripts/racecheck-pieces.sh "${pieces[@]}"
   fi
 fi
-if [ ${#pyopt[@]} -gt 0 ] && [ -z "${SKIP_PYTEST:-}" ]; then  # pytest on the GPU against the machine's torch
+if flag SKIP_PYTEST; then status+=("pytest|SKIPPED (SKIP_PYTEST)|0s"); fi
+if [ ${#pyopt[@]} -gt 0 ] && ! flag SKIP_PYTEST; then  # pytest on the GPU against the machine's torch
   python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install -q --no-index --find-links .deps/wheels pytest >/dev/null 2>&1
   step "pytest (torch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null))" pytest.log \
     env PIPELINK_PYTHON_PATH="$PWD/build/gpu/python" python3 -m pytest -q -rs -p no:cacheprovider python/tests
@@ -193,7 +219,7 @@ abopt=()
 for v in ${AB:-}; do abopt+=(--ab "$v"); done
 # ORDER may list both orders ("random dst-sorted"): each workload runs in each, in that order.
 for o in ${ORDER:-random}; do
-  for w in $( [ -z "${SKIP_BENCH:-}" ] && echo ${WORKLOADS:-arxiv-like products-like power-law}); do  # SKIP_BENCH=1: checks only
+  for w in $( ! flag SKIP_BENCH && echo ${WORKLOADS:-arxiv-like products-like power-law}); do  # SKIP_BENCH=1: checks only
     step "bench $w $o" bench.log env ${TRACE_BUILD:+PIPELINK_LOG_LEVEL=debug} $cli bench aggregate --workload "$w" --device cuda --order "$o" \
       "${abopt[@]}" --json "$OUT/bench-$w-$o.json" --markdown "$OUT/bench-$w-$o.md"
     # RELABEL=1: each workload again with its nodes renamed at random (--relabel: R-MAT's hubs at
@@ -354,3 +380,9 @@ for s in "${status[@]}"; do IFS='|' read -r a b c <<<"$s"; printf '%-40s %-28s %
 # The device tool brings back at most 8 files: past that, everything also goes into one tarball.
 n=$(find "$OUT" -maxdepth 1 -type f | wc -l)
 if [ "$n" -gt 7 ]; then tar -C "$OUT" -czf /tmp/gpu-check-all.tgz . && find "$OUT" -maxdepth 1 -type f ! -name 'tests.log' ! -name 'bench.md' -delete && mv /tmp/gpu-check-all.tgz "$OUT/all.tgz"; fi
+# Exit 1 where a step failed or was cut (the script exited 0 whatever happened: a review, session
+# 46); skipped and incomplete steps are in the table, not in the exit code.
+for s in "${status[@]}"; do
+  case "$s" in *"|FAILED"* | *"|TIMED OUT"*) exit 1 ;; esac
+done
+exit 0
