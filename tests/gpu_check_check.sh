@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# CI check of scripts/gpu-check.sh's control flow, with stand-ins for the GPU machine's tools (no
+# GPU here): a failed build stops every later step and the script exits 1; a failed CTest exits
+# 1; SKIP_* switches read 0 as off and a skipped pytest has its row; a clean run exits 0. What a
+# GPU call's device time is spent on, checked before the call (session 46's review found the
+# script exited 0 whatever happened, and tested a warm machine's old binaries after a failed build).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$tmp/bin" "$tmp/repo/scripts" "$tmp/repo/.deps/root/usr"
+cp "$root"/scripts/gpu-check.sh "$root"/scripts/racecheck-*.sh "$root"/scripts/racecheck-*.txt "$tmp/repo/scripts/"
+stub() { printf '#!/usr/bin/env bash\n%s\n' "$2" >"$tmp/bin/$1"; chmod +x "$tmp/bin/$1"; }
+stub nvidia-smi 'echo "NVIDIA H200 (stand-in)"'
+stub nvcc 'echo "Cuda compilation tools, release 13.0 (stand-in)"'
+stub cmake 'echo "cmake $*"; [[ "$*" == *--build* ]] && exit ${FAKE_BUILD_RC:-0}; exit 0'
+stub ctest 'echo "ctest $*"; exit ${FAKE_CTEST_RC:-0}'
+stub python3 'case "$*" in
+  *"import nanobind"*) exit 0 ;;
+  *"import torch"*) echo 2.11.0 ;;
+  *"pytest --version"*) echo "pytest 8" ;;
+  *"-m pytest"*) echo "1 passed"; exit ${FAKE_PYTEST_RC:-0} ;;
+esac
+exit 0'
+fails=0
+# run NAME EXPECTED_RC GREP_FOR... (env assignments in ENV_ARGS): the summary must show each pattern.
+check() {
+  local name=$1 want=$2; shift 2
+  local out rc=0
+  out=$(cd "$tmp/repo" && env -i PATH="$tmp/bin:/usr/bin:/bin" HOME="$tmp" PIPELINK_GIT_REVISION=000000000000 \
+        OUT="$tmp/out-$name" "${ENV_ARGS[@]}" bash scripts/gpu-check.sh 2>&1) || rc=$?
+  if [ "$rc" != "$want" ]; then echo "FAIL $name: exit $rc, expected $want"; echo "$out" | tail -15; fails=$((fails + 1)); fi
+  for pat in "$@"; do
+    if [[ $pat == !* ]]; then
+      if grep -qE "${pat#!}" <<<"$out"; then echo "FAIL $name: found '${pat#!}'"; fails=$((fails + 1)); fi
+    elif ! grep -qE "$pat" <<<"$out"; then
+      echo "FAIL $name: no '$pat' in:"; echo "$out" | tail -15; fails=$((fails + 1))
+    fi
+  done
+}
+ENV_ARGS=(FAKE_BUILD_RC=1)
+check build_fails 1 "build +FAILED" "everything after the build +SKIPPED \(the build failed\)" "!^ctest " "!^bench "
+ENV_ARGS=(FAKE_CTEST_RC=1 SKIP_BENCH=1 SKIP_PYTEST=1 SKIP_RACECHECK=1)
+check ctest_fails 1 "^ctest +FAILED" "pytest +SKIPPED \(SKIP_PYTEST\)"
+ENV_ARGS=(SKIP_PYTEST=0 SKIP_BENCH=1 SKIP_RACECHECK=1)
+check pytest_zero_is_off 0 "^ctest +ok" "^pytest \(torch 2.11.0\) +ok"
+ENV_ARGS=(SKIP_CTEST=1 SKIP_BENCH=1 SKIP_RACECHECK=1 FAKE_PYTEST_RC=1)
+check pytest_fails 1 "^pytest \(torch 2.11.0\) +FAILED" "!^ctest "
+[ "$fails" -eq 0 ] && echo "gpu_check_check: 4 cases ok"
+exit $((fails > 0))
