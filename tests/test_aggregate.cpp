@@ -765,9 +765,15 @@ TEST(AggregateDeterminism, ThreeOpIsBitwiseRepeatable) {
   EdgeList g = uniform_graph(3000, 50000, seed);
   Tensor x = random_tensor({3000, 16}, DType::f32, seed + 1);
   Tensor a = TensorBuilder().shape({3000, 16}).build(), b = TensorBuilder().shape({3000, 16}).build();
+  // Poisoned and checked against the oracle: fresh buffers are likely zero pages, on which a
+  // three-op that wrote nothing would repeat itself bitwise (a review, session 46).
+  poison(a);
+  poison(b);
   aggregate_three_op(x, g.src, g.dst, std::nullopt, a);
   aggregate_three_op(x, g.src, g.dst, std::nullopt, b);
   EXPECT_TRUE(bitwise_equal(a, b));
+  const VerifyReport r = verify_aggregate(a, aggregate_oracle(x, g.src, g.dst, std::nullopt));
+  EXPECT_TRUE(r.within_tolerance && r.unwritten == 0) << r.summary();
 }
 
 }  // namespace
