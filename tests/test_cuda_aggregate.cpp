@@ -2381,16 +2381,30 @@ TEST_F(CudaAggregate, RunsOnANonDefaultStream) {
   AggregateOracle oracle = aggregate_oracle(x, g.src, g.dst, std::nullopt);
   cuda::Stream stream;
   Tensor xg = gpu(x), sg = gpu(g.src), dg = gpu(g.dst);
+  // x is produced on the (non-blocking) stream behind planned runs queued there: a call that
+  // ignored its stream would read x before it exists. (Nothing was queued ahead before, and an
+  // implementation on the default stream passed: a review, session 46.)
+  AggregatePlan busy = AggregatePlan::build(sg, dg, 5000);
+  Tensor scratch = poisoned_gpu(5000, 64, DType::f32);
   for (AggregatePath path : {AggregatePath::one_shot, AggregatePath::lean}) {
     Tensor out = poisoned_gpu(5000, 64, DType::f32);
+    Tensor xs = TensorBuilder().shape({5000, 64}).device(kGpu).build();
+    cuda::synchronize();
+    AggregateOptions busy_opts;
+    busy_opts.stream = stream.get();
+    for (int k = 0; k < 20; ++k) aggregate(busy, xg, std::nullopt, scratch, busy_opts);
+    cuda::fill_random_uniform(xs, -2, 2, seed + 2 + std::uint64_t(path), stream.get());
     AggregateOptions o;
     o.path = path;
     o.stream = stream.get();
-    aggregate(xg, sg, dg, std::nullopt, out, o);
+    aggregate(xs, sg, dg, std::nullopt, out, o);
     stream.synchronize();
-    VerifyReport r = verify_aggregate(host(out), oracle);
+    VerifyReport r = verify_aggregate(host(out), aggregate_oracle(host(xs), g.src, g.dst, std::nullopt));
     EXPECT_TRUE(r.within_tolerance) << r.summary();
+    EXPECT_EQ(r.unwritten, 0) << r.summary();
   }
+  VerifyReport r = verify_aggregate(host(scratch), oracle);  // the busy runs themselves
+  EXPECT_TRUE(r.within_tolerance) << r.summary();
 }
 
 TEST_F(CudaAggregate, PlanBuiltOnOneStreamRunsOnAnother) {
@@ -2951,7 +2965,7 @@ TEST_F(CudaAggregate, LeanPathAllocatesNoScratch) {
 TEST_F(CudaAggregate, LeanSpreadOrderCountsEveryEdgeOnce) {
   // PIPELINK_AGG_LEAN_ORDER=spread (the default since session 13): the lean kernel hands chunks of 32 warp steps to warps
   // in a spread order (core/spread_order.hpp); each warp loads 32 edges' indices and weights at once and shuffles them
-  // to its lane groups (session 14). With x[s] = s % 8 + 1, identity, and no weights or w[e] = e % 3 + 1,
+  // to its lane groups (session 14). With x[s][f] = s % 8 + 1 + 8 (f % 4), identity, and no weights or w[e] = e % 3 + 1,
   // each output element is an exact integer sum over its row's edges (below 2^24), so an edge
   // skipped, added twice or taken for another shows. Dst-sorted edges with a hub row (the input the order is for), E around the
   // chunk sizes (64 edges at F = 64, 1024 at F = 4, 32 at F = 256, 256 at F = 3 with scalar
@@ -2987,10 +3001,18 @@ TEST_F(CudaAggregate, LeanSpreadOrderCountsEveryEdgeOnce) {
       // to the wrong edge (the spread order shuffles w) shows as exactly as a wrong edge.
       std::vector<std::int64_t> want[2] = {std::vector<std::int64_t>(static_cast<std::size_t>(gc.N), 0),
                                            std::vector<std::int64_t>(static_cast<std::size_t>(gc.N), 0)};
+      // x also varies across a row's features, x[s][f] = s % 8 + 1 + 8 (f % 4), so that a lane
+      // writing another column's sum shows (x was the same in every feature of a row, and a
+      // wrong-column write at F = 4, 8 or 32 went unseen: a review, session 46). Column f of row r
+      // is want[k][r] + 8 (f % 4) cnt[k][r]: at most ~10^7 in the hub row, exact in float32.
+      std::vector<std::int64_t> cnt[2] = {std::vector<std::int64_t>(static_cast<std::size_t>(gc.N), 0),
+                                          std::vector<std::int64_t>(static_cast<std::size_t>(gc.N), 0)};
       for (std::int64_t e = 0; e < gc.E; ++e) {
         const std::int64_t sv = gc.idx == DType::i32 ? g.src.data_as<std::int32_t>()[e] : g.src.data_as<std::int64_t>()[e];
         want[0][std::size_t(d[std::size_t(e)])] += sv % 8 + 1;
         want[1][std::size_t(d[std::size_t(e)])] += (sv % 8 + 1) * (e % 3 + 1);
+        cnt[0][std::size_t(d[std::size_t(e)])] += 1;
+        cnt[1][std::size_t(d[std::size_t(e)])] += e % 3 + 1;
       }
       const Tensor sg = gpu(g.src), dg = gpu(g.dst);
       // F = 64, 8, 32, 4, 256 with float4 atomics: 16, 2, 8, 1 and 32 lanes per edge; F = 3: scalar.
@@ -3005,7 +3027,7 @@ TEST_F(CudaAggregate, LeanSpreadOrderCountsEveryEdgeOnce) {
                          (weighted ? " weighted" : ""));
             Tensor xs = TensorBuilder().shape({gc.N, F}).dtype(t).build();
             for (std::int64_t i = 0; i < gc.N * F; ++i) {
-              const double v = double((i / F) % 8 + 1);
+              const double v = double((i / F) % 8 + 1 + 8 * ((i % F) % 4));
               t == DType::f32 ? void(xs.data_as<float>()[i] = float(v)) : void(xs.data_as<double>()[i] = v);
             }
             Tensor ws = TensorBuilder().shape({gc.E}).dtype(t).build();
@@ -3020,7 +3042,7 @@ TEST_F(CudaAggregate, LeanSpreadOrderCountsEveryEdgeOnce) {
             for (std::int64_t r = 0; r < gc.N; ++r)
               for (std::int64_t f = 0; f < F; ++f) {
                 const double got = t == DType::f32 ? double(back.data_as<float>()[r * F + f]) : back.data_as<double>()[r * F + f];
-                wrong += got != double(want[weighted][std::size_t(r)]);
+                wrong += got != double(want[weighted][std::size_t(r)] + 8 * (f % 4) * cnt[weighted][std::size_t(r)]);
               }
             EXPECT_EQ(wrong, 0) << "elements whose exact sum over their row's edges is wrong";
           }
