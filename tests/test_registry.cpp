@@ -1,4 +1,8 @@
 // Registry: static and runtime registration, lookup errors, downgrade policy, invoke.
+#include <omp.h>
+
+#include <algorithm>
+
 #include "test_util.hpp"
 
 namespace pipelink::test {
@@ -46,6 +50,11 @@ TEST(Registry, BuiltinOpsAreRegisteredStatically) {
   EXPECT_TRUE(agg.find_port("w")->optional);
   EXPECT_TRUE(agg.exec.deterministic);
   EXPECT_EQ(agg.exec.workspace_bytes({{"N", 10}, {"E", 100}, {"F", 4}}, {}), std::size_t(8 * 11 + 800 + 80));
+  // A build of 200000 edges takes a histogram per block, up to 3 here (E / 65536) and the
+  // threads: one was counted before session 46.
+  const std::size_t blocks = std::size_t(std::min(omp_get_max_threads(), 3));
+  EXPECT_EQ(agg.exec.workspace_bytes({{"N", 1000}, {"E", 200000}, {"F", 4}}, {}),
+            8 * 1001 + 8 * 200000 + blocks * 8 * 1000);
 }
 
 TEST(ShapePattern, SymbolsAreIdentifiers) {

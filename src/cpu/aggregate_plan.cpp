@@ -106,6 +106,13 @@ std::int64_t counting_sort(const I* src, const I* dst, std::int64_t E, std::int6
 
 }  // namespace
 
+int build_chunks(std::int64_t N, std::int64_t E, int threads) {
+  // (64 MiB / 8) / (N + 1): 8 (N + 1) is 2^63 at N = 2^60 - 1 (a review, session 46).
+  const std::int64_t by_memory = std::max<std::int64_t>(1, (std::int64_t(8) << 20) / (N + 1));
+  const std::int64_t by_work = std::max<std::int64_t>(1, E / 65536);
+  return int(std::min<std::int64_t>({threads, by_memory, by_work}));
+}
+
 AggregatePlan AggregatePlan::build(const TensorView& src, const TensorView& dst, std::int64_t num_nodes,
                                    const char* op) {
   AggregatePlan p;
@@ -114,14 +121,7 @@ AggregatePlan AggregatePlan::build(const TensorView& src, const TensorView& dst,
   const std::int64_t E = p.num_edges, N = num_nodes;
   constexpr auto i32max = std::int64_t(std::numeric_limits<std::int32_t>::max());
   p.wide = N > i32max || E > i32max;
-  // Per-block histograms cost 8·N bytes each: as many blocks as fit in ~64 MiB, but always one
-  // (8·N bytes: the op's workspace formula counts it), and no threads for tiny graphs where
-  // spawning costs more than sorting.
-  const int threads = omp_get_max_threads();
-  // (64 MiB / 8) / (N + 1): 8 (N + 1) is 2^63 at N = 2^60 - 1 (a review, session 46).
-  const std::int64_t by_memory = std::max<std::int64_t>(1, (std::int64_t(8) << 20) / (N + 1));
-  const std::int64_t by_work = std::max<std::int64_t>(1, E / 65536);
-  const int chunks = int(std::min<std::int64_t>({threads, by_memory, by_work}));
+  const int chunks = build_chunks(N, E, omp_get_max_threads());
   std::size_t a = 0, b = 0;
   p.row_ptr_buf = detail::allocate_host(std::size_t(N + 1) * 8, 64, &a);
   p.slots_buf = detail::allocate_host(std::size_t(E) * (p.wide ? 16 : 8), 64, &b);

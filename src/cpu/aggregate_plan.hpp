@@ -31,6 +31,11 @@ struct EdgeSlot {
   I eid;
 };
 
+/// How many per-block histograms (8 N bytes each) a build of N nodes and E edges uses with
+/// `threads` threads: as many as fit in ~64 MiB, but always one, and no more than E / 65536 (no
+/// threads for tiny graphs). The build and the op's workspace formula both ask here.
+int build_chunks(std::int64_t N, std::int64_t E, int threads);
+
 struct AggregatePlan {
   std::int64_t num_nodes = 0;
   std::int64_t num_edges = 0;

@@ -1,5 +1,8 @@
 // Contracts of the message-passing ops (aggregate and its three-op reference). Kernels register
 // separately, per backend, as variants (src/cpu/*.cpp, src/cuda/*.cu).
+#include <omp.h>
+
+#include "cpu/aggregate_plan.hpp"
 #include "pipelink/ops/aggregate.hpp"
 #include "pipelink/registry.hpp"
 
@@ -36,12 +39,14 @@ PIPELINK_REGISTER_OP(aggregate) {
   ExecContract e;
   e.deterministic = true;
   // The CPU plan: row_ptr (8 B/node), (src, edge id) slots (8 B/edge, 16 when N or E needs 64
-  // bits), and at least one 8 B/node histogram while it is built.
+  // bits), and its build's 8 B/node histograms, one per block (one counted before session 46:
+  // a build may hold up to its thread count's, within ~64 MiB).
   e.workspace_bytes = [](const ShapeBindings& d, const Attrs&) {
     const std::int64_t N = d.at("N"), E = d.at("E");
     const std::int64_t slot = (N >= (std::int64_t(1) << 31) || E >= (std::int64_t(1) << 31)) ? 16 : 8;
+    const auto chunks = std::size_t(cpu::build_chunks(N, E, omp_get_max_threads()));
     // Unsigned: N < 2^60 and E within memory, but 8 (N + 1) + 8 N passes 2^63 from N ~ 2^59.
-    return 8 * std::size_t(N + 1) + std::size_t(slot) * std::size_t(E) + 8 * std::size_t(N);
+    return 8 * std::size_t(N + 1) + std::size_t(slot) * std::size_t(E) + chunks * 8 * std::size_t(N);
   };
   PortContract out = rows_port("out", "[N, F]");
   out.direction = PortDirection::inout;
