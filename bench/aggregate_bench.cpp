@@ -208,6 +208,7 @@ AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& o) {
       v.note = "cold: the first of the reference-spread runs; extra memory from a later call";
     }
     if (p.name == "plan-build") {  // no output: what the plan keeps is its memory
+      v.writes_output = false;
       v.within_tolerance = true;
       v.extra_peak_bytes = std::int64_t(plan.bytes());
       v.note = fmt::format("plan keeps {:.2f} B/edge (its figure; the build's peak RSS growth: {:.1f} MB, output "
@@ -355,6 +356,7 @@ std::string AggregateBenchResult::to_json() const {
                   {"contract_failure", v.contract_failure()},
                   {"effective_gbs", v.effective_gbs},
                   {"share_of_copy_bandwidth", copy_gbs > 0 ? v.effective_gbs / copy_gbs : 0.0},
+                  {"writes_output", v.writes_output},
                   {"note", v.note}});
     if (v.bitwise_differing >= 0)
       vs.back()["bitwise_repeatability"] = {{"runs", v.bitwise_runs},
@@ -404,7 +406,7 @@ std::string AggregateBenchResult::to_markdown() const {
                                     : std::string();
     // The plan build writes no output: no bandwidth, error or contract to show (0, 0 and "yes"
     // read as measured before: a review, session 46). Its memory is what the plan keeps.
-    const bool build = v.name == "plan-build";
+    const bool build = !v.writes_output;
     s += fmt::format("| {} | {} | {} | {} | {:.1f} | {:.1f} MB{}{}{} | {} | {} | {} | {} |\n", v.name,
                      v.timed ? fmt::format("{:.2f}", v.time.median) : "not timed",
                      v.timed ? fmt::format("{:.2f}", v.time.min) : "-",

@@ -41,6 +41,9 @@ struct VariantResult {
   // allocator caches were emptied; catches memory PipeLink's counters do not see. -1: not measured.
   std::int64_t process_peak_bytes = -1;
   double max_abs_err = 0, rel_l2_err = 0;
+  // False for the plan build: no output, so its row is its time and the plan's bytes, with no
+  // bandwidth, error or contract to show (the tables read its zeros as measured before).
+  bool writes_output = true;
   bool within_tolerance = false;  // the per-element bound (PROTOCOL.md §2) on the cold call
   // The L2 rule (PROTOCOL.md §2): rel_l2_err at most max(1e-6, 2x the in-service reference's own
   // in this run, three-op's). 0: not checked (the plan-build rows, which write no output).

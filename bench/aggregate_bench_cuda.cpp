@@ -238,6 +238,7 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
         continue;
       }
     } else {
+      v.writes_output = false;
       v.within_tolerance = true;
       v.extra_peak_bytes = std::int64_t(plan.bytes());  // what the plan keeps; the build's transient peak is in the note
       v.note = fmt::format("plan keeps {:.2f} B/edge; transient build peak {:.2f} B/edge",
