@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "pipelink/cuda.hpp"
 #include "pipelink/pipelink.hpp"
 
 extern "C" char** environ;  // POSIX: the knobs in effect, for the pre-registration
@@ -110,7 +111,20 @@ AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& o) {
     r.device_sm = gd.sm;
     r.device_l2_bytes = std::int64_t(gd.l2_bytes);
     r.device_memory_bytes = std::int64_t(gd.memory_bytes);
+    const cuda::RuntimeFacts f = cuda::runtime_facts(o.device.index);
+    r.cuda_driver = f.driver_version;
+    r.cuda_runtime = f.runtime_version;
+    r.cuda_built_with = f.built_with;
+    r.sm_clock_peak_khz = f.sm_clock_peak_khz;
+    r.memory_clock_peak_khz = f.memory_clock_peak_khz;
   }
+#if defined(__clang__)
+  r.compiler = "clang " __clang_version__;
+#elif defined(__GNUC__)
+  r.compiler = "gcc " __VERSION__;
+#else
+  r.compiler = "unknown";
+#endif
 
   WorkloadSpec spec = workload_spec(o.workload);
   // Past 2^40 edges no machine holds the graph; 1e300 once overflowed llround into E = 1 and the
@@ -311,10 +325,18 @@ std::string AggregateBenchResult::to_json() const {
                  {"compute_capability", device_sm},
                  {"l2_bytes", device_l2_bytes},
                  {"memory_bytes", device_memory_bytes},
+                 {"cuda_driver_version", cuda_driver},
+                 {"cuda_runtime_version", cuda_runtime},
+                 {"cuda_built_with", cuda_built_with},
+                 {"sm_clock_peak_khz", sm_clock_peak_khz},
+                 {"memory_clock_peak_khz", memory_clock_peak_khz},
+                 {"versions_and_clocks", "CUDA versions as 1000 major + 10 minor; clocks are the device's rated "
+                                         "maxima, not the clocks of the run; all 0 on the CPU"},
                  {"copy_bandwidth_gbs", copy_gbs},
                  {"copy_bandwidth_samples_gbs", copy_samples_gbs},
                  {"copy_bandwidth_counts", "bytes read + bytes written, best of the samples"}};
   j["git"] = git;
+  j["compiler"] = compiler;
   j["date"] = date;
   j["knobs"] = {{"repeats", options.repeats},
                 {"repeats_meet_protocol", options.repeats >= 10},
@@ -389,6 +411,13 @@ std::string AggregateBenchResult::to_markdown() const {
           ? std::string()
           : fmt::format(", from {:.1f}", *std::min_element(copy_samples_gbs.begin(), copy_samples_gbs.end())),
       options.repeats, options.repeats >= 10 ? "" : " (**fewer than the protocol's 10**)", git, date);
+  if (cuda_driver > 0 || cuda_runtime > 0) {
+    auto v = [](int x) { return x > 0 ? fmt::format("{}.{}", x / 1000, x % 1000 / 10) : std::string("unknown"); };
+    s += fmt::format("CUDA driver {}, runtime {} (built with {}); rated peak clocks SM {} MHz, memory {} MHz. ",
+                     v(cuda_driver), v(cuda_runtime), v(cuda_built_with), sm_clock_peak_khz / 1000,
+                     memory_clock_peak_khz / 1000);
+  }
+  s += fmt::format("Built by {}.\n\n", compiler);
   if (const auto env = pipelink_environment(); !env.empty()) {
     s += "Set for this run:";
     for (std::size_t i = 0; i < env.size(); ++i) s += fmt::format("{} `{}={}`", i ? "," : "", env[i].first, env[i].second);

@@ -95,22 +95,11 @@ CopyBandwidth host_copy_bandwidth() {
   return c;
 }
 
-// Asked of git at run time when the source tree is there (a configure-time value goes stale with
-// every commit); the compiled-in value covers trees without .git (the GPU machine's copy).
-std::string git_revision() {
-  // The GPU machine works on a copy of the tree whose .git (if any) can be stale: an explicit
-  // PIPELINK_GIT_REVISION in the environment wins (scripts/gpu-check.sh exports it).
-  if (const char* env = std::getenv("PIPELINK_GIT_REVISION"); env && *env) return env;
-  std::string rev;
-  const std::string cmd = std::string("git -C '") + PIPELINK_SOURCE_DIR + "' describe --always --dirty --abbrev=12 2>/dev/null";
-  if (FILE* p = popen(cmd.c_str(), "r")) {
-    char buf[128];
-    while (std::fgets(buf, sizeof buf, p)) rev += buf;
-    pclose(p);
-  }
-  while (!rev.empty() && (rev.back() == '\n' || rev.back() == ' ')) rev.pop_back();
-  return rev.empty() ? PIPELINK_GIT_REVISION : rev;
-}
+// Stamped at build time (cmake/GitStamp.cmake, tools/pipelink/CMakeLists.txt): the revision the
+// binary was built from. It was asked of git at run time until session 47, which named the tree as
+// it stood then, not the one built (a binary run after a checkout took the new commit's name), and
+// an environment variable could relabel any binary.
+std::string git_revision() { return kBuildRevision; }
 
 std::string iso_time_utc() {
   const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());

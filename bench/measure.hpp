@@ -39,7 +39,9 @@ struct CopyBandwidth {
 /// Host memcpy (multi-threaded, 256 MiB, 10 copies).
 CopyBandwidth host_copy_bandwidth();
 
+/// The revision the binary was built from (stamped at build time: cmake/GitStamp.cmake).
 std::string git_revision();
+extern const char* const kBuildRevision;
 std::string iso_time_utc();
 std::string host_cpu_name();
 

@@ -207,9 +207,18 @@ TEST_F(Cli, BenchWritesVersionedJsonAndMarkdown) {
                           // session 46: the copy's samples and what it counts, whether the repeats
                           // meet the protocol, what the memory figure includes
                           "\"copy_bandwidth_samples_gbs\"", "\"copy_bandwidth_counts\"",
-                          "\"repeats_meet_protocol\": false", "\"extra_peak_includes_output\": true", "\"sms\""})
+                          "\"repeats_meet_protocol\": false", "\"extra_peak_includes_output\": true", "\"sms\"",
+                          // session 47: CUDA's versions and the rated clocks (0 on the CPU), the compiler
+                          "\"cuda_driver_version\": 0", "\"sm_clock_peak_khz\": 0", "\"compiler\": \""})
     EXPECT_NE(json.find(key), std::string::npos) << key;
   EXPECT_TRUE(fs::exists(path("b.md")));
+  {
+    std::ifstream m(path("b.md"));
+    const std::string md((std::istreambuf_iterator<char>(m)), {});
+    EXPECT_NE(md.find("Built by "), std::string::npos) << md.substr(0, 600);
+  }
+  // The revision is stamped at build time: never empty (a tree without git says "unknown").
+  EXPECT_EQ(json.find("\"git\": \"\""), std::string::npos);
   EXPECT_NE(json.find("\"relabel\": false"), std::string::npos);
   // --relabel: the JSON and the Markdown say the nodes were renamed, and the run verifies.
   r = run_cli("bench aggregate --workload arxiv-like --device cpu --edge-scale 0.01 --repeats 3 --relabel --quiet --json " +

@@ -566,6 +566,18 @@ TEST_F(CudaAggregate, StagedIssueVariantsGiveTheSameBits) {
   both("planned, accumulate", [&](const TensorView& o) { aggregate(plan, xg, wg.view(), o, {Transform::tanh, true}); }, true);
   both("planned, padded x", [&](const TensorView& o) { aggregate(plan, xpad, wg.view(), o); }, false);
   both("planned, rows reversed", [&](const TensorView& o) { aggregate(plan, xrev, wg.view(), o); }, false);
+  {  // The reversed rows against the oracle too: both() compares the copy forms with each other only.
+    const Tensor xh = random_tensor({N, F}, DType::f32, seed + 1, -2, 2), wh = random_tensor({E}, DType::f32, seed + 3);
+    Tensor xr = random_tensor({N, F}, DType::f32, seed + 7);  // overwritten: x's rows, last first
+    for (std::int64_t i = 0; i < N; ++i)
+      std::copy_n(xh.data_as<const float>() + (N - 1 - i) * F, F, xr.data_as<float>() + i * F);
+    Tensor out = poisoned_gpu(N, F, DType::f32);
+    aggregate(plan, xrev, wg.view(), out);
+    const VerifyReport r =
+        verify_aggregate(host(out), aggregate_oracle(xr, g.src, g.dst, wh.view(), AggregateOptions{}, std::nullopt));
+    EXPECT_TRUE(r.within_tolerance) << "rows reversed: " << r.summary();
+    EXPECT_EQ(r.unwritten, 0) << "rows reversed: " << r.summary();
+  }
   both("planned, no weights", [&](const TensorView& o) { aggregate(plan, xg, std::nullopt, o); }, false);
   both("w in plan order", [&](const TensorView& o) { aggregate(plan, xg, wplan, o); }, false);
   both("one-shot", [&](const TensorView& o) { aggregate(xg, sg, dg, wg.view(), o, {.path = AggregatePath::one_shot}); }, false);
@@ -1677,6 +1689,41 @@ TEST_F(CudaAggregate, BuildMemoryCapSortsRangesAndOneShotRunsEdgeRanges) {
   }
 }
 
+TEST_F(CudaAggregate, BuildMemoryCapBelowTheSortsTempStorageIsRefusedByName) {
+  // PIPELINK_AGG_BUILD_MEMORY=1 (MiB) against 2^24 edges, whose sort's temporary storage alone (the
+  // onesweep passes' look-back, ~1 KB a tile of a few thousand edges, ~3 MB here) is past the cap,
+  // in every range: a plan build and a one-shot call both refuse the cap by name (an Error, not
+  // out of memory), before any work, out untouched. Before session 47 a plan build ran 4096
+  // destination ranges past the cap and a one-shot call raised out of memory, then retried in edge
+  // ranges (short_build::cap_leaves_room; its host test is ShortBuild.ACapBelowTheSortsTempStorageLeavesNoRoom).
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ONESHOT_CHUNKS", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
+                       "PIPELINK_AGG_FORCE_WIDE");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const std::int64_t N = 100000, E = std::int64_t(1) << 24, F = 4;
+  EdgeList g = uniform_graph(N, E, seed, DType::i32);
+  Tensor sg = gpu(g.src), dg = gpu(g.dst), xg = gpu(random_tensor({N, F}, DType::f32, seed + 1));
+  Tensor wg = gpu(random_tensor({E}, DType::f32, seed + 2));
+  Tensor out = poisoned_gpu(N, F, DType::f32);
+  const Tensor before = host(out);
+  ScopedEnv cap({{"PIPELINK_AGG_BUILD_MEMORY", "1"}});
+  auto expect_refused = [](auto&& call, const char* what) {
+    try {
+      call();
+      ADD_FAILURE() << what << " accepted a cap below its sort's temporary storage";
+    } catch (const OutOfMemoryError& e) {
+      ADD_FAILURE() << what << ": out of memory, not the cap's error: " << e.what();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("PIPELINK_AGG_BUILD_MEMORY"), std::string::npos) << what << ": " << e.what();
+    }
+  };
+  expect_refused([&] { (void)AggregatePlan::build(sg, dg, N); }, "a plan build");
+  const AggregateOptions one_shot{.path = AggregatePath::one_shot};
+  expect_refused([&] { aggregate(xg, sg, dg, std::nullopt, out, one_shot); }, "a one-shot call without w");
+  expect_refused([&] { aggregate(xg, sg, dg, wg.view(), out, one_shot); }, "a one-shot call with float32 w");
+  EXPECT_TRUE(bitwise_equal(before, host(out))) << "a refused call wrote to out";
+}
+
 TEST_F(CudaAggregate, OneShotEdgeRangesSplitWhereABuildRunsOutOfMemory) {
   // 4.8M edges under a 64 MiB build cap: 3 edge ranges of 1.6M. With every range of more than
   // 500k edges failing as if out of memory (the test hook), each splits twice, in order: 12
@@ -1946,6 +1993,17 @@ TEST_F(CudaAggregate, WidePlanLayoutAtSmallSizes) {
   Case c{400, 30000, 64};
   c.hubs = true;
   check_graph(c, g, seed);
+  // The knob took: the checks above would pass on a narrow plan too. A wide plan's row offsets
+  // and group starts are 8 bytes where a narrow plan's are 4, so at N = 10^5 it holds at least
+  // 4 (N + 1) bytes more (the knob is read at each build).
+  const std::int64_t big_n = 100000;
+  EdgeList h = uniform_graph(big_n, 30000, seed + 1, DType::i32);
+  Tensor hs = gpu(h.src), hd = gpu(h.dst);
+  const std::size_t wide_bytes = AggregatePlan::build(hs, hd, big_n).bytes();
+  ::unsetenv("PIPELINK_AGG_FORCE_WIDE");
+  const std::size_t narrow_bytes = AggregatePlan::build(hs, hd, big_n).bytes();
+  EXPECT_GE(wide_bytes, narrow_bytes + 4 * std::size_t(big_n + 1))
+      << "PIPELINK_AGG_FORCE_WIDE=1 built no 64-bit plan: " << wide_bytes << " against " << narrow_bytes << " bytes";
 }
 
 TEST_F(CudaAggregate, NonFiniteValuesPassThroughEveryTransform) {
@@ -2929,6 +2987,17 @@ TEST_F(CudaAggregate, WeightPermutationKnobErrorsComeFirst) {
       ADD_FAILURE() << name << "=" << bad << " was accepted";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+    // One-shot calls check them on every call, whatever w: with float32 w (its plan holds w's
+    // bits and never permutes) they were not checked before session 47, without w they were.
+    for (const bool with_w : {true, false}) {
+      try {
+        aggregate(xg, sg, dg, with_w ? std::optional<TensorView>(wg.view()) : std::nullopt, out,
+                  {.path = AggregatePath::one_shot});
+        ADD_FAILURE() << name << "=" << bad << " was accepted by a one-shot call" << (with_w ? " with w" : "");
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+      }
     }
   }
   EXPECT_TRUE(bitwise_equal(host(out), before)) << "a bad knob wrote the output";

@@ -45,6 +45,19 @@ struct PoolStats {
 };
 PoolStats scratch_pool_stats(int device = 0);
 
+/// What a benchmark's numbers ran on, beside the device's description: the CUDA driver's version
+/// (cudaDriverGetVersion; 1000 major + 10 minor, so 13000 is 13.0), the runtime the process runs
+/// on (cudaRuntimeGetVersion) and the one PipeLink was built with (CUDART_VERSION), and the
+/// device's rated peak SM and memory clocks in kHz (device attributes: maxima, not the clocks of
+/// the moment, which need NVML; 0 where the device does not report one). Throws
+/// BackendUnavailableError where no device is present, std::invalid_argument for one that does
+/// not exist.
+struct RuntimeFacts {
+  int driver_version = 0, runtime_version = 0, built_with = 0;
+  int sm_clock_peak_khz = 0, memory_clock_peak_khz = 0;
+};
+RuntimeFacts runtime_facts(int device = 0);
+
 /// Fills a contiguous device tensor with counter-based pseudo-random values (splitmix64 of the
 /// seed and the element index, so the same seed gives the same values on any device and grid):
 /// float32/float64 uniform in [lo, hi). For inputs too large to draw on the host (the reach

@@ -12,6 +12,7 @@ std::pair<std::size_t, std::size_t> device_memory_info(int) { unavailable(); }
 void synchronize(int) { unavailable(); }
 void release_cached_memory(int) { unavailable(); }
 PoolStats scratch_pool_stats(int) { unavailable(); }
+RuntimeFacts runtime_facts(int) { unavailable(); }
 void fill_random_uniform(const TensorView&, double, double, std::uint64_t, void*) { unavailable(); }
 void fill_random_indices(const TensorView&, std::int64_t, std::uint64_t, void*) { unavailable(); }
 DeviceGuard::DeviceGuard(int) { unavailable(); }

@@ -2056,6 +2056,13 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   const std::size_t kb = up(std::max<std::size_t>(E * sizeof(K), first_scratch)), pb = up(E * sizeof(Pair)),
                     arena_bytes = 2 * kb + pb + up(std::max(temp_bytes, scan_bytes));
   const bool capped = chunks == 0 && knobs.build_memory > 0 && arena_bytes > knobs.build_memory;
+  // A cap no range count can meet (short_build::cap_leaves_room): an error naming it, before any
+  // allocation or work.
+  if (capped && !short_build::cap_leaves_room(double(up(temp_bytes)), double(knobs.build_memory)))
+    throw Error("aggregate: PIPELINK_AGG_BUILD_MEMORY=" + std::to_string(knobs.build_memory >> 20) +
+                " (MiB) leaves no room for the build's sort: its temporary storage alone takes " +
+                std::to_string(up(temp_bytes)) + " bytes for " + std::to_string(E) +
+                " edges, in every destination or edge range; raise the cap or unset it");
   // The kept pairs first (see above). A one-shot build that may hand over to edge ranges makes
   // them only where the one sort is not capped, and only if they fit: edge ranges never hold the
   // whole list's pairs, and need no room for them.
@@ -3672,15 +3679,30 @@ __global__ void permute_edges_kernel(const PlanPair<P>* __restrict__ pairs, int 
 // the edges; 4 transient bytes an edge.
 constexpr int kWPermThreads = 1024;
 
-// Whether work queued on q now would be captured into a CUDA graph. (Asking about the legacy
-// stream while another stream captures is itself an error: taken as a capture, and cleared.)
-bool stream_capturing(cudaStream_t q) {
+// The one capture query (stream_capturing and refuse_capture read it their own ways): sets
+// `capturing` where work queued on q now would be captured into a CUDA graph, and returns the
+// query's error. Asking about the legacy stream while another stream captures is itself an error,
+// cudaErrorStreamCaptureImplicit: a capture, cleared, and success.
+cudaError_t capture_query(cudaStream_t q, bool& capturing) {
   cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(q, &c) != cudaSuccess) {
+  const cudaError_t e = cudaStreamIsCapturing(q, &c);
+  capturing = e == cudaErrorStreamCaptureImplicit || (e == cudaSuccess && c != cudaStreamCaptureStatusNone);
+  if (e == cudaErrorStreamCaptureImplicit) {
+    (void)cudaGetLastError();
+    return cudaSuccess;
+  }
+  return e;
+}
+
+// Whether work queued on q now would be captured: any failed query is taken as a capture (and
+// cleared), so that callers skip what a capture forbids.
+bool stream_capturing(cudaStream_t q) {
+  bool capturing = false;
+  if (capture_query(q, capturing) != cudaSuccess) {
     (void)cudaGetLastError();
     return true;
   }
-  return c != cudaStreamCaptureStatusNone;
+  return capturing;
 }
 
 using u16 = std::uint16_t;
@@ -4270,13 +4292,11 @@ void lean_accumulate(const LeanArgs& a, bool allow_vec4, bool spread);
 // stream into the caller's capture (a review, session 46).
 void refuse_capture(const OpContext& ctx, const char* path) {
   // Asked with the call's device current (a null stream is that device's). Only a capture
-  // counts as one: another error (a sticky one from earlier work) is thrown as itself.
-  cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
-  const cudaError_t e = cudaStreamIsCapturing(as_stream(ctx.stream), &c);
-  const bool implicit = e == cudaErrorStreamCaptureImplicit;  // the legacy stream while another captures
-  if (implicit) (void)cudaGetLastError();
-  else PIPELINK_CUDA_CHECK(e);
-  if (implicit || c != cudaStreamCaptureStatusNone)
+  // counts as one: another error (a sticky one from earlier work) is thrown as itself, where
+  // stream_capturing would read it as a capture.
+  bool capturing = false;
+  PIPELINK_CUDA_CHECK(capture_query(as_stream(ctx.stream), capturing));
+  if (capturing)
     throw Error(std::string("aggregate: a ") + path +
                 " call cannot be captured into a CUDA graph (its index check's verdict is read on the host); build an "
                 "AggregatePlan and capture its runs. (Its stream is being captured, or it is the legacy default "
@@ -4292,6 +4312,11 @@ void aggregate_one_shot(OpContext& ctx) {
   refuse_capture(ctx, "one-shot");
   const std::int64_t E = src.numel(), N = ctx.dim("N");
   const PlanKnobs knobs = plan_knobs();  // a bad knob: before any work
+  // The w permutation's knobs too, on every one-shot call: its plan never permutes, but the run
+  // checked them only where w was absent or float64 (a plan holding w's bits skipped them), so
+  // one bad value failed some one-shot calls and not others (session 46's review).
+  (void)w_permute_tile(E, false);
+  (void)w_permute_compact();
   // Everything this call allocates is freed before it returns: from the scratch pool, where no
   // plan or tensor outlives a call (see ScratchPoolScope).
   const ScratchPoolScope scratch(knobs.oneshot_own_pool);

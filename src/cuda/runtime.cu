@@ -315,6 +315,24 @@ std::pair<std::size_t, std::size_t> device_memory_info(int device) {
   PIPELINK_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
   return {free_b, total_b};
 }
+RuntimeFacts runtime_facts(int device) {
+  require_device(device, "runtime_facts");
+  RuntimeFacts f;
+  f.built_with = CUDART_VERSION;
+  // A fact that cannot be read stays 0 (and its error is cleared): a benchmark records what it
+  // can rather than fail over a label.
+  auto read = [](cudaError_t e, int& v) {
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      v = 0;
+    }
+  };
+  read(cudaDriverGetVersion(&f.driver_version), f.driver_version);
+  read(cudaRuntimeGetVersion(&f.runtime_version), f.runtime_version);
+  read(cudaDeviceGetAttribute(&f.sm_clock_peak_khz, cudaDevAttrClockRate, device), f.sm_clock_peak_khz);
+  read(cudaDeviceGetAttribute(&f.memory_clock_peak_khz, cudaDevAttrMemoryClockRate, device), f.memory_clock_peak_khz);
+  return f;
+}
 void synchronize(int device) {
   const DeviceGuard device_guard(device);
   PIPELINK_CUDA_CHECK(cudaDeviceSynchronize());
