@@ -57,6 +57,23 @@ TEST(CudaBackend, ReportsWhetherItIsBuilt) {
   }
 }
 
+TEST(CudaBackend, RuntimeFactsForTheBenchmark) {
+  // Runs everywhere (the no-device half in CI): what the benchmark JSON records beside the device.
+  const int n = cuda_device_count();
+  if (n == 0) {
+    EXPECT_THROW((void)cuda::runtime_facts(), BackendUnavailableError);
+    return;
+  }
+  EXPECT_THROW((void)cuda::runtime_facts(n), std::invalid_argument);
+  const cuda::RuntimeFacts f = cuda::runtime_facts(0);
+  EXPECT_GE(f.driver_version, 12000) << "CUDA 12 or later drives sm_90";
+  EXPECT_GE(f.runtime_version, 12000);
+  EXPECT_GE(f.built_with, 12000);
+  EXPECT_GE(f.driver_version / 1000, f.runtime_version / 1000) << "a runtime newer than its driver cannot run";
+  EXPECT_GT(f.sm_clock_peak_khz, 100000) << "a rated SM clock above 100 MHz";
+  EXPECT_GT(f.memory_clock_peak_khz, 100000);
+}
+
 TEST(CudaBackend, MemoryCallsNameAMissingDevice) {
   // Runs everywhere: without a device (or without the CUDA backend) the pool calls say so; with
   // one, an index past the last device is an invalid argument, and release_cached_memory leaves
