@@ -85,7 +85,7 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu
 clock_pid=$!
 trap 'kill $clock_pid 2>/dev/null' EXIT
 rev=${PIPELINK_GIT_REVISION:-$(git describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)}
-export PIPELINK_GIT_REVISION=$rev  # the benchmark JSON records it (the copy's .git may be stale)
+export PIPELINK_GIT_REVISION=$rev  # compare_torch.py reads it; the C++ bench has it stamped from -D below (the copy's .git may be stale)
 # The Python module too, when this machine's python3 has nanobind (the H200 machine does).
 pyopt=()
 if python3 -c "import nanobind, sysconfig, os, sys; sys.exit(not os.path.exists(sysconfig.get_paths()['include'] + '/Python.h'))" 2>/dev/null; then pyopt=(-DPIPELINK_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)"); fi
