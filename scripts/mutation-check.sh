@@ -102,8 +102,8 @@ mutations=(
   "held walk reads a stale slot@src/cuda/aggregate.cu@cslot = cslot == S - 1 ? 0 : cslot + 1;@cslot = cslot == S - 2 ? 0 : cslot + 1;@1@CudaAggregate.StagedIssueVariantsGiveTheSameBits"
   "item order not the default@src/cuda/knobs.cpp@k.item_order = !knob_is_second(@k.item_order = knob_is_second(@1@CudaAggregate.ItemOrderKeepsTheBits"
   "item order drops the rank within a warp@src/cuda/aggregate.cu@+ before + rank] = std::int32_t(i);@+ before] = std::int32_t(i);@1@CudaAggregate.ItemOrderKeepsTheBits"
-  "build memory cap below the temp storage taken@src/cuda/aggregate.cu@if (capped && !short_build::cap_leaves_room(@if (false && !short_build::cap_leaves_room(@1@CudaAggregate.BuildMemoryCapBelowTheSortsTempStorageIsRefusedByName"
   "one-shot skips the w permutation tile knob@src/cuda/aggregate.cu@  (void)w_permute_tile(E, false);@  (void)E;@1@CudaAggregate.WeightPermutationKnobErrorsComeFirst"
+  "one-shot skips the w permutation compaction knob@src/cuda/aggregate.cu@(void)w_permute_compact();  // one-shot: the compaction knob too@(void)0;@1@CudaAggregate.WeightPermutationKnobErrorsComeFirst"
   "force wide knob ignored@src/cuda/aggregate.cu@|| (force && *force == '1');@|| (force && false);@1@CudaAggregate.WidePlanLayoutAtSmallSizes"
   "build pool knob ignored by the msd build's keys@src/cuda/aggregate.cu@const ScratchPoolScope scratch(knobs.build_own_pool);@const ScratchPoolScope scratch(false);@1@CudaAggregate.BuildPoolKnobPutsTheBuildArenasInTheScratchPool"
 )

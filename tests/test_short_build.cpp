@@ -110,20 +110,3 @@ TEST(ShortBuild, MoreFreeMemoryNeverMeansMoreRanges) {
     }
   }
 }
-
-TEST(ShortBuild, ACapBelowTheSortsTempStorageLeavesNoRoom) {
-  // PIPELINK_AGG_BUILD_MEMORY at or below CUB's temp storage: no range count meets it, so
-  // sort_narrow refuses the cap by name (plan builds and one-shot calls alike). The counts below
-  // show why no count helps: destination ranges pile up at the maximum, edge ranges find none.
-  const std::int64_t E = 62'000'000;
-  const double temp = 12 * MB;
-  EXPECT_TRUE(sb::cap_leaves_room(temp, 0)) << "no cap";
-  EXPECT_TRUE(sb::cap_leaves_room(temp, 13 * MB));
-  EXPECT_FALSE(sb::cap_leaves_room(temp, 12 * MB)) << "a cap equal to the temp storage leaves nothing";
-  EXPECT_FALSE(sb::cap_leaves_room(temp, 1 * MB));
-  EXPECT_EQ(sb::destination_ranges(E, 1e12, temp, 1 * MB), sb::kMaxRanges);
-  EXPECT_EQ(sb::one_shot_edge_ranges(E, 1e12, temp, 1 * MB), 0);
-  // Where the cap leaves room, both give counts inside the limit.
-  EXPECT_LT(sb::destination_ranges(E, 1e12, temp, 1024 * MB), sb::kMaxRanges);
-  EXPECT_GT(sb::one_shot_edge_ranges(E, 1e12, temp, 1024 * MB), 0);
-}

@@ -2056,13 +2056,6 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
   const std::size_t kb = up(std::max<std::size_t>(E * sizeof(K), first_scratch)), pb = up(E * sizeof(Pair)),
                     arena_bytes = 2 * kb + pb + up(std::max(temp_bytes, scan_bytes));
   const bool capped = chunks == 0 && knobs.build_memory > 0 && arena_bytes > knobs.build_memory;
-  // A cap no range count can meet (short_build::cap_leaves_room): an error naming it, before any
-  // allocation or work.
-  if (capped && !short_build::cap_leaves_room(double(up(temp_bytes)), double(knobs.build_memory)))
-    throw Error("aggregate: PIPELINK_AGG_BUILD_MEMORY=" + std::to_string(knobs.build_memory >> 20) +
-                " (MiB) leaves no room for the build's sort: its temporary storage alone takes " +
-                std::to_string(up(temp_bytes)) + " bytes for " + std::to_string(E) +
-                " edges, in every destination or edge range; raise the cap or unset it");
   // The kept pairs first (see above). A one-shot build that may hand over to edge ranges makes
   // them only where the one sort is not capped, and only if they fit: edge ranges never hold the
   // whole list's pairs, and need no room for them.
@@ -4316,7 +4309,7 @@ void aggregate_one_shot(OpContext& ctx) {
   // checked them only where w was absent or float64 (a plan holding w's bits skipped them), so
   // one bad value failed some one-shot calls and not others (session 46's review).
   (void)w_permute_tile(E, false);
-  (void)w_permute_compact();
+  (void)w_permute_compact();  // one-shot: the compaction knob too
   // Everything this call allocates is freed before it returns: from the scratch pool, where no
   // plan or tensor outlives a call (see ScratchPoolScope).
   const ScratchPoolScope scratch(knobs.oneshot_own_pool);

@@ -25,14 +25,6 @@ inline std::int64_t ranges_for(double per_edge, std::int64_t E, double room) {
   return std::int64_t(std::clamp(std::ceil(per_edge * double(E) / room), 1.0, double(kMaxRanges)));
 }
 
-// Whether a PIPELINK_AGG_BUILD_MEMORY cap (bytes; 0: none) leaves a sort any room beside CUB's
-// temp storage `temp`, which every range's sort takes whole (sized, as below, for the whole list).
-// Where it does not, no range count meets the cap, and sort_narrow refuses it by name, for plan
-// builds and one-shot calls alike. Before (session 46's review): a plan build went on with 4096
-// destination ranges, each past the cap (4096 selects over dst), and a one-shot call raised out
-// of memory and then retried in edge ranges.
-inline bool cap_leaves_room(double temp, double cap) { return !(cap > 0) || cap > temp; }
-
 // Destination ranges for a build whose plan pairs are held: each range's sort (16 bytes an edge
 // of the range) in 90% of `free_bytes` (what is free beside the pairs) less CUB's temp storage,
 // and in `cap` (PIPELINK_AGG_BUILD_MEMORY; 0: none). One more than the estimate, for the
