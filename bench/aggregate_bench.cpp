@@ -200,6 +200,18 @@ AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& o) {
     r.reference_spread_runs = runs;
   }
 
+  // Warm-up, then the protocol's timed repeats of one path, each said as it ends (one loop for the
+  // plan build's row and the others': the plan build had a copy of its own until session 47).
+  auto timed_repeats = [&](const Path& p, const TensorView& out) {
+    for (int i = 0; i < o.warmup; ++i) p.run(out);
+    std::vector<double> samples;
+    for (int i = 0; i < o.repeats; ++i) {
+      samples.push_back(time_ms([&] { p.run(out); }));
+      say(fmt::format("{}: repeat {}/{}: {:.2f} ms", p.name, i + 1, o.repeats, samples.back()));
+    }
+    return stats_of(samples);
+  };
+
   for (const Path& p : paths) {
     VariantResult v;
     v.name = p.name;
@@ -228,10 +240,7 @@ AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& o) {
       v.note = fmt::format("plan keeps {:.2f} B/edge (its figure; the build's peak RSS growth: {:.1f} MB, output "
                            "included)",
                            double(plan.bytes()) / double(E), double(g.bytes) / 1e6);
-      for (int i = 0; i < o.warmup; ++i) p.run(out);
-      std::vector<double> samples;
-      for (int i = 0; i < o.repeats; ++i) samples.push_back(time_ms([&] { p.run(out); }));
-      v.time = v.wall = stats_of(samples);
+      v.time = v.wall = timed_repeats(p, out);
       v.timed = true;
       say(fmt::format("plan-build: median {:.2f} ms", v.time.median));
       r.variants.push_back(v);
@@ -248,13 +257,7 @@ AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& o) {
       continue;
     }
     const Tensor cold_out = v.deterministic ? clone(out) : Tensor();
-    for (int i = 0; i < o.warmup; ++i) p.run(out);
-    std::vector<double> samples;
-    for (int i = 0; i < o.repeats; ++i) {
-      samples.push_back(time_ms([&] { p.run(out); }));
-      say(fmt::format("{}: repeat {}/{}: {:.2f} ms", p.name, i + 1, o.repeats, samples.back()));
-    }
-    v.time = stats_of(samples);
+    v.time = timed_repeats(p, out);
     v.wall = v.time;
     v.timed = true;
     v.effective_gbs = double(r.must_move_bytes) / (v.time.median * 1e-3) / 1e9;
