@@ -86,6 +86,7 @@ class DeviceGuard {
   void* prev_ctx_ = nullptr;
   int prev_device_ = 0;
   bool set_ = false;
+  bool ctx_saved_ = false;  // prev_ctx_ was read (else the device number is restored)
 };
 
 class Stream {

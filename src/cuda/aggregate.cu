@@ -4125,6 +4125,9 @@ void CudaPlan::permute(const TensorView& w, const TensorView& out, void* stream_
   if (w_in_pairs) throw Error("aggregate: internal error: permute_weights on a plan with weights in its pairs");
   (void)w_permute_compact();  // bad knobs: before any work
   const cudaStream_t s = as_stream(stream_arg);
+  // The plan's device before the capture query (a null stream is the current device's); on_stream
+  // holds it again for the work. (Before session 47 the query ran on the caller's device.)
+  const cuda::DeviceGuard device_guard(device.index);
   std::lock_guard lock(run_mu);
   // Any capture: a later run may compact the plan under knobs set by then.
   if (!compact && !w_in_pairs && stream_capturing(s)) captured = true;
@@ -4164,6 +4167,7 @@ void CudaPlan::prepare_weights(DType weights, void* stream_arg) {
   (void)w_permute_compact();
   if (weights != DType::f32 || num_edges == 0 || num_nodes == 0 || tile <= 0) return;
   const cudaStream_t s = as_stream(stream_arg);
+  const cuda::DeviceGuard device_guard(device.index);  // the capture query on the plan's device
   // weights_permutation builds nothing under capture; nor should the events and waits around it.
   if (stream_capturing(s) || stream_capturing(stream)) return;
   std::lock_guard lock(run_mu);
@@ -4178,6 +4182,7 @@ void CudaPlan::run(const TensorView& x, const TensorView* w, const TensorView& o
     (void)w_permute_compact();
   }
   const cudaStream_t s = as_stream(opts.stream);
+  const cuda::DeviceGuard device_guard(device.index);  // the capture query on the plan's device
   std::lock_guard lock(run_mu);
   // Any capture, whatever the knobs now: a later run may compact the plan under knobs set by
   // then, and the graph's replays would read the pairs as they were.

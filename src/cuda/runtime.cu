@@ -257,7 +257,8 @@ const CtxApi& ctx_api() noexcept {
 DeviceGuard::DeviceGuard(int device) {
   PIPELINK_CUDA_CHECK(cudaGetDevice(&prev_device_));
   if (prev_device_ == device) return;
-  if (const CtxApi& api = ctx_api(); api.get) (void)api.get(&prev_ctx_);
+  // Only a context that was read is given back (a failed read would have restored "none").
+  if (const CtxApi& api = ctx_api(); api.get) ctx_saved_ = api.get(&prev_ctx_) == 0;
   PIPELINK_CUDA_CHECK(cudaSetDevice(device));
   set_ = true;
 }
@@ -270,7 +271,7 @@ DeviceGuard::DeviceGuard(int device, NoThrow) noexcept {
     return;
   }
   if (prev_device_ == device) return;
-  if (const CtxApi& api = ctx_api(); api.get) (void)api.get(&prev_ctx_);
+  if (const CtxApi& api = ctx_api(); api.get) ctx_saved_ = api.get(&prev_ctx_) == 0;
   PIPELINK_CUDA_CHECK_NOEXCEPT(cudaSetDevice(device));
   set_ = true;
 }
@@ -279,7 +280,7 @@ DeviceGuard::~DeviceGuard() {
   if (!set_) return;
   // The caller's context itself (none, if it had none); the device number where the driver's
   // entry points are not to be had.
-  if (const CtxApi& api = ctx_api(); api.set) {
+  if (const CtxApi& api = ctx_api(); api.set && ctx_saved_) {
     if (api.set(prev_ctx_) != 0) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaSetDevice(prev_device_));
   } else {
     PIPELINK_CUDA_CHECK_NOEXCEPT(cudaSetDevice(prev_device_));
