@@ -2035,7 +2035,8 @@ TEST_F(CudaAggregate, InterleavedInputAndOutputOfOneBuffer) {
 // as 0 once expf(-v) overflowed (below -88.7 in float32; the CPU kernels' review, session 46).
 // About 80 edges a row here, so F = 64 float32 reaches the staged walk's phi_c (rows past 64
 // edges) as well as the row kernels. The lean path is left out: its float atomics flush
-// subnormal sums to zero (README).
+// subnormal sums to zero (README); so is the three-op reference in float32 (its index_add's
+// float atomicAdd does the same: H100, session 47, 16384 elements flushed; float64's does not).
 TEST_F(CudaAggregate, SigmoidFarBelowZeroIsSubnormalNotZero) {
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
@@ -2050,7 +2051,7 @@ TEST_F(CudaAggregate, SigmoidFarBelowZeroIsSubnormalNotZero) {
       Tensor xg = gpu(x);
       const AggregateOracle o = aggregate_oracle(x, g.src, g.dst, std::nullopt, opts);
       for (Path p : kPaths) {
-        if (p == Path::lean) continue;
+        if (p == Path::lean || (p == Path::three_op && t == DType::f32)) continue;
         SCOPED_TRACE(std::string(dtype_name(t)) + " F=" + std::to_string(F) + " " + path_name(p));
         Tensor out = poisoned_gpu(N, F, t);
         run_path(p, xg, sg, dg, std::nullopt, out, opts);
@@ -2169,11 +2170,12 @@ TEST_F(CudaAggregate, StatusSlotsPastOnePage) {
   // Busy work queued on every thread's stream before any build is (20 planned runs each of a
   // 16M-edge plan, as in PlanBuiltOnOneStreamRunsOnAnother) holds the verdicts back while the
   // 80 builds are queued. 4 runs each were too few in CTest on the H200 (v46: no second page;
-  // under memcheck, slower, it passed).
+  // under memcheck, slower, it passed); 20 were too few in CTest on an H100 (session 47, passed
+  // under memcheck in the same call): 50.
   SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_PLAN_TAIL");  // =split: no slots
   const auto seed = fresh_seed();
   SCOPED_TRACE("seed=" + std::to_string(seed));
-  constexpr int kThreads = 80, kBusyRuns = 20, kBad = 7;  // thread kBad builds the bad graph
+  constexpr int kThreads = 80, kBusyRuns = 50, kBad = 7;  // thread kBad builds the bad graph
   const std::int64_t N = 20000, E = 200000, F = 64;
   const EdgeList busy_graph = uniform_graph(N, 16000000, seed);
   const EdgeList g = uniform_graph(N, E, seed + 1, DType::i32);

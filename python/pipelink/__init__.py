@@ -403,6 +403,13 @@ class AggregatePlan:
         if prepare_weights:
             self.prepare_weights()
 
+    def __del__(self) -> None:
+        # The plan before the stream object it frees on: an instance's attributes go in the order
+        # they were set, so _build_stream (a CuPy Stream, destroyed with its last reference) went
+        # first and the plan then freed on a destroyed stream: a segfault in
+        # test_cupy_plan_outlives_the_stream_object_it_was_built_on (H100, session 47).
+        self.__dict__.pop("_impl", None)
+
     def prepare_weights(self, dtype: Any = "float32") -> None:
         """Build now what the first call given ``w`` of ``dtype`` in edge order would build.
 
