@@ -1722,6 +1722,55 @@ TEST_F(CudaAggregate, OneShotEdgeRangesSplitWhereABuildRunsOutOfMemory) {
   }
 }
 
+TEST_F(CudaAggregate, OneShotRunOutOfMemoryRunsEdgeRanges) {
+  // A one-shot run's only allocation is its hub rows' partial sums, taken before any write. Where
+  // it found no room the call raised until session 48, though edge ranges would have fit. Here
+  // every one-shot run of more than 1M edges fails as if so (the test hook): the whole call's
+  // plan of 4.8M edges, then 2 edge ranges of 2.4M, then 4 of 1.2M, giving 8 of 600k in order, the
+  // same boundaries as 8 forced ranges, so the same bits, with a warning naming the run. A forced
+  // count (1 plan, or 2 ranges) is kept as asked: the failure is raised with out untouched.
+  SKIP_UNLESS_DEFAULTS("PIPELINK_AGG_ONESHOT_CHUNKS", "PIPELINK_AGG_BUILD_CHUNKS", "PIPELINK_AGG_BUILD_MEMORY",
+                       "PIPELINK_AGG_FORCE_WIDE", "PIPELINK_AGG_TEST_RANGE_OOM_ABOVE",
+                       "PIPELINK_AGG_TEST_RUN_OOM_ABOVE");
+  const auto seed = fresh_seed();
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  const UniformOneShot c(50000, 4800000, seed);
+  Tensor eight = poisoned_gpu(c.N, c.F, DType::f32);
+  {
+    ScopedEnv forced({{"PIPELINK_AGG_ONESHOT_CHUNKS", "8"}});
+    c.run(eight);
+  }
+  const Tensor eight_host = host(eight);
+  const VerifyReport r = verify_aggregate(eight_host, c.oracle);
+  EXPECT_TRUE(r.within_tolerance) << r.summary();
+  EXPECT_EQ(r.unwritten, 0) << r.summary();
+  ScopedEnv hook({{"PIPELINK_AGG_TEST_RUN_OOM_ABOVE", "1000000"}});
+  {
+    Tensor split = poisoned_gpu(c.N, c.F, DType::f32);
+    const LogLevel before = log_level();
+    set_log_level(LogLevel::warn);
+    testing::internal::CaptureStderr();
+    try {
+      c.run(split);
+      cuda::synchronize();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "the run's out-of-memory error was raised, not answered with edge ranges: " << e.what();
+    }
+    set_log_level(before);
+    const std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_NE(log.find("the one-shot run ran out of memory"), std::string::npos) << log;
+    EXPECT_TRUE(bitwise_equal(eight_host, host(split))) << "the split ranges are not 8 ranges of 600k in order";
+  }
+  for (const char* k : {"1", "2"}) {
+    SCOPED_TRACE(std::string("PIPELINK_AGG_ONESHOT_CHUNKS=") + k);
+    ScopedEnv forced({{"PIPELINK_AGG_ONESHOT_CHUNKS", k}});
+    Tensor out = poisoned_gpu(c.N, c.F, DType::f32);
+    const Tensor before = host(out);
+    EXPECT_THROW(c.run(out), OutOfMemoryError);
+    EXPECT_TRUE(bitwise_equal(before, host(out))) << "a forced count whose run failed wrote to out";
+  }
+}
+
 TEST_F(CudaAggregate, OneShotLaterRangeOutOfMemoryLosesNoEdge) {
   // Three forced edge ranges of 1000000, 1000000 and 1000001 edges, every range of more than
   // 1000000 failing as if out of memory (the test hook): the first two run, and the third fails

@@ -4301,6 +4301,19 @@ void refuse_capture(const OpContext& ctx, const char* path) {
                 "stream while another stream captures.)");
 }
 
+// A one-shot plan's run. Its only allocation is the hub rows' partial sums (launch_rows), taken
+// before any write. PIPELINK_AGG_TEST_RUN_OOM_ABOVE=M (tests only): a plan of more than M edges
+// fails here as if those found no room (asking 8 bytes an edge, so that a split asks less),
+// before any write, so a test can make the run's fallback happen on any device.
+void one_shot_run(CudaPlan& plan, const TensorView& x, const TensorView* w, const TensorView& out,
+                  const AggregateOptions& opts, const PlanKnobs& knobs) {
+  if (knobs.test_run_oom_above && plan.num_edges > knobs.test_run_oom_above)
+    throw OutOfMemoryError(std::uint64_t(plan.num_edges) * 8, 0,
+                           "PIPELINK_AGG_TEST_RUN_OOM_ABOVE=" + std::to_string(knobs.test_run_oom_above) +
+                               ": a one-shot run of " + std::to_string(plan.num_edges) + " edges");
+  plan.run(x, w, out, opts, false);
+}
+
 void aggregate_one_shot(OpContext& ctx) {
   const TensorView* w = ctx.has("w") ? &ctx.port("w") : nullptr;
   const TensorView &src = ctx.port("src"), &dst = ctx.port("dst");
@@ -4330,24 +4343,33 @@ void aggregate_one_shot(OpContext& ctx) {
     // first choice until session 43, which chose the bits: their count follows the free memory, and so did the sums.
     std::int64_t edge_ranges = 0;
     std::shared_ptr<CudaPlan> plan;
+    const char* failed = nullptr;  // which step ran out of memory, for the warning
     try {
       plan = build_plan_for(src, dst, N, ctx.stream, w, K == 0 ? &edge_ranges : nullptr);
+      if (plan) {
+        // The run's one allocation is its hub rows' partial sums (launch_rows: segments x F
+        // doubles), taken before any write, so out is untouched when it fails. Such a call ran
+        // edge ranges only where the build failed until session 48: a device with room for the
+        // plan and not for its partials raised instead.
+        failed = "run";
+        one_shot_run(*plan, ctx.port("x"), w, ctx.port("out"), options_of(ctx), knobs);
+        return;
+      }
     } catch (const OutOfMemoryError& e) {
       // The sort fitted but a later buffer (row offsets, the work split) did not, or the
-      // destination ranges' largest one (a hub row heavier than their estimate) did not: two
-      // edge ranges, split further below if need be. Nothing was written to out.
+      // destination ranges' largest one (a hub row heavier than their estimate) did not, or the
+      // run's partial sums did not: two edge ranges, split further below if need be. Nothing was
+      // written to out.
       if (K != 0 || E < 2) throw;
+      plan.reset();  // its memory back (in stream order) before the ranges' builds
       if (log_level() <= LogLevel::warn)
-        ::pipelink::detail::log_message(LogLevel::warn, "aggregate: the one-shot build ran out of memory (" +
+        ::pipelink::detail::log_message(LogLevel::warn, std::string("aggregate: the one-shot ") +
+                                                            (failed ? failed : "build") + " ran out of memory (" +
                                                             std::string(e.what()) +
                                                             "); running 2 edge ranges, split further where they do not "
                                                             "fit: the bits can differ from call to call (a plan, or "
                                                             "PIPELINK_AGG_ONESHOT_CHUNKS=K, keeps them)");
       edge_ranges = 2;
-    }
-    if (plan) {
-      plan->run(ctx.port("x"), w, ctx.port("out"), options_of(ctx), false);
-      return;
     }
     K = std::min(edge_ranges, std::max<std::int64_t>(E, 1));
   }
@@ -4419,7 +4441,11 @@ void aggregate_one_shot(OpContext& ctx) {
                                "PIPELINK_AGG_TEST_RANGE_OOM_ABOVE=" + std::to_string(oom_above) + ": a range of " +
                                    std::to_string(e1 - e0) + " edges");
       plan = build_plan_for(sk, dk, N, ctx.stream, wk ? &*wk : nullptr);
+      // Its run's partial sums are taken before any write: a range whose run finds no room
+      // splits as one whose build does (out holds only the earlier ranges' sums).
+      one_shot_run(*plan, x, wk ? &*wk : nullptr, out, opts, knobs);
     } catch (const OutOfMemoryError& e) {
+      plan.reset();
       if (!adaptive || e1 - e0 < 2 || ranges >= 4096 || (r.failed_bytes && e.requested() >= r.failed_bytes)) {
         if (!ran) throw;
         return finish_lean(e0, e);
@@ -4433,12 +4459,6 @@ void aggregate_one_shot(OpContext& ctx) {
                                                             std::string(e.what()) + "); split in two, " +
                                                             std::to_string(ranges) + " ranges now");
       continue;
-    }
-    try {
-      plan->run(x, wk ? &*wk : nullptr, out, opts, false);  // its scratch is taken before any write
-    } catch (const OutOfMemoryError& e) {
-      if (!ran) throw;
-      return finish_lean(e0, e);
     }
     ran = true;
     opts.accumulate = true;

@@ -84,6 +84,7 @@ PlanKnobs plan_knobs() {
   k.oneshot_chunks = read("PIPELINK_AGG_ONESHOT_CHUNKS", 0, 4096, 0);
   k.build_memory = std::size_t(read("PIPELINK_AGG_BUILD_MEMORY", 1, std::int64_t(1) << 30, 0)) << 20;
   k.test_range_oom_above = read("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", 0, std::int64_t(1) << 62, 0);
+  k.test_run_oom_above = read("PIPELINK_AGG_TEST_RUN_OOM_ABOVE", 0, std::int64_t(1) << 62, 0);
   k.test_oneshot_dest_ranges = read("PIPELINK_AGG_TEST_ONESHOT_DEST_RANGES", 0, short_build::kOneShotDestRanges,
                                     short_build::kOneShotDestRanges);
   k.test_msd_scratch_fail = read("PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", 0, 1, 0) == 1;

@@ -88,6 +88,8 @@ std::int64_t long_row_threshold();
 //     PIPELINK_AGG_ONESHOT_CHUNKS=1 a one-shot call sorts destination ranges instead.
 //   PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (tests only; read in aggregate_one_shot): edge ranges of
 //     more edges than this fail as if out of memory, to make the unforced splits happen (0: off).
+//   PIPELINK_AGG_TEST_RUN_OOM_ABOVE (tests only; read in aggregate_one_shot): a one-shot plan of
+//     more edges than this fails its run as if its partial sums found no room (0: off).
 //   PIPELINK_AGG_TEST_ONESHOT_DEST_RANGES (tests only; read in sort_narrow): the most
 //     destination ranges a one-shot call short of memory sorts before edge ranges take over
 //     [0, 16] (default 16, short_build::kOneShotDestRanges; 0: edge ranges at once), so that a
@@ -123,6 +125,7 @@ struct PlanKnobs {
   std::int64_t oneshot_chunks = 0;        // 0: one plan (destination or edge ranges when its sort does not fit)
   std::size_t build_memory = 0;           // bytes; 0: no cap
   std::int64_t test_range_oom_above = 0;  // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE (0: off)
+  std::int64_t test_run_oom_above = 0;    // PIPELINK_AGG_TEST_RUN_OOM_ABOVE (0: off)
   std::int64_t test_oneshot_dest_ranges = short_build::kOneShotDestRanges;  // PIPELINK_AGG_TEST_ONESHOT_DEST_RANGES
   // PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL=1 (tests only): the MSD sort's bucket scratch fails as if
   // out of memory, after its first pass, so that its hand-back to the one sort runs.
