@@ -2,6 +2,7 @@
 // DLPack (nb::ndarray: torch, NumPy, CuPy, anything with __dlpack__) and become TensorViews of
 // the same memory; nothing is copied. The pure-Python layer (python/pipelink/__init__.py) picks
 // the output's framework and the caller's CUDA stream; this file maps C++ errors to Python ones.
+#include <memory>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -206,8 +207,11 @@ void dump_py(const Array& a, const std::string& path) { debug_dump(view_of(a, "t
 nb::object load_py(const std::string& path) {
   Tensor t = debug_load(path);
   if (t.device().kind != DeviceKind::cpu) t = to_device(t, Device::cpu());
-  auto* keep = new Tensor(std::move(t));
+  // Held by a unique_ptr until the capsule owns it: a failing capsule (out of memory) leaked it.
+  auto held = std::make_unique<Tensor>(std::move(t));
+  Tensor* keep = held.get();
   nb::capsule owner(keep, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  (void)held.release();
   const TensorView& v = keep->view();
   std::vector<std::size_t> shape(std::size_t(v.rank()));
   std::vector<std::int64_t> strides(std::size_t(v.rank()));

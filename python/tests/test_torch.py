@@ -130,20 +130,27 @@ def test_calls_on_one_gpu_leave_the_callers_current_device(rng):
 
 
 @cuda
-@pytest.mark.parametrize("mode", ["one_shot", "lean"])
+@pytest.mark.parametrize("mode", ["one_shot", "lean", "plan_build"])
 def test_cuda_one_shot_and_lean_refuse_a_capture(rng, mode):
     # They read their index check's verdict on the host: inside torch.cuda.graph they failed deep
     # in with a raw CUDA error after queueing work into the capture (a review, session 46). Now a
-    # clear error before any work, the capture ends cleanly, and a call after it runs.
+    # clear error before any work, the capture ends cleanly, and a call after it runs. A plan
+    # build reads its verdict the same way (refused since session 48; its runs can be captured).
     x, src, dst, w = graph(rng, 2000, 20000, 64, device="cuda")
     out = torch.full_like(x, float("nan"))
     g = torch.cuda.CUDAGraph()
     with pytest.raises(RuntimeError, match="cannot be captured into a CUDA graph"):
         with torch.cuda.graph(g):
-            pipelink.aggregate(x, src, dst, w, out=out, mode=mode)
+            if mode == "plan_build":
+                pipelink.AggregatePlan(src, dst, x.shape[0])
+            else:
+                pipelink.aggregate(x, src, dst, w, out=out, mode=mode)
     torch.cuda.synchronize()
     assert torch.isnan(out).all()  # nothing ran
-    check(pipelink.aggregate(x, src, dst, w, mode=mode), x, src, dst, w)
+    if mode == "plan_build":
+        check(pipelink.AggregatePlan(src, dst, x.shape[0])(x, w), x, src, dst, w)
+    else:
+        check(pipelink.aggregate(x, src, dst, w, mode=mode), x, src, dst, w)
 
 
 @cuda

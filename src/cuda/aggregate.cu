@@ -138,6 +138,53 @@ std::int64_t read_index(const TensorView& v, std::int64_t e) {
   return value;
 }
 
+// The one capture query (stream_capturing and refuse_capture read it their own ways): sets
+// `capturing` where work queued on q now would be captured into a CUDA graph, and returns the
+// query's error. Asking about the legacy stream while another stream captures is itself an error,
+// cudaErrorStreamCaptureImplicit: a capture, cleared, and success.
+cudaError_t capture_query(cudaStream_t q, bool& capturing) {
+  cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
+  const cudaError_t e = cudaStreamIsCapturing(q, &c);
+  capturing = e == cudaErrorStreamCaptureImplicit || (e == cudaSuccess && c != cudaStreamCaptureStatusNone);
+  if (e == cudaErrorStreamCaptureImplicit) {
+    (void)cudaGetLastError();
+    return cudaSuccess;
+  }
+  return e;
+}
+
+// Whether work queued on q now would be captured: any failed query is taken as a capture (and
+// cleared), so that callers skip what a capture forbids.
+bool stream_capturing(cudaStream_t q) {
+  bool capturing = false;
+  if (capture_query(q, capturing) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  return capturing;
+}
+
+// Calls that read their index check's verdict on the host (one-shot, lean, gather_scale,
+// index_add, a plan build) cannot be held by a CUDA graph (README). Said before any work: inside
+// a capture they failed deep in with a raw CUDA error after queueing work into it, and the
+// one-shot's MSD sort pulled the process's copy stream into the caller's capture (a review,
+// session 46); a plan build's first status slot, a pinned allocation refused under capture, turned
+// the slots off for the process (a review, session 48). Asked with the call's device current (a
+// null stream is that device's). Only a capture counts as one: another error (a sticky one from
+// earlier work) is thrown as itself, where stream_capturing would read it as a capture.
+void refuse_capture(cudaStream_t s, const std::string& what, const char* instead) {
+  bool capturing = false;
+  PIPELINK_CUDA_CHECK(capture_query(s, capturing));
+  if (capturing)
+    throw Error(what + " cannot be captured into a CUDA graph (its index check's verdict is read on the host); " +
+                instead +
+                ". (Its stream is being captured, or it is the legacy default stream while another stream captures.)");
+}
+void refuse_capture(const OpContext& ctx, const char* path) {
+  refuse_capture(as_stream(ctx.stream), std::string("aggregate: a ") + path + " call",
+                 "build an AggregatePlan and capture its runs");
+}
+
 /// Throws IndexOutOfRangeError for edge `bad` (ULLONG_MAX: nothing bad), src checked first.
 void report_bad_edge(const char* op, const TensorView* src, const TensorView* dst, std::int64_t N,
                      unsigned long long bad) {
@@ -1007,8 +1054,6 @@ struct WPermTables {
   std::size_t bytes() const { return tl.bytes() + lidx.bytes() + rs.bytes() + ds.bytes(); }
 };
 
-bool stream_capturing(cudaStream_t q);  // below, with the w permutation
-
 // A wait of `s` on `ev`, recorded outside any capture: inside a capture of `s` (a CUDA graph,
 // torch.cuda.graph's side stream) a plain wait on such an event is an error
 // (cudaErrorStreamCaptureIsolation, H200 v46, the torch capture test); there it becomes the
@@ -1081,15 +1126,20 @@ struct CudaPlan final : AggregatePlan::Impl {
   void wait_for_build(cudaStream_t s) {
     std::lock_guard lock(events_mu);
     if (!built) {  // recorded once: later runs must not queue behind work on the build stream
-      cudaEvent_t b = nullptr, u = nullptr;
-      PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&b, cudaEventDisableTiming));
-      if (const cudaError_t e = cudaEventCreateWithFlags(&u, cudaEventDisableTiming); e != cudaSuccess) {
-        PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(b));
-        PIPELINK_CUDA_CHECK(e);
-      }
-      PIPELINK_CUDA_CHECK(cudaEventRecord(b, stream));
-      built = b;
-      used = u;
+      // Held until `built` is recorded: a failed record (the build stream destroyed, or the
+      // legacy stream while a blocking stream captures) destroys both. It leaked them, two more at
+      // each later run on another stream (a review, session 48).
+      struct Made {
+        cudaEvent_t e = nullptr;
+        ~Made() {
+          if (e) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaEventDestroy(e));
+        }
+      } b, u;
+      PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&b.e, cudaEventDisableTiming));
+      PIPELINK_CUDA_CHECK(cudaEventCreateWithFlags(&u.e, cudaEventDisableTiming));
+      PIPELINK_CUDA_CHECK(cudaEventRecord(b.e, stream));
+      built = std::exchange(b.e, nullptr);
+      used = std::exchange(u.e, nullptr);
     }
     wait_uncaptured_event(s, built);
   }
@@ -1602,13 +1652,22 @@ cudaStream_t* msd_side_streams(int device) {
   const std::lock_guard<std::mutex> lock(mu);
   auto it = streams.find(device);
   if (it == streams.end()) {
-    std::array<cudaStream_t, kMsdStreams + 1> made{};
+    // The streams made so far are destroyed if a later one (or the map's insert) fails: nothing
+    // is cached then, so each retry leaked up to kMsdStreams (a review, session 48).
+    struct Made {
+      std::array<cudaStream_t, kMsdStreams + 1> s{};
+      ~Made() {
+        for (cudaStream_t q : s)
+          if (q) PIPELINK_CUDA_CHECK_NOEXCEPT(cudaStreamDestroy(q));
+      }
+    } made;
     int least = 0, greatest = 0;
     PIPELINK_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     for (int k = 0; k <= kMsdStreams; ++k)
-      PIPELINK_CUDA_CHECK(cudaStreamCreateWithPriority(&made[std::size_t(k)], cudaStreamNonBlocking,
+      PIPELINK_CUDA_CHECK(cudaStreamCreateWithPriority(&made.s[std::size_t(k)], cudaStreamNonBlocking,
                                                        k == kMsdStreams ? greatest : least));
-    it = streams.emplace(device, made).first;
+    it = streams.emplace(device, made.s).first;
+    made.s.fill(nullptr);  // the map's now
   }
   return it->second.data();
 }
@@ -2308,9 +2367,14 @@ class StatusSlot {
       // Room for every slot first, so that the destructor's push_back never allocates.
       free_list().reserve(slots() + kPage / kSlot);
       void* page = nullptr;
-      if (cudaHostAlloc(&page, kPage, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+      if (const cudaError_t e = cudaHostAlloc(&page, kPage, cudaHostAllocMapped | cudaHostAllocPortable);
+          e != cudaSuccess) {
         (void)cudaGetLastError();  // not fatal: finish_plan copies instead
-        refused() = true;
+        // A refusal made by another thread's global-mode capture passes with it: not latched,
+        // or one capture would turn the slots off for the process (a review, session 48).
+        const bool capture_error = e == cudaErrorStreamCaptureUnsupported || e == cudaErrorStreamCaptureImplicit ||
+                                   e == cudaErrorStreamCaptureInvalidated || e == cudaErrorStreamCaptureWrongThread;
+        if (!capture_error) refused() = true;
         return;
       }
       slots() += kPage / kSlot;
@@ -2634,6 +2698,11 @@ std::shared_ptr<CudaPlan> build_plan_for(const TensorView& src, const TensorView
 
 std::shared_ptr<AggregatePlan::Impl> build_plan(const TensorView& src, const TensorView& dst, std::int64_t N,
                                                void* stream) {
+  {
+    const cuda::DeviceGuard device_guard(src.device().index);  // the query about src's device's stream
+    refuse_capture(as_stream(stream), "aggregate: an AggregatePlan build",
+                   "build the plan before the capture and capture its runs");
+  }
   return build_plan_for(src, dst, N, stream, nullptr);
 }
 
@@ -3672,32 +3741,6 @@ __global__ void permute_edges_kernel(const PlanPair<P>* __restrict__ pairs, int 
 // the edges; 4 transient bytes an edge.
 constexpr int kWPermThreads = 1024;
 
-// The one capture query (stream_capturing and refuse_capture read it their own ways): sets
-// `capturing` where work queued on q now would be captured into a CUDA graph, and returns the
-// query's error. Asking about the legacy stream while another stream captures is itself an error,
-// cudaErrorStreamCaptureImplicit: a capture, cleared, and success.
-cudaError_t capture_query(cudaStream_t q, bool& capturing) {
-  cudaStreamCaptureStatus c = cudaStreamCaptureStatusNone;
-  const cudaError_t e = cudaStreamIsCapturing(q, &c);
-  capturing = e == cudaErrorStreamCaptureImplicit || (e == cudaSuccess && c != cudaStreamCaptureStatusNone);
-  if (e == cudaErrorStreamCaptureImplicit) {
-    (void)cudaGetLastError();
-    return cudaSuccess;
-  }
-  return e;
-}
-
-// Whether work queued on q now would be captured: any failed query is taken as a capture (and
-// cleared), so that callers skip what a capture forbids.
-bool stream_capturing(cudaStream_t q) {
-  bool capturing = false;
-  if (capture_query(q, capturing) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return true;
-  }
-  return capturing;
-}
-
 using u16 = std::uint16_t;
 using u32 = std::uint32_t;
 
@@ -4062,13 +4105,21 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
         }
       }
     }
-    PIPELINK_CUDA_CHECK(cudaEventRecord(wperm_done, stream));
-    if (t) {
-      bytes += t->bytes();
+    // The tables are the plan's before anything else can throw: a compact plan without them
+    // cannot run with w (a failed record or log line left it so: a review, session 48). A failed
+    // record synchronizes the plan's stream instead, so that a wait on the unrecorded event (which
+    // returns at once) finds the column written.
+    if (t) bytes += t->bytes();
+    wperm = std::move(t);
+    if (cudaEventRecord(wperm_done, stream) != cudaSuccess) {
+      (void)cudaGetLastError();
+      PIPELINK_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+    if (wperm) {
       if (log_level() <= LogLevel::debug)
         ::pipelink::detail::log_message(
-            LogLevel::debug, "aggregate: plan " + std::to_string(id) + ": w permutation tables for T = " + std::to_string(t->T) +
-                                 ", " + std::to_string(t->tiles) + " tiles and buckets, " + std::to_string(t->bytes()) + " B" +
+            LogLevel::debug, "aggregate: plan " + std::to_string(id) + ": w permutation tables for T = " + std::to_string(wperm->T) +
+                                 ", " + std::to_string(wperm->tiles) + " tiles and buckets, " + std::to_string(wperm->bytes()) + " B" +
                                  (compact ? (compact24        ? "; src column 24-bit"
                                              : lidx_in_column ? "; src column 32-bit with lidx's low bytes"
                                                               : "; src column 32-bit")
@@ -4078,7 +4129,6 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
                                                           ": no w permutation tables (no room, or too many tiles for "
                                                           "T = " + std::to_string(tile) + "); w is gathered per edge");
     }
-    wperm = std::move(t);
   }
   if (!wperm) return nullptr;
   if (s != stream) wait_uncaptured_event(s, wperm_done);
@@ -4284,23 +4334,6 @@ void lean_accumulate(const LeanArgs& a, bool allow_vec4, bool spread);
 // where the whole list's pairs do not fit with room for at most 16 destination ranges' sorts, or
 // the build ran out of memory past its sort), K and any splits follow the device's free memory,
 // so the bits can differ from call to call: a warning says so.
-// One-shot and lean calls read their index check's verdict on the host, so a CUDA graph cannot
-// hold them (README). Said before any work: inside a capture they failed deep in with a raw CUDA
-// error after queueing work into it, and the one-shot's MSD sort pulled the process's copy
-// stream into the caller's capture (a review, session 46).
-void refuse_capture(const OpContext& ctx, const char* path) {
-  // Asked with the call's device current (a null stream is that device's). Only a capture
-  // counts as one: another error (a sticky one from earlier work) is thrown as itself, where
-  // stream_capturing would read it as a capture.
-  bool capturing = false;
-  PIPELINK_CUDA_CHECK(capture_query(as_stream(ctx.stream), capturing));
-  if (capturing)
-    throw Error(std::string("aggregate: a ") + path +
-                " call cannot be captured into a CUDA graph (its index check's verdict is read on the host); build an "
-                "AggregatePlan and capture its runs. (Its stream is being captured, or it is the legacy default "
-                "stream while another stream captures.)");
-}
-
 // A one-shot plan's run. Its only allocation is the hub rows' partial sums (launch_rows), taken
 // before any write. PIPELINK_AGG_TEST_RUN_OOM_ABOVE=M (tests only): a plan of more than M edges
 // fails here as if those found no room (asking 8 bytes an edge, so that a split asks less),
@@ -4633,6 +4666,7 @@ void gather_scale_cuda(OpContext& ctx) {
   const TensorView &x = ctx.port("x"), &src = ctx.port("src"), &m = ctx.port("m");
   const cudaStream_t s = as_stream(ctx.stream);
   const cuda::DeviceGuard device_guard(x.device().index);
+  refuse_capture(s, "gather_scale: a call", "run it before or after the capture");
   validate_indices("gather_scale", &src, nullptr, ctx.dim("N"), s);
   const std::int64_t E = ctx.dim("E"), F = ctx.dim("F");
   if (E * F == 0) return;
@@ -4668,6 +4702,7 @@ void index_add_cuda(OpContext& ctx) {
   const TensorView &out = ctx.port("out"), &dst = ctx.port("dst"), &v = ctx.port("values");
   const cudaStream_t s = as_stream(ctx.stream);
   const cuda::DeviceGuard device_guard(out.device().index);
+  refuse_capture(s, "index_add: a call", "run it before or after the capture");
   validate_indices("index_add", nullptr, &dst, ctx.dim("N"), s);
   const std::int64_t E = ctx.dim("E"), F = ctx.dim("F");
   if (E * F == 0) return;

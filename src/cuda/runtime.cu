@@ -195,7 +195,12 @@ cudaMemPool_t scratch_pool(int device) {
       throw_cuda_error(e, "cudaMemPoolSetAttribute(scratch pool, release threshold)", __FILE__, __LINE__);
     }
   }
-  g_scratch_pools.emplace(device, pool);  // never destroyed: blocks may be in flight at exit
+  try {
+    g_scratch_pools.emplace(device, pool);  // never destroyed: blocks may be in flight at exit
+  } catch (...) {  // a host allocation failing in the insert: the pool, unused, is not leaked
+    if (pool) (void)cudaMemPoolDestroy(pool);
+    throw;
+  }
   return pool;
 }
 
@@ -463,9 +468,16 @@ void* allocate(std::size_t bytes, int device) {
   void* p = nullptr;
   detail::check_allocation(detail::with_pool_retry(nullptr, [&] { return cudaMalloc(&p, bytes); }), bytes,
                            "a tensor's allocation");
+  // The size is recorded before it is counted: a host allocation failing in the map's insert
+  // frees p, where it leaked p and left the counters raised (a review, session 48).
+  try {
+    std::lock_guard lock(g_sizes_mu);
+    g_sizes[p] = bytes;
+  } catch (...) {
+    PIPELINK_CUDA_CHECK_NOEXCEPT(cudaFree(p));
+    throw;
+  }
   note_alloc(bytes);
-  std::lock_guard lock(g_sizes_mu);
-  g_sizes[p] = bytes;
   return p;
 }
 void deallocate(void* p, int device) noexcept {
