@@ -127,17 +127,20 @@ void* alloc_async(std::size_t bytes, cudaStream_t stream) {
   // threshold 0), so each one-shot call re-mapped its ~1 GB plan; keep it instead.
   // Once per device: one flag for the process set only the first device's pool (a review,
   // session 46), and the others gave their memory back at every synchronization.
-  static std::array<std::once_flag, 64> retain;
+  // Marked only once set: a failed query is asked again at the next allocation, where a
+  // once_flag was used up by it and the pool kept giving its memory back (a review, session 48).
+  // Two threads may both set it: the same value.
+  static std::array<std::atomic<bool>, 64> retained{};
   int dev = 0;
-  if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < int(retain.size()))
-    std::call_once(retain[std::size_t(dev)], [dev] {
-      cudaMemPool_t pool = nullptr;
-      if (cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
-        std::uint64_t keep = UINT64_MAX;
-        (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
-      }
-      (void)cudaGetLastError();
-    });
+  if (cudaGetDevice(&dev) == cudaSuccess && dev >= 0 && dev < int(retained.size()) &&
+      !retained[std::size_t(dev)].load(std::memory_order_acquire)) {
+    cudaMemPool_t pool = nullptr;
+    std::uint64_t keep = UINT64_MAX;
+    if (cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess &&
+        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) == cudaSuccess)
+      retained[std::size_t(dev)].store(true, std::memory_order_release);
+    (void)cudaGetLastError();
+  }
   void* p = nullptr;
   check_allocation(with_pool_retry(stream, [&] { return malloc_async(&p, bytes, stream); }), bytes,
                    "a stream-ordered allocation");
