@@ -1086,6 +1086,19 @@ struct CudaPlan final : AggregatePlan::Impl {
   bool wperm_tried = false;
   std::unique_ptr<WPermTables> wperm;
   cudaEvent_t wperm_done = nullptr;
+  // Whether wperm_done has been recorded. Its record after the tables can fail (a destroyed
+  // stream, the legacy stream while another stream captures); a wait on the unrecorded event
+  // returns at once, which would let a run on another stream read a column still being written
+  // (a review, session 48). So it is recorded again before such a wait: still after the tables
+  // in the plan's stream's order, and an error there is the run's.
+  std::atomic<bool> wperm_recorded{false};
+  void wait_for_wperm(cudaStream_t s) {
+    if (!wperm_recorded.load(std::memory_order_acquire)) {
+      PIPELINK_CUDA_CHECK(cudaEventRecord(wperm_done, stream));
+      wperm_recorded.store(true, std::memory_order_release);
+    }
+    wait_uncaptured_event(s, wperm_done);
+  }
   // Compact (by default, unless PIPELINK_AGG_W_PERMUTE_COMPACT=0, when the tables are built):
   // the pairs are replaced by their src column, so every run reads w in plan order (kWCompactLidx
   // by default where N <= 2^24, kWCompact past it or under =1, kWCompact24 under =24 where
@@ -4107,14 +4120,11 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
     }
     // The tables are the plan's before anything else can throw: a compact plan without them
     // cannot run with w (a failed record or log line left it so: a review, session 48). A failed
-    // record synchronizes the plan's stream instead, so that a wait on the unrecorded event (which
-    // returns at once) finds the column written.
+    // record is made again before a wait (wait_for_wperm).
     if (t) bytes += t->bytes();
     wperm = std::move(t);
-    if (cudaEventRecord(wperm_done, stream) != cudaSuccess) {
-      (void)cudaGetLastError();
-      PIPELINK_CUDA_CHECK(cudaStreamSynchronize(stream));
-    }
+    if (cudaEventRecord(wperm_done, stream) == cudaSuccess) wperm_recorded.store(true, std::memory_order_release);
+    else (void)cudaGetLastError();
     if (wperm) {
       if (log_level() <= LogLevel::debug)
         ::pipelink::detail::log_message(
@@ -4131,7 +4141,7 @@ const WPermTables* CudaPlan::weights_permutation(int tile, cudaStream_t s) {
     }
   }
   if (!wperm) return nullptr;
-  if (s != stream) wait_uncaptured_event(s, wperm_done);
+  if (s != stream) wait_for_wperm(s);
   return wperm.get();
 }
 
@@ -4245,7 +4255,7 @@ void CudaPlan::run_on(const TensorView& x, const TensorView* w, const TensorView
   const bool f64 = x.dtype() == DType::f64;
   // A compact plan's src column was written on the plan's stream after `built` was recorded:
   // every run on another stream waits for it (with or without w).
-  if (compact && s != stream) wait_uncaptured_event(s, wperm_done);
+  if (compact && s != stream) wait_for_wperm(s);
   const TensorView* wrun = w;  // w, or w brought into plan order in `scratch`
   bool wplan = w_in_plan_order;
   DeviceBuffer scratch;  // freed in stream order after the launches below
@@ -4442,14 +4452,17 @@ void aggregate_one_shot(OpContext& ctx) {
                     lean_spread);
   };
   // Ranges left, the next one last: edges [e0, e1), and the bytes of the failed allocation that
-  // made the range (0: none). A split that does not shrink the failing allocation (a buffer sized
-  // by N, not by the edges) cannot help, and the error is raised.
+  // made the range (0: none) and whether it was the run's. A split that does not shrink the
+  // failing allocation (a buffer sized by N, not by the edges) cannot help, and the error is
+  // raised; bytes are compared only between failures of the same step (a build's ~24 B an edge
+  // against a run's partial sums would stop a split that could still fit).
   struct Range {
     std::int64_t e0, e1;
     std::uint64_t failed_bytes;
+    bool failed_in_run;
   };
   std::vector<Range> todo;
-  for (std::int64_t k = K; k-- > 0;) todo.push_back({E * k / K, E * (k + 1) / K, 0});
+  for (std::int64_t k = K; k-- > 0;) todo.push_back({E * k / K, E * (k + 1) / K, 0, false});
   std::int64_t ranges = K;  // so far, splits included
   // PIPELINK_AGG_TEST_RANGE_OOM_ABOVE=M (tests only): a range of more than M edges fails as if
   // its build ran out of memory (asking 24 bytes an edge), so a test can make the splits happen
@@ -4468,6 +4481,7 @@ void aggregate_one_shot(OpContext& ctx) {
     std::optional<TensorView> wk;
     if (w) wk = w->slice_rows(e0, e1);
     std::shared_ptr<CudaPlan> plan;
+    bool in_run = false;
     try {
       if (oom_above && e1 - e0 > oom_above)
         throw OutOfMemoryError(std::uint64_t(e1 - e0) * 24, 0,
@@ -4476,19 +4490,22 @@ void aggregate_one_shot(OpContext& ctx) {
       plan = build_plan_for(sk, dk, N, ctx.stream, wk ? &*wk : nullptr);
       // Its run's partial sums are taken before any write: a range whose run finds no room
       // splits as one whose build does (out holds only the earlier ranges' sums).
+      in_run = true;
       one_shot_run(*plan, x, wk ? &*wk : nullptr, out, opts, knobs);
     } catch (const OutOfMemoryError& e) {
       plan.reset();
-      if (!adaptive || e1 - e0 < 2 || ranges >= 4096 || (r.failed_bytes && e.requested() >= r.failed_bytes)) {
+      const bool no_smaller = r.failed_bytes && r.failed_in_run == in_run && e.requested() >= r.failed_bytes;
+      if (!adaptive || e1 - e0 < 2 || ranges >= 4096 || no_smaller) {
         if (!ran) throw;
         return finish_lean(e0, e);
       }
       const std::int64_t mid = e0 + (e1 - e0) / 2;
-      todo.push_back({mid, e1, e.requested()});
-      todo.push_back({e0, mid, e.requested()});
+      todo.push_back({mid, e1, e.requested(), in_run});
+      todo.push_back({e0, mid, e.requested(), in_run});
       ++ranges;
       if (log_level() <= LogLevel::info)
-        ::pipelink::detail::log_message(LogLevel::info, "aggregate: a one-shot edge range's build ran out of memory (" +
+        ::pipelink::detail::log_message(LogLevel::info, std::string("aggregate: a one-shot edge range's ") +
+                                                            (in_run ? "run" : "build") + " ran out of memory (" +
                                                             std::string(e.what()) + "); split in two, " +
                                                             std::to_string(ranges) + " ranges now");
       continue;
@@ -4666,7 +4683,8 @@ void gather_scale_cuda(OpContext& ctx) {
   const TensorView &x = ctx.port("x"), &src = ctx.port("src"), &m = ctx.port("m");
   const cudaStream_t s = as_stream(ctx.stream);
   const cuda::DeviceGuard device_guard(x.device().index);
-  refuse_capture(s, "gather_scale: a call", "run it before or after the capture");
+  if (ctx.dim("E") > 0)  // an empty call makes no CUDA call, so a capture may hold it
+    refuse_capture(s, "gather_scale: a call", "run it before or after the capture");
   validate_indices("gather_scale", &src, nullptr, ctx.dim("N"), s);
   const std::int64_t E = ctx.dim("E"), F = ctx.dim("F");
   if (E * F == 0) return;
@@ -4702,7 +4720,8 @@ void index_add_cuda(OpContext& ctx) {
   const TensorView &out = ctx.port("out"), &dst = ctx.port("dst"), &v = ctx.port("values");
   const cudaStream_t s = as_stream(ctx.stream);
   const cuda::DeviceGuard device_guard(out.device().index);
-  refuse_capture(s, "index_add: a call", "run it before or after the capture");
+  if (ctx.dim("E") > 0)  // an empty call makes no CUDA call, so a capture may hold it
+    refuse_capture(s, "index_add: a call", "run it before or after the capture");
   validate_indices("index_add", nullptr, &dst, ctx.dim("N"), s);
   const std::int64_t E = ctx.dim("E"), F = ctx.dim("F");
   if (E * F == 0) return;
