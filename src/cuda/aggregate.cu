@@ -4386,7 +4386,7 @@ void aggregate_one_shot(OpContext& ctx) {
     // first choice until session 43, which chose the bits: their count follows the free memory, and so did the sums.
     std::int64_t edge_ranges = 0;
     std::shared_ptr<CudaPlan> plan;
-    const char* failed = nullptr;  // which step ran out of memory, for the warning
+    bool in_run = false;  // which step ran out of memory, for the warning (as in the ranges below)
     try {
       plan = build_plan_for(src, dst, N, ctx.stream, w, K == 0 ? &edge_ranges : nullptr);
       if (plan) {
@@ -4394,7 +4394,7 @@ void aggregate_one_shot(OpContext& ctx) {
         // doubles), taken before any write, so out is untouched when it fails. Such a call ran
         // edge ranges only where the build failed until session 48: a device with room for the
         // plan and not for its partials raised instead.
-        failed = "run";
+        in_run = true;
         one_shot_run(*plan, ctx.port("x"), w, ctx.port("out"), options_of(ctx), knobs);
         return;
       }
@@ -4407,7 +4407,7 @@ void aggregate_one_shot(OpContext& ctx) {
       plan.reset();  // its memory back (in stream order) before the ranges' builds
       if (log_level() <= LogLevel::warn)
         ::pipelink::detail::log_message(LogLevel::warn, std::string("aggregate: the one-shot ") +
-                                                            (failed ? failed : "build") + " ran out of memory (" +
+                                                            (in_run ? "run" : "build") + " ran out of memory (" +
                                                             std::string(e.what()) +
                                                             "); running 2 edge ranges, split further where they do not "
                                                             "fit: the bits can differ from call to call (a plan, or "
