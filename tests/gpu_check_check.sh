@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CI check of scripts/gpu-check.sh's control flow, with stand-ins for the GPU machine's tools (no
 # GPU here): a failed build stops every later step and the script exits 1; a failed CTest exits
-# 1; SKIP_* switches read 0 as off and a skipped pytest has its row; a clean run exits 0. What a
+# 1; SKIP_* switches read 0 as off and a skipped pytest has its row; a clean run exits 0; racecheck
+# in pieces leaves the whole-binary racecheck out unless asked. What a
 # GPU call's device time is spent on, checked before the call (session 46's review found the
 # script exited 0 whatever happened, and tested a warm machine's old binaries after a failed build).
 set -euo pipefail
@@ -46,5 +47,15 @@ ENV_ARGS=(SKIP_PYTEST=0 SKIP_BENCH=1 SKIP_RACECHECK=1)
 check pytest_zero_is_off 0 "^ctest +ok" "^pytest \(torch 2.11.0\) +ok"
 ENV_ARGS=(SKIP_CTEST=1 SKIP_BENCH=1 SKIP_RACECHECK=1 FAKE_PYTEST_RC=1)
 check pytest_fails 1 "^pytest \(torch 2.11.0\) +FAILED" "!^ctest "
-[ "$fails" -eq 0 ] && echo "gpu_check_check: 4 cases ok"
+# Racecheck in pieces leaves the whole-binary racecheck of test_cuda_aggregate out unless asked
+# (session 49's call 3 spent its 540 s there, with no piece run); test_cuda_runtime's still runs.
+mkdir -p "$tmp/repo/build/gpu/tests"
+for b in test_cuda_aggregate test_cuda_runtime; do stub_t="$tmp/repo/build/gpu/tests/$b"
+  printf '#!/usr/bin/env bash\necho "[  PASSED  ] 1 test."\n' >"$stub_t"; chmod +x "$stub_t"; done
+stub compute-sanitizer 'echo "compute-sanitizer $*"; echo "========= ERROR SUMMARY: 0 errors"'
+ENV_ARGS=(SKIP_CTEST=1 SKIP_MEMCHECK=1 SKIP_PYTEST=1 SKIP_BENCH=1 DEADLINE_S=60 PIECE_S=5 "RACECHECK_PIECES=*Some*")
+check pieces_skip_whole 0 "racecheck test_cuda_aggregate +SKIPPED \(RACECHECK_PIECES given" "racecheck test_cuda_runtime +ok"
+ENV_ARGS=(SKIP_CTEST=1 SKIP_MEMCHECK=1 SKIP_PYTEST=1 SKIP_BENCH=1 DEADLINE_S=60 PIECE_S=5 "RACECHECK_PIECES=*Some*" RACECHECK_WHOLE=1)
+check pieces_and_whole 0 "racecheck test_cuda_aggregate +ok" "!RACECHECK_PIECES given"
+[ "$fails" -eq 0 ] && echo "gpu_check_check: 6 cases ok"
 exit $((fails > 0))
