@@ -107,6 +107,7 @@ mutations=(
   "one-shot skips the w permutation tile knob@src/cuda/aggregate.cu@  (void)w_permute_tile(E, false);@  (void)E;@1@CudaAggregate.WeightPermutationKnobErrorsComeFirst"
   "one-shot skips the w permutation compaction knob@src/cuda/aggregate.cu@(void)w_permute_compact();  // one-shot: the compaction knob too@(void)0;@1@CudaAggregate.WeightPermutationKnobErrorsComeFirst"
   "force wide knob ignored@src/cuda/aggregate.cu@|| (force && *force == '1');@|| (force && false);@1@CudaAggregate.WidePlanLayoutAtSmallSizes"
+  "cap ranges take the whole list's temp each@src/cuda/short_build.hpp@return ranges_for(16.0 + temp / double(std::max<std::int64_t>(E, 1)), E, cap);@return ranges_for(16.0, E, cap - temp);@1@CudaAggregate.BuildMemoryCapBelowTheSortsTempStillSortsInRanges"
   "build pool knob ignored by the msd build's keys@src/cuda/aggregate.cu@const ScratchPoolScope scratch(knobs.build_own_pool);@const ScratchPoolScope scratch(false);@1@CudaAggregate.BuildPoolKnobPutsTheBuildArenasInTheScratchPool"
 )
 

@@ -73,11 +73,35 @@ TEST(ShortBuild, CapsBindTheirRanges) {
   const std::int64_t E = 1'000'000;
   const double temp = 0.5 * MB, cap = 2 * MB, plenty = 100e9;
   EXPECT_EQ(sb::destination_ranges(E, plenty, temp), 2) << "uncapped: 16 MB fits at once (1), plus 1";
-  EXPECT_EQ(sb::destination_ranges(E, plenty, temp, cap), 12) << "16 MB of sort in 1.5 MB: 11, plus 1";
-  EXPECT_EQ(sb::one_shot_edge_ranges(E, plenty, temp, cap), 12) << "the cap's 16 B/edge, not the device's 24";
+  // A range's sort and its share of CUB's temp: (16 MB + 0.5 MB) in 2 MB: 8, plus 1.
+  EXPECT_EQ(sb::destination_ranges(E, plenty, temp, cap), 9) << "16.5 MB of sort and temp in 2 MB: 8, plus 1";
+  EXPECT_EQ(sb::one_shot_edge_ranges(E, plenty, temp, cap), 9) << "the cap's 16 B/edge, not the device's 24";
   EXPECT_EQ(sb::one_shot_edge_ranges(E, plenty, temp), 2);
-  EXPECT_EQ(sb::one_shot_edge_ranges(E, plenty, temp, 0.25 * MB), 0) << "a cap below CUB's temp: no range fits";
   EXPECT_EQ(sb::one_shot_edge_ranges(E, 0.5 * MB, temp), 0) << "free memory below CUB's temp";
+}
+
+TEST(ShortBuild, CapsAtOrBelowTheWholeListsTempStillGiveRanges) {
+  // Session 49: a cap at or below the whole list's CUB temp storage gave a plan build 4096
+  // destination ranges (4096 selects over all of dst) and a one-shot call no edge range (an
+  // out-of-memory error, caught, a warning, then 2 edge ranges). Each range's sort has its own,
+  // smaller temp storage: the count is what the cap holds of 16 bytes an edge and that share.
+  const std::int64_t E = 1'000'000;
+  const double temp = 0.5 * MB, plenty = 100e9;
+  // (16 MB + 0.5 MB) in 0.25 MB: 63.03, so 64, plus 1.
+  EXPECT_EQ(sb::one_shot_edge_ranges(E, plenty, temp, 0.25 * MB), 65) << "a cap below CUB's temp";
+  EXPECT_EQ(sb::destination_ranges(E, plenty, temp, 0.25 * MB), 65);
+  EXPECT_EQ(sb::destination_ranges(E, plenty, temp, temp), 33) << "a cap equal to it: 32, plus 1";
+  EXPECT_EQ(sb::destination_ranges(E, plenty, temp, temp * 1.01), 33) << "and just above it: no jump";
+  // 61.9M edges (products-like) under an 8 MiB cap, with 15 MB of temp: 121, not 4096.
+  EXPECT_EQ(sb::destination_ranges(61'900'000, plenty, 15 * MB, 8 * MB), 121);
+  // Each range's sort and share then fit the cap (the + 1 covers uneven rows).
+  for (const double cap : {0.1 * MB, 0.25 * MB, temp, 1.5 * MB, 2 * MB, 64 * MB}) {
+    const std::int64_t k = sb::destination_ranges(E, plenty, temp, cap);
+    EXPECT_LE((16.0 * double(E) + temp) / double(k - 1), cap * 1.0000001) << cap;
+  }
+  // The device still binds: a cap never gives fewer ranges than free memory alone.
+  EXPECT_EQ(sb::destination_ranges(E, 0.1 * MB, temp, 0.25 * MB), sb::kMaxRanges);
+  EXPECT_EQ(sb::one_shot_edge_ranges(E, 0.5 * MB, temp, 0.25 * MB), 0) << "no room on the device for the temp";
 }
 
 TEST(ShortBuild, MoreFreeMemoryNeverMeansMoreRanges) {
@@ -95,6 +119,11 @@ TEST(ShortBuild, MoreFreeMemoryNeverMeansMoreRanges) {
     ASSERT_GE(sb::destination_ranges(E, free_a, temp, cap), sb::destination_ranges(E, free_b, temp, cap));
     ASSERT_GE(sb::destination_ranges(E, free_a, temp, cap), sb::destination_ranges(E, free_a, temp))
         << "a cap never fewer";
+    if (cap > 0) {  // a larger cap never more ranges, and a cap alone never "no room" (v52)
+      ASSERT_GE(sb::destination_ranges(E, free_a, temp, cap), sb::destination_ranges(E, free_a, temp, cap * 1.2));
+      ASSERT_GE(sb::one_shot_edge_ranges(E, free_a, temp, cap), sb::one_shot_edge_ranges(E, free_a, temp, cap * 1.2));
+      ASSERT_EQ(sb::one_shot_edge_ranges(E, free_a, temp, cap) > 0, sb::one_shot_edge_ranges(E, free_a, temp) > 0);
+    }
     ASSERT_GE(sb::one_shot_edge_ranges(E, free_b, temp), 0);
     const std::int64_t ea = sb::one_shot_edge_ranges(E, free_a, temp), eb = sb::one_shot_edge_ranges(E, free_b, temp);
     if (ea > 0) {

@@ -2185,13 +2185,16 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
       // A one-shot range holds its plan (8 bytes per edge) and its sort (16) at once, in 90% of
       // what is free. A range's sort also stays in the cap, if one is set.
       const std::int64_t k = short_build::one_shot_edge_ranges(E, double(free_b), temp, cap);
+      // 0 only where the device (a cap never does: short_build::cap_ranges) has no room for
+      // the whole list's CUB temp storage. aggregate_one_shot still tries 2 edge ranges, each
+      // with its own (smaller) temp storage, and warns.
       if (k == 0)
         throw OutOfMemoryError(
             up(temp_bytes), free_b,
-            "aggregate: a one-shot call's plan build needs more transient memory than " + why +
-                " leaves, even in edge ranges (CUB's temp storage alone: " + std::to_string(up(temp_bytes) >> 20) +
-                " MB); free device memory, raise the cap, or use the lean path (AggregatePath::lean), "
-                "which needs none");
+            "aggregate: a one-shot call's plan build needs more transient memory than the " +
+                std::to_string(free_b >> 20) + " MB free leave for one sort (CUB's temp storage alone: " +
+                std::to_string(up(temp_bytes) >> 20) +
+                " MB); free device memory, or use the lean path (AggregatePath::lean), which needs none");
       *edge_ranges_if_short = k;
       // A warning where free memory chose the count: the call breaks the one-shot's promise of
       // the same bits every call (a cap, asked for, is only info).
@@ -2214,7 +2217,8 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
     if (log_level() <= LogLevel::info)  // the tests read it (OneShotOnAFullDeviceRunsEdgeRanges)
       ::pipelink::detail::log_message(LogLevel::info, std::string("aggregate: the ") +
                                                           (edge_ranges_if_short ? "one-shot" : "plan") +
-                                                          " build's one sort does not fit (" + why + "); sorting " +
+                                                          " build's one sort does not fit (" + why + ", CUB temp " +
+                                                          std::to_string(up(temp_bytes)) + " B); sorting " +
                                                           std::to_string(k) + " destination ranges");
     return sort_narrow_chunked<I>(plan, src, dst, N, k, s, flag, trace, fw, std::move(kept));
   }

@@ -25,13 +25,25 @@ inline std::int64_t ranges_for(double per_edge, std::int64_t E, double room) {
   return std::int64_t(std::clamp(std::ceil(per_edge * double(E) / room), 1.0, double(kMaxRanges)));
 }
 
+// Ranges whose sorts (16 bytes an edge of the range, and CUB's temp storage) each fit in `cap`
+// (PIPELINK_AGG_BUILD_MEMORY), with `temp` (the whole list's temp storage) taken in shares by
+// edges: a range's onesweep look-back state and our own passes' cells grow with its tiles, and
+// the fixed part (its digit bins) is a few KB. Why not the whole list's temp in each range, as the
+// device's room below does: a cap at or just above it left almost no room, so the count went to
+// kMaxRanges, 4096 selects over all of dst (a plan build), or no edge range at all (a one-shot
+// call, which then warned that it "ran out of memory" and ran 2 edge ranges anyway). Reading
+// only, before session 49; not measured.
+inline std::int64_t cap_ranges(std::int64_t E, double temp, double cap) {
+  return ranges_for(16.0 + temp / double(std::max<std::int64_t>(E, 1)), E, cap);
+}
+
 // Destination ranges for a build whose plan pairs are held: each range's sort (16 bytes an edge
 // of the range) in 90% of `free_bytes` (what is free beside the pairs) less CUB's temp storage,
-// and in `cap` (PIPELINK_AGG_BUILD_MEMORY; 0: none). One more than the estimate, for the
-// ranges' uneven sizes (they hold whole rows).
+// and in `cap` (PIPELINK_AGG_BUILD_MEMORY; 0: none; cap_ranges). One more than the estimate, for
+// the ranges' uneven sizes (they hold whole rows).
 inline std::int64_t destination_ranges(std::int64_t E, double free_bytes, double temp, double cap = 0) {
-  const double room = std::min(0.9 * free_bytes, cap > 0 ? cap : 1e300) - temp;
-  return std::min(ranges_for(16.0, E, room) + 1, kMaxRanges);
+  const std::int64_t dev = ranges_for(16.0, E, 0.9 * free_bytes - temp);
+  return std::min(std::max(dev, cap > 0 ? cap_ranges(E, temp, cap) : 1) + 1, kMaxRanges);
 }
 
 // A one-shot call's destination ranges beside its held pairs (no cap), or 0 where edge ranges
@@ -46,11 +58,12 @@ inline std::int64_t one_shot_destination_ranges(std::int64_t E, double free_byte
 
 // A one-shot call's edge ranges (the pairs not held): each range's plan (8 bytes an edge) and
 // sort (16) at once in 90% of `free_bytes` less CUB's temp storage, and its sort within `cap`
-// (0: none). 0 where even that has no room (the caller raises OutOfMemoryError).
+// (0: none; cap_ranges). 0 where the device has no room for CUB's temp storage (the caller
+// raises OutOfMemoryError); a cap alone never gives 0.
 inline std::int64_t one_shot_edge_ranges(std::int64_t E, double free_bytes, double temp, double cap = 0) {
-  const double dev_room = 0.9 * free_bytes - temp, cap_room = cap > 0 ? cap - temp : 0.0;
-  if (!(dev_room > 0) || (cap > 0 && !(cap_room > 0))) return 0;
-  return std::min(std::max(ranges_for(24.0, E, dev_room), cap > 0 ? ranges_for(16.0, E, cap_room) : 1) + 1, kMaxRanges);
+  const double dev_room = 0.9 * free_bytes - temp;
+  if (!(dev_room > 0)) return 0;
+  return std::min(std::max(ranges_for(24.0, E, dev_room), cap > 0 ? cap_ranges(E, temp, cap) : 1) + 1, kMaxRanges);
 }
 
 }  // namespace pipelink::cuda::short_build
