@@ -63,16 +63,21 @@ void expect_build_names_bad_edge(const EdgeList& g, std::int64_t N, std::int64_t
   }
 }
 
-// What a plan build of (src, dst, N) logs at debug level: its trace, each step named (the bits
-// cannot tell a build's forms apart where they give the same plan).
-std::string build_trace(const Tensor& src, const Tensor& dst, std::int64_t N) {
+// What f() logs at `level` and above (the device synchronized before the capture ends).
+std::string logged_at(LogLevel level, const std::function<void()>& f) {
   const LogLevel before = log_level();
-  set_log_level(LogLevel::debug);
+  set_log_level(level);
   testing::internal::CaptureStderr();
-  (void)AggregatePlan::build(src, dst, N);
+  f();
   cuda::synchronize();
   set_log_level(before);
   return testing::internal::GetCapturedStderr();
+}
+
+// What a plan build of (src, dst, N) logs at debug level: its trace, each step named (the bits
+// cannot tell a build's forms apart where they give the same plan).
+std::string build_trace(const Tensor& src, const Tensor& dst, std::int64_t N) {
+  return logged_at(LogLevel::debug, [&] { (void)AggregatePlan::build(src, dst, N); });
 }
 
 enum class Path { one_shot, planned, plan_weights, lean, three_op };
@@ -1712,15 +1717,6 @@ TEST_F(CudaAggregate, BuildMemoryCapBelowTheSortsTempStillSortsInRanges) {
     aggregate(one, c.xg, c.wg.view(), ref);
   }
   const Tensor ref_host = host(ref);
-  auto logged = [&](const std::function<void()>& f) {
-    const LogLevel before = log_level();
-    set_log_level(LogLevel::info);
-    testing::internal::CaptureStderr();
-    f();
-    cuda::synchronize();
-    set_log_level(before);
-    return testing::internal::GetCapturedStderr();
-  };
   // The number before `what` in the log, or -1.
   auto number_before = [](const std::string& log, const std::string& what) -> double {
     const std::size_t at = log.find(what);
@@ -1733,7 +1729,7 @@ TEST_F(CudaAggregate, BuildMemoryCapBelowTheSortsTempStillSortsInRanges) {
   const double cap_b = 1024.0 * 1024.0, sort_b = 16.0 * double(c.E);
   {
     Tensor out = poisoned_gpu(N, F, DType::f32);
-    const std::string log = logged([&] {
+    const std::string log = logged_at(LogLevel::info, [&] {
       AggregatePlan capped = AggregatePlan::build(c.sg, c.dg, N);
       aggregate(capped, c.xg, c.wg.view(), out);
     });
@@ -1746,7 +1742,7 @@ TEST_F(CudaAggregate, BuildMemoryCapBelowTheSortsTempStillSortsInRanges) {
   }
   {
     Tensor out = poisoned_gpu(N, F, DType::f32);
-    const std::string log = logged([&] { c.run(out); });
+    const std::string log = logged_at(LogLevel::info, [&] { c.run(out); });
     EXPECT_EQ(log.find("ran out of memory"), std::string::npos) << log;
     EXPECT_NE(log.find("edge ranges"), std::string::npos) << log;
     const double k = number_before(log, " edge ranges");
@@ -1914,15 +1910,7 @@ TEST_F(CudaAggregate, OneShotOnAFullDeviceRunsEdgeRanges) {
   for (int i = 0; i < 5; ++i) outs.push_back(poisoned_gpu(N, F, DType::f32));
   int next = 0;
   // A call into `out`, and what it logged at info level.
-  auto run_logged = [&](const TensorView& out) {
-    const LogLevel before = log_level();
-    set_log_level(LogLevel::info);
-    testing::internal::CaptureStderr();
-    c.run(out);
-    cuda::synchronize();
-    set_log_level(before);
-    return testing::internal::GetCapturedStderr();
-  };
+  auto run_logged = [&](const TensorView& out) { return logged_at(LogLevel::info, [&] { c.run(out); }); };
   auto expect_accurate = [&](const Tensor& got) {
     const VerifyReport r = verify_aggregate(got, c.oracle);
     EXPECT_TRUE(r.within_tolerance) << r.summary();
