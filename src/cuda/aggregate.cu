@@ -2192,9 +2192,9 @@ void sort_narrow(CudaPlan& plan, const TensorView& src, const TensorView& dst, s
         throw OutOfMemoryError(
             up(temp_bytes), free_b,
             "aggregate: a one-shot call's plan build needs more transient memory than the " +
-                std::to_string(free_b >> 20) + " MB free leave for one sort (CUB's temp storage alone: " +
-                std::to_string(up(temp_bytes) >> 20) +
-                " MB); free device memory, or use the lean path (AggregatePath::lean), which needs none");
+                std::to_string(free_b) + " B free leave for one sort (CUB's temp storage alone: " +
+                std::to_string(up(temp_bytes)) +
+                " B); free device memory, or use the lean path (AggregatePath::lean), which needs none");
       *edge_ranges_if_short = k;
       // A warning where free memory chose the count: the call breaks the one-shot's promise of
       // the same bits every call (a cap, asked for, is only info).
