@@ -5,6 +5,7 @@
 #   usage: OUT=/some/dir scripts/mutation-check.sh      (gpu-check.sh runs it with MUTANTS=1)
 #          MUTANT_ONLY=<part of a name>[|<another>]: only the mutants whose names contain one. Results so far: docs/results/h200-mutants.txt
 #          MUTANT_TEXTS=1: only check that every mutant's text is found (no GPU, no build; scripts/test.sh runs it)
+#          MUTANT_SPLIT_COMPILE=N|off: nvcc --split-compile=N for the mutants' builds (default 0: every core; see below)
 #          (frees-not-ordered: caught at 6245a1e817c8 and a2cd4a9; permute-not-ordered: missed at
 #          1706ad606597 and a2cd4a9, caught once the stream test queued busy work before it).
 set -uo pipefail
@@ -147,8 +148,18 @@ else
 fi
 DEPS=$PWD/.deps/root/usr
 export LD_LIBRARY_PATH=$DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+# Each mutant recompiles src/cuda/aggregate.cu, one translation unit: ~80 s a mutant on the GPU
+# machine (session 49: three mutants and the first build in 280 s), most of a mutants step.
+# nvcc's --split-compile runs cicc's and ptxas's optimizations on several threads: 40.5 -> 33.7 s
+# on this 2-core machine with 2 (cicc 14.9 -> 12.1 s, ptxas 11.0 -> 6.8; the host compiler's
+# 10.7 s stays serial), more with the GPU machine's 16 (0: every core). Its SASS differs from the
+# normal build's (register choices and order in some kernels; every kernel's register and shared
+# counts the same), so it is for these builds only, whose tests judge a mutant's semantics, not
+# its speed; the baselines below run on the same build. MUTANT_SPLIT_COMPILE=off: as the normal build.
+split=()
+[ "${MUTANT_SPLIT_COMPILE:-0}" != off ] && split=(-DCMAKE_CUDA_FLAGS="--split-compile=${MUTANT_SPLIT_COMPILE:-0}")
 cmake -S "$work" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPIPELINK_CUDA=ON -DCMAKE_PREFIX_PATH="$DEPS" \
-  -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu >>"$log" 2>&1 || { echo "configure failed (see $log)"; exit 2; }
+  -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu "${split[@]}" >>"$log" 2>&1 || { echo "configure failed (see $log)"; exit 2; }
 build() { cmake --build "$work/build" --target test_cuda_aggregate -j "$(nproc)" >>"$log" 2>&1; }
 # Runs one gtest filter within $2 seconds (60 unless given); prints its exit status (124/137:
 # killed by the timeout). A run that executed no test prints "none".
