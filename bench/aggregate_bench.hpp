@@ -67,6 +67,9 @@ struct VariantResult {
   bool meets_contract() const { return contract_failure().empty(); }
 };
 
+// The `pipelink bench aggregate` JSON's schema_version (what each version changed: to_json).
+inline constexpr int kBenchSchemaVersion = 2;
+
 struct AggregateBenchResult {
   AggregateBenchOptions options;
   std::string workload_name;
@@ -89,6 +92,7 @@ struct AggregateBenchResult {
   int reference_spread_runs = 0;
   std::vector<VariantResult> variants;
   double null_ratio = 0;  // time(4E) / time(E), fused (CPU) or one-shot (GPU)
+  std::vector<double> null_samples_ms;  // the 4x call's timed samples (JSON null_test.samples_ms)
   // The null test's output, checked on a sample of rows (verify_aggregate_rows): empty where not
   // run, else the report's summary; null_ok false where it failed the per-element bound.
   std::string null_check;
@@ -97,7 +101,7 @@ struct AggregateBenchResult {
   std::string git, date;
 
   const VariantResult* find(const std::string& name) const;
-  std::string to_json() const;       // schema_version 1
+  std::string to_json() const;       // schema_version kBenchSchemaVersion (changes: to_json)
   std::string to_markdown() const;
 };
 

@@ -17,8 +17,10 @@ import sys
 def load(path):
     with open(path) as f:
         data = json.load(f)
-    if data.get("schema_version") != 1 or "variants" not in data or "workload" not in data:
-        raise ValueError(f"{path} is not a schema-1 `pipelink bench aggregate` JSON")
+    # Version 2 (session 49) renamed nothing this plot reads; it marks what session 46's harness
+    # changed in meaning (bench/aggregate_bench.cpp, to_json).
+    if data.get("schema_version") not in (1, 2) or "variants" not in data or "workload" not in data:
+        raise ValueError(f"{path} is not a schema-1 or -2 `pipelink bench aggregate` JSON")
     return data
 
 

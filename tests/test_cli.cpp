@@ -1,6 +1,7 @@
 // The `pipelink` command-line tool, run as a user would: exit codes, files written or not.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -201,7 +202,7 @@ TEST_F(Cli, BenchWritesVersionedJsonAndMarkdown) {
   ASSERT_EQ(r.status, 0) << r.output;
   std::ifstream f(path("b.json"));
   std::string json((std::istreambuf_iterator<char>(f)), {});
-  for (const char* key : {"\"schema_version\": 1", "\"workload\"", "\"device\"", "\"git\"", "\"variants\"",
+  for (const char* key : {"\"schema_version\": 2", "\"workload\"", "\"device\"", "\"git\"", "\"variants\"",
                           "\"name\": \"three-op\"", "\"name\": \"fused\"", "\"median_ms\"", "\"min_ms\"", "\"max_ms\"",
                           "\"extra_peak_bytes\"", "\"max_abs_err\"", "\"rel_l2_err\"", "\"within_tolerance\": true",
                           // session 46: the copy's samples and what it counts, whether the repeats
@@ -216,6 +217,16 @@ TEST_F(Cli, BenchWritesVersionedJsonAndMarkdown) {
     std::ifstream m(path("b.md"));
     const std::string md((std::istreambuf_iterator<char>(m)), {});
     EXPECT_NE(md.find("Built by "), std::string::npos) << md.substr(0, 600);
+  }
+  // Session 49: the null test keeps its 4x call's samples (schema 2), --repeats of them.
+  {
+    const std::size_t at = json.find("\"null_test\"");
+    ASSERT_NE(at, std::string::npos);
+    const std::string obj = json.substr(at, json.find('}', at) - at);
+    const std::size_t samples = obj.find("\"samples_ms\": [");
+    ASSERT_NE(samples, std::string::npos) << obj;
+    const std::string list = obj.substr(samples, obj.find(']', samples) - samples);
+    EXPECT_EQ(std::count(list.begin(), list.end(), ','), 2) << "3 samples (--repeats 3): " << list;
   }
   // The revision is stamped at build time: never empty (a tree without git says "unknown").
   EXPECT_EQ(json.find("\"git\": \"\""), std::string::npos);

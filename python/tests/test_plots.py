@@ -31,7 +31,7 @@ def variant(name, ms, ok=True, timed=True, failure=""):
 
 
 BENCH = {
-    "schema_version": 1,
+    "schema_version": 2,
     "workload": {"name": "products-like", "order": "random", "edges": 61859140},
     "device": {"name": "NVIDIA H200"},
     "git": "0123456789ab",
@@ -81,6 +81,10 @@ def test_bench_plot_refuses_what_is_not_a_bench_json(tmp_path):
     bad.write_text(json.dumps(SWEEP))
     r = run(PLOT_BENCH, bad)
     assert r.returncode == 2 and "not a schema-1" in r.stderr, r.stderr
+    future = tmp_path / "future.json"
+    future.write_text(json.dumps({**BENCH, "schema_version": 3}))
+    r = run(PLOT_BENCH, future)
+    assert r.returncode == 2 and "not a schema-1 or -2" in r.stderr, r.stderr
     r = run(PLOT_BENCH, tmp_path / "missing.json")
     assert r.returncode == 2 and "missing.json" in r.stderr, r.stderr
 
