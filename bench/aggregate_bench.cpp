@@ -358,6 +358,13 @@ std::string AggregateBenchResult::to_json() const {
   json env = json::object();
   for (const auto& [k, v] : pipelink_environment()) env[k] = v;
   j["knobs"]["environment"] = env;
+  // Every CUDA aggregate knob's value, defaults included (cuda::aggregate_knobs; PROTOCOL.md 3.1:
+  // every tuning knob). The main rows' values: `--ab` arms set theirs only around their own rows.
+  if (options.device.kind == DeviceKind::cuda) {
+    json resolved = json::object();
+    for (const auto& [k, v] : cuda::aggregate_knobs()) resolved[k] = v;
+    j["knobs"]["cuda_aggregate"] = resolved;
+  }
   j["reference_spread"] = {{"variant", "three-op"}, {"runs", reference_spread_runs},
                            {"max_abs_diff", reference_spread_max_abs}};
   j["must_move_bytes"] = must_move_bytes;

@@ -3,12 +3,15 @@
 // the GPU tests (test_cuda_aggregate.cpp) check that a bad knob stops a call before any work.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iterator>
 #include <limits>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cuda/knobs.hpp"
+#include "pipelink/cuda.hpp"
 #include "test_util.hpp"
 
 namespace pipelink::test {
@@ -80,6 +83,44 @@ void expect_knob_error(const char* knob, const char* value, F&& f) {
     const std::string m = e.what();
     EXPECT_NE(m.find(knob), std::string::npos) << m;
     EXPECT_NE(m.find(std::string("'") + value + "'"), std::string::npos) << m;
+  }
+}
+
+TEST_F(CudaKnobs, AggregateKnobsListsEveryKnobWithItsValue) {
+  // The bench's pre-registration (cuda::aggregate_knobs, session 49): every knob above, no other,
+  // each with its effective value and whether the environment set it.
+  std::vector<std::string> want(std::begin(kKnobs), std::end(kKnobs));
+  std::sort(want.begin(), want.end());
+  auto value_of = [](const std::string& name) {
+    for (const auto& [k, v] : cuda::aggregate_knobs())
+      if (k == name) return v;
+    return std::string("(missing)");
+  };
+  {
+    std::vector<std::string> got;
+    for (const auto& [k, v] : cuda::aggregate_knobs()) {
+      got.push_back(k);
+      EXPECT_TRUE(v.ends_with(" (default)")) << k << ": " << v;
+    }
+    EXPECT_EQ(got, want);
+  }
+  EXPECT_EQ(value_of("PIPELINK_AGG_SEGMENT"), std::to_string(kSegment) + " (default)");
+  EXPECT_EQ(value_of("PIPELINK_AGG_ONESHOT_SORT"), "msd (default)");
+  EXPECT_EQ(value_of("PIPELINK_AGG_W_PERMUTE_COMPACT"), "lidx (default)");
+  EXPECT_EQ(value_of("PIPELINK_AGG_STAGED_ISSUE"), "1 (unsigned LI copies) (default)");
+  EXPECT_EQ(value_of("PIPELINK_AGG_STAGED"), "1 (default)");
+  EXPECT_EQ(value_of("PIPELINK_AGG_FORCE_WIDE"), "0 (default)");
+  {
+    const ScopedEnv env({{"PIPELINK_AGG_MSD_LAST", "level"}, {"PIPELINK_AGG_BUILD_MEMORY", "64"},
+                         {"PIPELINK_AGG_STAGED_ISSUE", "signed"}});
+    EXPECT_EQ(value_of("PIPELINK_AGG_MSD_LAST"), "level (set)");
+    EXPECT_EQ(value_of("PIPELINK_AGG_BUILD_MEMORY"), "64 (set)");
+    EXPECT_EQ(value_of("PIPELINK_AGG_STAGED_ISSUE"), "signed (set)");
+  }
+  {
+    const ScopedEnv env({{"PIPELINK_AGG_TANH", "approx"}});
+    EXPECT_TRUE(value_of("PIPELINK_AGG_TANH").starts_with("error: ")) << value_of("PIPELINK_AGG_TANH");
+    EXPECT_NE(value_of("PIPELINK_AGG_TANH").find("approx"), std::string::npos);
   }
 }
 

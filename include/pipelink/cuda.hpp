@@ -5,6 +5,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "pipelink/tensor.hpp"
 
@@ -88,6 +91,13 @@ class DeviceGuard {
   bool set_ = false;
   bool ctx_saved_ = false;  // prev_ctx_ was read (else the device number is restored)
 };
+
+/// Every PIPELINK_AGG_* knob of the CUDA aggregate with the value it has in this process now:
+/// "<value> (set)" where the environment sets it, "<value> (default)" where not, and
+/// "error: <message>" where its value is refused (the aggregate call would raise that). For a
+/// benchmark's pre-registration (PROTOCOL.md 3.1: every tuning knob); docs/KNOBS.md says what each
+/// does. Host-only, in every build (the knobs are parsed without CUDA), sorted by name.
+std::vector<std::pair<std::string, std::string>> aggregate_knobs();
 
 class Stream {
  public:

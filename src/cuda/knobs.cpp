@@ -1,12 +1,15 @@
 // The CUDA aggregate's knobs: see knobs.hpp and docs/KNOBS.md.
 #include "cuda/knobs.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "pipelink/cuda.hpp"
 #include "pipelink/error.hpp"
 
 namespace pipelink::cuda::knobs {
@@ -176,3 +179,78 @@ Compact w_permute_compact() {
 bool lean_spread_order() { return !knob_is_second("PIPELINK_AGG_LEAN_ORDER", "spread", "edges"); }
 
 }  // namespace pipelink::cuda::knobs
+
+namespace pipelink::cuda {
+
+// Each knob's effective value, read by the same parser the aggregate uses. Why: the bench's JSON
+// listed only the PIPELINK_* variables that were set, and said the defaults were "in the source";
+// a helper's audit of the harness against PROTOCOL.md 3.1 (session 49) asked for the values.
+std::vector<std::pair<std::string, std::string>> aggregate_knobs() {
+  using namespace knobs;
+  std::vector<std::pair<std::string, std::string>> out;
+  auto add = [&](const char* name, const std::function<std::string()>& value) {
+    const char* v = std::getenv(name);
+    try {
+      out.emplace_back(name, value() + (v && *v ? " (set)" : " (default)"));
+    } catch (const Error& e) {
+      out.emplace_back(name, std::string("error: ") + e.what());
+    }
+  };
+  auto plan = [] { return plan_knobs(); };  // checked whole each time: one bad knob reads as its error
+  auto num = [](auto x) { return std::to_string(x); };
+  auto pick = [](int i, std::initializer_list<const char*> names) { return std::string(names.begin()[i]); };
+  add("PIPELINK_AGG_SEGMENT", [&] { return num(plan().segment); });
+  add("PIPELINK_AGG_CHUNK", [&] { return num(plan().chunk); });
+  add("PIPELINK_AGG_ROWS_PER_EDGE", [&] { return num(plan().rows_per_edge); });
+  add("PIPELINK_AGG_EDGES_PER_ROW", [&] { return num(plan().edges_per_row); });
+  add("PIPELINK_AGG_LONG_ROW", [&] { return num(int_knob("PIPELINK_AGG_LONG_ROW", 0, kSegment, kLongRow)); });
+  add("PIPELINK_AGG_BUILD_CHUNKS", [&] { return num(plan().build_chunks); });
+  add("PIPELINK_AGG_ONESHOT_CHUNKS", [&] { return num(plan().oneshot_chunks); });
+  add("PIPELINK_AGG_BUILD_MEMORY", [&] { return num(plan().build_memory >> 20); });
+  add("PIPELINK_AGG_BUILD_FIRST", [&] { return pick(plan().build_first, {"warp", "fused", "cub"}); });
+  add("PIPELINK_AGG_ROW_PTR", [&] { return std::string(plan().row_ptr_scan ? "scan" : "search"); });
+  add("PIPELINK_AGG_ONESHOT_W", [&] { return std::string(plan().oneshot_w_late ? "late" : "ranked"); });
+  add("PIPELINK_AGG_ONESHOT_POOL", [&] { return std::string(plan().oneshot_own_pool ? "own" : "default"); });
+  add("PIPELINK_AGG_BUILD_POOL", [&] { return std::string(plan().build_own_pool ? "own" : "default"); });
+  add("PIPELINK_AGG_ONESHOT_SORT", [&] { return std::string(plan().oneshot_msd ? "msd" : "lsd"); });
+  add("PIPELINK_AGG_BUILD_SORT", [&] { return std::string(plan().build_msd ? "msd" : "lsd"); });
+  add("PIPELINK_AGG_MSD_BATCH", [&] { return num(plan().msd_batch); });
+  add("PIPELINK_AGG_MSD_STREAMS", [&] { return num(plan().msd_streams); });
+  add("PIPELINK_AGG_MSD_LAST", [&] { return pick(int(plan().msd_last), {"auto", "rows", "level"}); });
+  add("PIPELINK_AGG_MSD_ONE_TILE", [&] { return std::string(plan().msd_one_tile_direct ? "direct" : "count"); });
+  add("PIPELINK_AGG_BUILD_HIST", [&] { return pick(int(plan().build_hist), {"scatter", "own", "cub"}); });
+  add("PIPELINK_AGG_PLAN_TAIL", [&] { return std::string(plan().plan_tail_split ? "split" : "fused"); });
+  add("PIPELINK_AGG_ITEM_ORDER", [&] { return std::string(plan().item_order ? "weight" : "plain"); });
+  add("PIPELINK_AGG_STAGED_ISSUE", [&] {
+    return pick(staged_issue_knob(), {"0 (wide addresses)", "signed", "1 (unsigned LI copies)", "held"});
+  });
+  add("PIPELINK_AGG_STAGED_WMODE", [&] { return std::string(staged_wmode_runtime() ? "runtime" : "const"); });
+  add("PIPELINK_AGG_TANH", [&] { return std::string(staged_tanh_libm() ? "libm" : "f32"); });
+  // The two read as strings where they act: only "0" and "1" pass check_fixed_knobs.
+  for (const char* name : {"PIPELINK_AGG_STAGED", "PIPELINK_AGG_FORCE_WIDE"})
+    add(name, [&, name] {
+      check_fixed_knobs();
+      const char* v = std::getenv(name);
+      return std::string(v && *v ? v : std::string_view(name) == "PIPELINK_AGG_STAGED" ? "1" : "0");
+    });
+  add("PIPELINK_AGG_W_PERMUTE", [&] {
+    const char* v = std::getenv("PIPELINK_AGG_W_PERMUTE");
+    (void)w_permute_tile(std::int64_t(1) << 24, false);  // refuses a bad value
+    return std::string(v && *v ? v : "auto");
+  });
+  add("PIPELINK_AGG_W_PERMUTE_COMPACT", [&] {
+    constexpr const char* names[] = {"0 (keep)", "1 (src32)", "24 (src24)", "lidx"};
+    return std::string(names[int(w_permute_compact())]);
+  });
+  add("PIPELINK_AGG_LEAN_ORDER", [&] { return std::string(lean_spread_order() ? "spread" : "edges"); });
+  // Test hooks: 0 / off unless a test sets them; listed so that a bench run under one shows it.
+  add("PIPELINK_AGG_TEST_RANGE_OOM_ABOVE", [&] { return num(plan().test_range_oom_above); });
+  add("PIPELINK_AGG_TEST_RUN_OOM_ABOVE", [&] { return num(plan().test_run_oom_above); });
+  add("PIPELINK_AGG_TEST_ONESHOT_DEST_RANGES", [&] { return num(plan().test_oneshot_dest_ranges); });
+  add("PIPELINK_AGG_TEST_MSD_SCRATCH_FAIL", [&] { return num(int(plan().test_msd_scratch_fail)); });
+  add("PIPELINK_AGG_TEST_POISON_ROWS", [&] { return num(int(plan().test_poison_rows)); });
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace pipelink::cuda
