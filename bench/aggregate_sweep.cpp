@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "aggregate_bench.hpp"  // device_copy_bandwidth
 #include "measure.hpp"
 #include "pipelink/cuda.hpp"
 #include "pipelink/pipelink.hpp"
@@ -37,8 +38,34 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
   const std::int64_t cap = o.max_edges > 0 ? o.max_edges : (gpu ? std::int64_t(1) << 40 : std::int64_t(1) << 26);
   if (o.start_edges < 1 || o.start_edges > cap) throw std::invalid_argument("sweep: need 1 <= start edges <= max edges");
   if (o.repeats < 1) throw std::invalid_argument("sweep: --repeats must be >= 1");
+  if (o.index_dtype != DType::i32 && o.index_dtype != DType::i64)
+    throw std::invalid_argument("sweep: the index dtype must be int32 or int64");
+  const bool i64 = o.index_dtype == DType::i64;
 
-  // x and out live for the whole sweep; per size: the graph (int32 indices: 8 B/edge) and w.
+  // The device's facts and its copy bandwidth, measured before the sweep takes any memory
+  // (PROTOCOL.md 3.9; the first sweep's JSON had the device's name only: a helper's audit,
+  // session 49).
+  nlohmann::json device = {{"kind", std::string(device_kind_name(o.device.kind))}, {"name", describe(o.device).str()}};
+  CopyBandwidth copy;
+  if (gpu) {
+    const DeviceDesc& gd = describe(o.device);
+    const cuda::RuntimeFacts f = cuda::runtime_facts(o.device.index);
+    device["sms"] = gd.multiprocessors;
+    device["compute_capability"] = gd.sm;
+    device["l2_bytes"] = gd.l2_bytes;
+    device["memory_bytes"] = gd.memory_bytes;
+    device["cuda_driver_version"] = f.driver_version;
+    device["cuda_runtime_version"] = f.runtime_version;
+    say("measuring the device's copy bandwidth");
+    copy = device_copy_bandwidth(o.device);
+  } else {
+    say("measuring the host's copy bandwidth");
+    copy = host_copy_bandwidth();
+  }
+  device["copy_bandwidth_gbs"] = copy.best_bps / 1e9;
+  device["copy_bandwidth_counts"] = "bytes read + bytes written, best of 10 copies";
+
+  // x and out live for the whole sweep; per size: the graph (8 or 16 B/edge of indices) and w.
   Tensor xh = TensorBuilder().shape({N, F}).build();
   fill_normal(xh, o.seed);
   Tensor x = gpu ? to_device(xh, o.device) : xh;
@@ -62,14 +89,14 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
     Tensor src, dst, w;
     try {
       if (gpu) {  // drawn on the device: 2^33 edges would not fit in the host's memory
-        src = TensorBuilder().shape({E}).dtype(DType::i32).device(o.device).build();
-        dst = TensorBuilder().shape({E}).dtype(DType::i32).device(o.device).build();
+        src = TensorBuilder().shape({E}).dtype(o.index_dtype).device(o.device).build();
+        dst = TensorBuilder().shape({E}).dtype(o.index_dtype).device(o.device).build();
         w = TensorBuilder().shape({E}).device(o.device).build();
         cuda::fill_random_indices(src, N, o.seed + std::uint64_t(E));
         cuda::fill_random_indices(dst, N, o.seed + std::uint64_t(E) + 1);
         cuda::fill_random_uniform(w, -1, 1, o.seed + 1);
       } else {
-        EdgeList g = uniform_graph(N, E, o.seed + std::uint64_t(E), DType::i32);
+        EdgeList g = uniform_graph(N, E, o.seed + std::uint64_t(E), o.index_dtype);
         Tensor wh = TensorBuilder().shape({E}).build();
         fill_uniform(wh, -1, 1, o.seed + 1);
         src = g.src;
@@ -104,13 +131,26 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
       else if (name == "lean") run = [&] { aggregate(x, src, dst, w.view(), out, {.path = AggregatePath::lean}); };
       else run = [&] { aggregate(plan, x, w.view(), out); };
       try {
-        std::int64_t extra = 0;
+        std::int64_t extra = 0, build_extra = -1;
         auto sync = [&] {
           if (gpu) cuda::synchronize(o.device.index);
         };
         if (name == "planned") {
           plan = AggregatePlan();
-          plan = AggregatePlan::build(src, dst, N);
+          // The build's own transient peak (its sort's buffers beside the plan): what decides
+          // whether the planned path reaches a size at all, and what the first sweep left out
+          // (it counted the call's peak plus the plan: a helper's audit, session 49).
+          if (gpu) {
+            sync();
+            cuda::reset_peak_memory();
+            const auto before = cuda::memory_stats();
+            plan = AggregatePlan::build(src, dst, N);
+            sync();
+            build_extra = std::int64_t(cuda::memory_stats().peak - before.current);
+          } else {
+            build_extra = peak_rss_growth([&] { plan = AggregatePlan::build(src, dst, N); }).bytes;
+          }
+          pt["build_extra_peak_bytes"] = build_extra;
         }
         // The output poisoned before each path's checked run, so that a path that writes nothing
         // cannot pass on the last path's output (GPU: 1e30-2e30, CPU: NaN; either fails both checks).
@@ -127,7 +167,12 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
           sync();
           extra = std::int64_t(cuda::memory_stats().peak - before.current) + (name == "planned" ? std::int64_t(plan.bytes()) : 0);
         } else {
-          extra = peak_rss_growth(run).bytes;
+          extra = peak_rss_growth(run).bytes + (name == "planned" ? std::int64_t(plan.bytes()) : 0);
+        }
+        // A planned call needs its plan built first: the larger of the two peaks.
+        if (name == "planned") {
+          pt["call_extra_peak_bytes"] = extra;
+          extra = std::max(extra, build_extra);
         }
         // A point whose output is wrong is recorded as such, not timed, and not counted as
         // reached; the sweep goes on. (A failed check at the first size aborted the sweep with no
@@ -184,18 +229,32 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
           points.push_back(pt);
           continue;
         }
-        // Timed after the checked run above, which is each point's warm-up.
-        std::vector<double> samples;
-        for (int i = 0; i < o.repeats; ++i)
-          samples.push_back(time_ms([&] {
-            run();
-            sync();
-          }));
+        // Timed after the checked run above, which is each point's warm-up: on the GPU with events
+        // around the call (PROTOCOL.md 3.4; the first sweep timed the synchronized wall clock,
+        // kept as wall_*), on the CPU by the wall clock.
+        std::vector<double> samples, wall;
+        for (int i = 0; i < o.repeats; ++i) {
+          if (gpu) {
+            const cuda::DeviceGuard guard(o.device.index);
+            cuda::Event start, stop;
+            wall.push_back(time_ms([&] {
+              start.record();
+              run();
+              stop.record();
+              stop.synchronize();
+            }));
+            samples.push_back(stop.elapsed_ms(start));
+          } else {
+            samples.push_back(time_ms(run));
+          }
+        }
         const Stats st = stats_of(samples);
         pt["status"] = "ok";
         pt["median_ms"] = st.median;
         pt["min_ms"] = st.min;
         pt["max_ms"] = st.max;
+        pt["samples_ms"] = samples;
+        if (gpu) pt["wall_median_ms"] = stats_of(wall).median;
         pt["extra_peak_bytes"] = extra;
         say(fmt::format("E = {}: {} {:.3f} ms, +{:.1f} MB", E, name, st.median, double(extra) / 1e6));
       } catch (const std::exception& e) {
@@ -217,31 +276,96 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
       if (p["path"] == n && p["status"] == "ok") best = std::max<std::int64_t>(best, p["edges"].get<std::int64_t>());
     reach[n] = {{"max_edges_run", best}, {"first_failure", failed_at.count(n) ? nlohmann::json(failed_at[n]) : nlohmann::json(nullptr)}};
   }
+  // Schema 2 (session 49): device facts and copy bandwidth; index_dtype chosen (--index-dtype);
+  // GPU times by events (wall_median_ms the old wall clock); planned's extra_peak_bytes is the
+  // larger of its build's transient peak (build_extra_peak_bytes) and its call's peak plus the
+  // plan (call_extra_peak_bytes, version 1's figure); samples_ms; repeats_meet_protocol.
   nlohmann::json j = {
-      {"schema_version", 1},
+      {"schema_version", 2},
       {"kind", "aggregate-sweep"},
       {"workload",
        {{"name", spec.name},
         {"nodes", N},
         {"features", F},
         {"edges", "uniform (whatever the workload's own generator), doubling"},
-        {"index_dtype", "int32"},
+        {"index_dtype", i64 ? "int64" : "int32"},
         {"seed", o.seed}}},
-      {"device", {{"kind", std::string(device_kind_name(o.device.kind))}, {"name", describe(o.device).str()}}},
+      {"device", device},
       {"git", git_revision()},
       {"date", iso_time_utc()},
-      {"timing", fmt::format("wall clock of a synchronized call, {} repeats after the checked run; median, min, max",
+      {"timing", fmt::format("{}, {} repeats after the checked run; median, min, max",
+                             gpu ? "CUDA events around the call (wall_median_ms: the synchronized wall clock)"
+                                 : "wall clock of the call",
                              o.repeats)},
+      {"repeats", o.repeats},
+      {"repeats_meet_protocol", o.repeats >= 10},
       {"verification",
        "each path into a poisoned output: against the float64 oracle at the first "
        "size; at every size against the first path that ran there (rel. L2 within 1e-5)"},
       {"disagreements", disagree},
-      {"memory", gpu ? "PipeLink allocator peak over what it held before the call (planned: + the plan)"
-                     : "peak RSS growth of one call"},
+      {"memory", gpu ? "PipeLink allocator peak over what it held before the call; planned: the larger of its "
+                       "build's peak and its call's peak plus the plan"
+                     : "peak RSS growth of one call; planned: the larger of its build's and its call's plus the plan"},
       {"reach", reach},
       {"points", points}};
   if (disagreements) *disagreements = disagree;
   return j.dump(2);
+}
+
+std::string sweep_markdown(const std::string& json_text) {
+  const nlohmann::json j = nlohmann::json::parse(json_text);
+  std::vector<std::string> paths;
+  std::vector<std::int64_t> sizes;
+  std::map<std::pair<std::int64_t, std::string>, std::string> cell;
+  for (const auto& p : j.at("points")) {
+    const std::string path = p.at("path");
+    const std::int64_t e = p.at("edges");
+    if (std::find(paths.begin(), paths.end(), path) == paths.end()) paths.push_back(path);
+    if (std::find(sizes.begin(), sizes.end(), e) == sizes.end()) sizes.push_back(e);
+    const std::string status = p.at("status");
+    std::string c;
+    if (status == "ok")
+      c = fmt::format("{:.3f} ms, {:.1f} MB", p.at("median_ms").get<double>(),
+                      double(p.value("extra_peak_bytes", std::int64_t(0))) / 1e6);
+    else if (status == "out_of_memory") c = "out of memory";
+    else if (status == "unreachable") c = "-";
+    else c = "**" + status + "**";
+    cell[{e, path}] = c;
+  }
+  const auto& w = j.at("workload");
+  const auto& d = j.at("device");
+  std::string s = fmt::format(
+      "# Edge-count sweep: {} (N = {}, F = {}, {} indices, uniform edges)\n\n"
+      "Device: {}; copy bandwidth {:.1f} GB/s (read + written). Built from {} ({}). Timing: {}; memory: {}.{}\n\n",
+      w.at("name").get<std::string>(), w.at("nodes").get<std::int64_t>(), w.at("features").get<std::int64_t>(),
+      w.at("index_dtype").get<std::string>(), d.at("name").get<std::string>(), d.value("copy_bandwidth_gbs", 0.0),
+      j.at("git").get<std::string>(), j.at("date").get<std::string>(), j.at("timing").get<std::string>(),
+      j.at("memory").get<std::string>(),
+      j.value("repeats_meet_protocol", false) ? "" : " Fewer repeats than PROTOCOL.md's 10.");
+  s += "| edges |";
+  for (const auto& p : paths) s += " " + p + " |";
+  s += "\n|---:|";
+  for (std::size_t i = 0; i < paths.size(); ++i) s += "---|";
+  s += "\n";
+  for (const std::int64_t e : sizes) {
+    s += fmt::format("| {} |", e);
+    for (const auto& p : paths) {
+      const auto it = cell.find({e, p});
+      s += " " + (it == cell.end() ? std::string("-") : it->second) + " |";
+    }
+    s += "\n";
+  }
+  s += "\nReach (the largest edge count each path ran at, correct; its first failure):\n\n";
+  for (const auto& p : paths) {
+    const auto& r = j.at("reach").at(p);
+    s += fmt::format("- {}: {}{}\n", p, r.at("max_edges_run").get<std::int64_t>(),
+                     r.at("first_failure").is_null() ? std::string(" (no failure up to the sweep's cap)")
+                                                     : fmt::format(" (fails at {})", r.at("first_failure").get<std::int64_t>()));
+  }
+  if (j.value("disagreements", 0) > 0)
+    s += fmt::format("\n**{} point(s) disagreed with the first path at their size** (see the JSON).\n",
+                     j.at("disagreements").get<int>());
+  return s;
 }
 
 }  // namespace pipelink::bench

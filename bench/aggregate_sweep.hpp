@@ -15,14 +15,19 @@ struct SweepOptions {
   Device device = Device::cpu();
   std::int64_t start_edges = 1 << 20;
   std::int64_t max_edges = 0;              // 0: until every path has failed (CPU: 2^26 cap)
-  int repeats = 3;
+  int repeats = 3;  // below PROTOCOL.md's 10 (the JSON says so): a point at 2^33 edges takes seconds
+  DType index_dtype = DType::i32;  // src and dst (the named workloads' own are int64: --index-dtype)
   std::uint64_t seed = 42;
   std::function<void(const std::string&)> progress;
 };
 
-/// Runs the sweep and returns the JSON text (schema_version 1). *disagreements (where given): how
-/// many points' outputs disagreed with the first path's at their size (recorded in the JSON; the
-/// sweep goes on, and the CLI exits 1 after writing it).
+/// Runs the sweep and returns the JSON text (schema_version 2; what 2 changed: run_aggregate_sweep).
+/// *disagreements (where given): how many points' outputs disagreed with the first path's at their
+/// size (recorded in the JSON; the sweep goes on, and the CLI exits 1 after writing it).
 std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements = nullptr);
+
+/// A Markdown table of a sweep's JSON text: one row an edge count, a column a path (median ms and
+/// extra peak MB, or what stopped it), then each path's reach.
+std::string sweep_markdown(const std::string& json_text);
 
 }  // namespace pipelink::bench

@@ -27,8 +27,9 @@ def main() -> int:
         return 2
     with open(args.json) as f:
         data = json.load(f)
-    if data.get("kind") != "aggregate-sweep" or data.get("schema_version") != 1:
-        print(f"plot_sweep.py: {args.json} is not a schema-1 aggregate sweep", file=sys.stderr)
+    # Version 2 (session 49) renamed nothing this plot reads (planned's memory now counts its build).
+    if data.get("kind") != "aggregate-sweep" or data.get("schema_version") not in (1, 2):
+        print(f"plot_sweep.py: {args.json} is not a schema-1 or -2 aggregate sweep", file=sys.stderr)
         return 2
     prefix = args.out or args.json.removesuffix(".json")
     paths = sorted({p["path"] for p in data["points"]})

@@ -346,7 +346,9 @@ if [ -n "${NCU_PY:-}" ] && [ ${#pyopt[@]} -gt 0 ]; then
   done
 fi
 if [ -n "${SWEEP:-}" ]; then  # SWEEP=products-like: edge-count sweep to the memory limit, with plots
-  step "sweep $SWEEP" bench.log $cli bench sweep --workload "$SWEEP" --device cuda --json "$OUT/sweep-$SWEEP.json"
+  # SWEEP_ARGS: more options (e.g. "--index-dtype int64 --repeats 10"); the Markdown table since session 49.
+  step "sweep $SWEEP" bench.log $cli bench sweep --workload "$SWEEP" --device cuda --json "$OUT/sweep-$SWEEP.json" \
+    --markdown "$OUT/sweep-$SWEEP.md" ${SWEEP_ARGS:-}
   step "plot sweep" bench.log python3 bench/plot_sweep.py "$OUT/sweep-$SWEEP.json"
 fi
 # MUTANTS=1: break chosen branches on purpose; each must fail its test. Last of the steps: ~100 s

@@ -253,11 +253,32 @@ TEST_F(Cli, SweepReportsEveryPathAtEverySize) {
   ASSERT_EQ(r.status, 0) << r.output;
   std::ifstream f(path("s.json"));
   std::string json((std::istreambuf_iterator<char>(f)), {});
-  for (const char* key : {"\"kind\": \"aggregate-sweep\"", "\"schema_version\": 1", "\"reach\"", "\"edges\": 4096",
+  for (const char* key : {"\"kind\": \"aggregate-sweep\"", "\"schema_version\": 2", "\"reach\"", "\"edges\": 4096",
                           "\"edges\": 8192", "\"edges\": 16384", "\"path\": \"three-op\"", "\"path\": \"fused\"",
-                          "\"within_tolerance\": true", "\"status\": \"ok\""})
+                          "\"within_tolerance\": true", "\"status\": \"ok\"",
+                          // session 49 (schema 2): the copy bandwidth, the repeats against the
+                          // protocol, each point's samples, the index dtype
+                          "\"copy_bandwidth_gbs\"", "\"repeats_meet_protocol\": false", "\"samples_ms\"",
+                          "\"index_dtype\": \"int32\""})
     EXPECT_NE(json.find(key), std::string::npos) << key;
   EXPECT_EQ(json.find("\"edges\": 32768"), std::string::npos) << "went past --max-edges";
+  // int64 indices (the named workloads' own) and the Markdown table.
+  r = run_cli("bench sweep --workload arxiv-like --device cpu --start-edges 4096 --max-edges 8192 --repeats 1 "
+              "--index-dtype int64 --quiet --json " + path("s64.json") + " --markdown " + path("s64.md"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  {
+    std::ifstream f64(path("s64.json"));
+    const std::string j64((std::istreambuf_iterator<char>(f64)), {});
+    EXPECT_NE(j64.find("\"index_dtype\": \"int64\""), std::string::npos);
+    EXPECT_NE(j64.find("\"within_tolerance\": true"), std::string::npos);
+    std::ifstream m(path("s64.md"));
+    const std::string md((std::istreambuf_iterator<char>(m)), {});
+    for (const char* key : {"| edges | three-op | fused |", "| 4096 |", "| 8192 |", "int64 indices", "Reach",
+                            "- fused: 8192", "Fewer repeats than PROTOCOL.md's 10"})
+      EXPECT_NE(md.find(key), std::string::npos) << key << " in:\n" << md;
+  }
+  EXPECT_NE(run_cli("bench sweep --index-dtype int16 --quiet --json " + path("u.json")).status, 0);
+  EXPECT_FALSE(fs::exists(path("u.json")));
   CliRun bad = run_cli("bench sweep --start-edges 100 --max-edges 10 --quiet --json " + path("t.json"));
   EXPECT_EQ(bad.status, 2) << bad.output;
   EXPECT_FALSE(fs::exists(path("t.json")));

@@ -42,7 +42,7 @@ BENCH = {
 }
 
 SWEEP = {
-    "schema_version": 1, "kind": "aggregate-sweep", "workload": {"name": "products-like", "nodes": 2449029},
+    "schema_version": 2, "kind": "aggregate-sweep", "workload": {"name": "products-like", "nodes": 2449029},
     "device": {"name": "NVIDIA H200"}, "git": "0123456789ab",
     "points": [{"edges": 1 << 20, "path": "lean", "status": "ok", "median_ms": 0.3, "extra_peak_bytes": 0},
                {"edges": 1 << 21, "path": "lean", "status": "ok", "median_ms": 0.6, "extra_peak_bytes": 0},

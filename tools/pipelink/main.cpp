@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   bagg->add_flag("--quiet", quiet, "No progress lines on stderr");
 
   bench::SweepOptions sweep;
-  std::string sweep_device = "cpu", sweep_json;
+  std::string sweep_device = "cpu", sweep_json, sweep_markdown, sweep_index = "int32";
   bool sweep_quiet = false;
   auto* bsweep = bench->add_subcommand("sweep", "Edge-count sweep: E doubles until each path runs out of memory");
   bsweep->add_option("--workload", sweep.workload, "Named workload giving N and F (edges drawn uniformly)")->capture_default_str();
@@ -103,6 +103,10 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   bsweep->add_option("--repeats", sweep.repeats, "Timed repeats per point")->capture_default_str()->check(CLI::PositiveNumber);
   bsweep->add_option("--json", sweep_json, "Write the JSON here (plot with bench/plot_sweep.py)")->required();
+  bsweep->add_option("--markdown", sweep_markdown, "Also write a Markdown table here");
+  bsweep->add_option("--index-dtype", sweep_index, "int32|int64: src and dst (the named workloads' own are int64)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"int32", "int64"}));
   bsweep->add_flag("--quiet", sweep_quiet, "No progress lines on stderr");
 
   // inspect
@@ -132,8 +136,14 @@ int main(int argc, char** argv) {
       sweep.device = Device::parse(sweep_device);
       if (!sweep_quiet) sweep.progress = progress_printer("sweep");
       int disagreements = 0;
-      write_file_atomically(sweep_json, bench::run_aggregate_sweep(sweep, &disagreements) + "\n", "pipelink");
+      sweep.index_dtype = sweep_index == "int64" ? DType::i64 : DType::i32;
+      const std::string text = bench::run_aggregate_sweep(sweep, &disagreements);
+      write_file_atomically(sweep_json, text + "\n", "pipelink");
       std::cout << "wrote " << sweep_json << "\n";
+      if (!sweep_markdown.empty()) {
+        write_file_atomically(sweep_markdown, bench::sweep_markdown(text), "pipelink");
+        std::cout << "wrote " << sweep_markdown << "\n";
+      }
       if (disagreements > 0) {
         std::fprintf(stderr, "pipelink: %d sweep point(s) disagree with the first path at their size (see the JSON)\n",
                      disagreements);
