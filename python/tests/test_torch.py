@@ -382,6 +382,11 @@ def test_compare_torch_script_smoke(tmp_path):
     for name in ("eager", "chunked", "pipelink-planned", "pipelink-one-shot"):
         assert by[name]["within_tolerance"] and by[name]["median_ms"] > 0, by[name]
         assert len(by[name]["samples_sm_mhz"]) == 2, by[name]  # one clock reading per sample (None on the CPU)
+    # The L2 rule on PipeLink's rows (session 49): the limit from the reference's own error.
+    assert m["rel_l2_limit"] == max(1e-6, 2 * m["reference_rel_l2"]), m
+    for name in ("pipelink-planned", "pipelink-one-shot"):
+        assert by[name]["meets_contract"] and by[name]["rel_l2_limit"] == m["rel_l2_limit"], by[name]
+        assert by[name]["rel_l2_err"] <= m["rel_l2_limit"], by[name]
     assert "pipelink-planned vs eager" in m["ratios"]
 
 
