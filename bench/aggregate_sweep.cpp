@@ -56,13 +56,16 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
     device["memory_bytes"] = gd.memory_bytes;
     device["cuda_driver_version"] = f.driver_version;
     device["cuda_runtime_version"] = f.runtime_version;
+    // 8 GiB of buffers, freed (cudaFree) before the sweep allocates anything; a device without
+    // them free still sweeps, with no copy bandwidth (a review, session 49).
     say("measuring the device's copy bandwidth");
-    copy = device_copy_bandwidth(o.device);
-  } else {
-    say("measuring the host's copy bandwidth");
-    copy = host_copy_bandwidth();
+    try {
+      copy = device_copy_bandwidth(o.device);
+    } catch (const std::exception& e) {
+      if (!out_of_memory(e)) throw;
+      say("the copy bandwidth's buffers do not fit; the sweep goes on without it");
+    }
   }
-  device["copy_bandwidth_gbs"] = copy.best_bps / 1e9;
   device["copy_bandwidth_counts"] = "bytes read + bytes written, best of 10 copies";
 
   // x and out live for the whole sweep; per size: the graph (8 or 16 B/edge of indices) and w.
@@ -159,15 +162,21 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
         } else {
           std::fill_n(out.data_as<float>(), out.numel(), std::numeric_limits<float>::quiet_NaN());
         }
+        // The plan's bytes before the call: a first call given w in edge order builds the
+        // permutation's tables (counted in its peak) and compacts the plan (its pairs freed), so
+        // plan.bytes() after it counted the tables twice (a review, session 49).
+        const std::int64_t plan_before = name == "planned" ? std::int64_t(plan.bytes()) : 0;
         if (gpu) {
           sync();
           cuda::reset_peak_memory();
           const auto before = cuda::memory_stats();
           run();
           sync();
-          extra = std::int64_t(cuda::memory_stats().peak - before.current) + (name == "planned" ? std::int64_t(plan.bytes()) : 0);
+          extra = std::int64_t(cuda::memory_stats().peak - before.current) + plan_before;
         } else {
-          extra = peak_rss_growth(run).bytes + (name == "planned" ? std::int64_t(plan.bytes()) : 0);
+          const MemoryGrowth g = peak_rss_growth(run);
+          extra = g.bytes + plan_before;
+          pt["extra_peak_exact"] = g.exact;  // false: the peak-RSS mark could not be reset
         }
         // A planned call needs its plan built first: the larger of the two peaks.
         if (name == "planned") {
@@ -231,7 +240,7 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
         }
         // Timed after the checked run above, which is each point's warm-up: on the GPU with events
         // around the call (PROTOCOL.md 3.4; the first sweep timed the synchronized wall clock,
-        // kept as wall_*), on the CPU by the wall clock.
+        // kept as wall_median_ms), on the CPU by the wall clock.
         std::vector<double> samples, wall;
         for (int i = 0; i < o.repeats; ++i) {
           if (gpu) {
@@ -269,6 +278,14 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
     }
   }
 
+  // The host's copy after the sweep: its 512 MiB of buffers before it would raise the peak RSS that
+  // every point's memory is read against where the mark cannot be reset (a review, session 49).
+  if (!gpu) {
+    say("measuring the host's copy bandwidth");
+    copy = host_copy_bandwidth();
+  }
+  device["copy_bandwidth_gbs"] = copy.best_bps > 0 ? nlohmann::json(copy.best_bps / 1e9) : nlohmann::json(nullptr);
+
   nlohmann::json reach = nlohmann::json::object();
   for (const auto& n : names) {
     std::int64_t best = 0;
@@ -305,7 +322,7 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
       {"disagreements", disagree},
       {"memory", gpu ? "PipeLink allocator peak over what it held before the call; planned: the larger of its "
                        "build's peak and its call's peak plus the plan"
-                     : "peak RSS growth of one call; planned: the larger of its build's and its call's plus the plan"},
+                     : "peak RSS growth of one call"},
       {"reach", reach},
       {"points", points}};
   if (disagreements) *disagreements = disagree;

@@ -110,6 +110,7 @@ TEST_F(CudaKnobs, AggregateKnobsListsEveryKnobWithItsValue) {
   EXPECT_EQ(value_of("PIPELINK_AGG_STAGED_ISSUE"), "1 (unsigned LI copies) (default)");
   EXPECT_EQ(value_of("PIPELINK_AGG_STAGED"), "1 (default)");
   EXPECT_EQ(value_of("PIPELINK_AGG_FORCE_WIDE"), "0 (default)");
+  EXPECT_EQ(value_of("PIPELINK_AGG_BUILD_MEMORY"), "unset (no cap) (default)");
   {
     const ScopedEnv env({{"PIPELINK_AGG_MSD_LAST", "level"}, {"PIPELINK_AGG_BUILD_MEMORY", "64"},
                          {"PIPELINK_AGG_STAGED_ISSUE", "signed"}});

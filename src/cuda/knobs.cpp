@@ -200,13 +200,21 @@ std::vector<std::pair<std::string, std::string>> aggregate_knobs() {
   auto num = [](auto x) { return std::to_string(x); };
   auto pick = [](int i, std::initializer_list<const char*> names) { return std::string(names.begin()[i]); };
   add("PIPELINK_AGG_SEGMENT", [&] { return num(plan().segment); });
-  add("PIPELINK_AGG_CHUNK", [&] { return num(plan().chunk); });
+  // 0 is each of these two's "unset", outside the range they accept: said so, so that the list
+  // can be replayed (a review, session 49).
+  add("PIPELINK_AGG_CHUNK", [&] {
+    const auto c = plan().chunk;
+    return c ? num(c) : std::string("unset (from E: chunk_for)");
+  });
   add("PIPELINK_AGG_ROWS_PER_EDGE", [&] { return num(plan().rows_per_edge); });
   add("PIPELINK_AGG_EDGES_PER_ROW", [&] { return num(plan().edges_per_row); });
   add("PIPELINK_AGG_LONG_ROW", [&] { return num(int_knob("PIPELINK_AGG_LONG_ROW", 0, kSegment, kLongRow)); });
   add("PIPELINK_AGG_BUILD_CHUNKS", [&] { return num(plan().build_chunks); });
   add("PIPELINK_AGG_ONESHOT_CHUNKS", [&] { return num(plan().oneshot_chunks); });
-  add("PIPELINK_AGG_BUILD_MEMORY", [&] { return num(plan().build_memory >> 20); });
+  add("PIPELINK_AGG_BUILD_MEMORY", [&] {
+    const auto b = plan().build_memory;
+    return b ? num(b >> 20) : std::string("unset (no cap)");
+  });
   add("PIPELINK_AGG_BUILD_FIRST", [&] { return pick(plan().build_first, {"warp", "fused", "cub"}); });
   add("PIPELINK_AGG_ROW_PTR", [&] { return std::string(plan().row_ptr_scan ? "scan" : "search"); });
   add("PIPELINK_AGG_ONESHOT_W", [&] { return std::string(plan().oneshot_w_late ? "late" : "ranked"); });
