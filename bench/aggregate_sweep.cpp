@@ -353,9 +353,12 @@ std::string sweep_markdown(const std::string& json_text) {
   const auto& d = j.at("device");
   std::string s = fmt::format(
       "# Edge-count sweep: {} (N = {}, F = {}, {} indices, uniform edges)\n\n"
-      "Device: {}; copy bandwidth {:.1f} GB/s (read + written). Built from {} ({}). Timing: {}; memory: {}.{}\n\n",
+      "Device: {}; copy bandwidth {}. Built from {} ({}). Timing: {}; memory: {}.{}\n\n",
       w.at("name").get<std::string>(), w.at("nodes").get<std::int64_t>(), w.at("features").get<std::int64_t>(),
-      w.at("index_dtype").get<std::string>(), d.at("name").get<std::string>(), d.value("copy_bandwidth_gbs", 0.0),
+      w.at("index_dtype").get<std::string>(), d.at("name").get<std::string>(),
+      d.contains("copy_bandwidth_gbs") && d.at("copy_bandwidth_gbs").is_number()
+          ? fmt::format("{:.1f} GB/s (read + written)", d.at("copy_bandwidth_gbs").get<double>())
+          : std::string("not measured"),
       j.at("git").get<std::string>(), j.at("date").get<std::string>(), j.at("timing").get<std::string>(),
       j.at("memory").get<std::string>(),
       j.value("repeats_meet_protocol", false) ? "" : " Fewer repeats than PROTOCOL.md's 10.");
