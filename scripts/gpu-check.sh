@@ -220,7 +220,8 @@ if flag SKIP_PYTEST; then status+=("pytest|SKIPPED (SKIP_PYTEST)|0s"); fi
 if [ ${#pyopt[@]} -gt 0 ] && ! flag SKIP_PYTEST; then  # pytest on the GPU against the machine's torch
   python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install -q --no-index --find-links .deps/wheels pytest >/dev/null 2>&1
   step "pytest (torch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null))" pytest.log \
-    env PIPELINK_PYTHON_PATH="$PWD/build/gpu/python" python3 -m pytest -q -rs -p no:cacheprovider python/tests
+    env PIPELINK_PYTHON_PATH="$PWD/build/gpu/python" PIPELINK_CLI="$PWD/build/gpu/tools/pipelink/pipelink" \
+    python3 -m pytest -q -rs -p no:cacheprovider --durations=12 python/tests
 fi
 cli=build/gpu/tools/pipelink/pipelink
 abopt=()
