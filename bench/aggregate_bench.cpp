@@ -368,6 +368,10 @@ std::string AggregateBenchResult::to_json() const {
   j["reference_spread"] = {{"variant", "three-op"}, {"runs", reference_spread_runs},
                            {"max_abs_diff", reference_spread_max_abs}};
   j["must_move_bytes"] = must_move_bytes;
+  // The terms, since compare_torch.py counts indices as int32 (PROTOCOL.md 4's 17.2 GB floor) and
+  // this bench at their own dtype, each input read once (3.6): 17.70 GB on products-like's int64
+  // indices against 17.21, ~2.9% apart in "% of copy" (a helper's audit, session 49).
+  j["must_move_counts"] = "E x (a gathered x row of F float32 + src + dst at their dtype + w) + the output written once";
   j["output_bytes"] = output_bytes;
   // The CPU's extra peak RSS includes the output (allocated inside the measured cold call); the
   // GPU's allocator peak does not (out is allocated before): add output_bytes to compare them.
@@ -449,6 +453,11 @@ std::string AggregateBenchResult::to_markdown() const {
       "contract |\n",
       gpu ? "extra peak device memory (output excluded)" : "extra peak RSS (output included)");
   s += "|---|---:|---:|---:|---:|---:|---:|---:|---:|:-:|\n";
+  // What the cold column is (a helper's audit, session 49): each path's first call in this
+  // process, after the rows above it, so kernels an earlier row loaded are not loaded again.
+  const std::string cold_note =
+      "- cold ms: each variant's first call in this process, after the rows above it (kernels and "
+      "pool memory an earlier row loaded are not paid again).\n";
   for (const auto& v : variants) {
     const std::string process = v.process_peak_bytes >= 0
                                     ? fmt::format(" (process {:.1f} MB)", double(v.process_peak_bytes) / 1e6)
@@ -488,6 +497,7 @@ std::string AggregateBenchResult::to_markdown() const {
       "max(1e-6, 2x three-op's {:.2e}), deterministic paths bitwise repeatable; checked on each cold "
       "call and again after the timed runs\n",
       reference_rel_l2);
+  s += cold_note;
   if (!null_check.empty())
     s += fmt::format("- null test: {} with 4x the edges took {}; its output on sampled rows: {}{}{}\n",
                      gpu ? "one-shot" : "fused",
