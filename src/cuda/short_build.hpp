@@ -31,8 +31,8 @@ inline std::int64_t ranges_for(double per_edge, std::int64_t E, double room) {
 // the fixed part (its digit bins) is a few KB. Why not the whole list's temp in each range, as the
 // device's room below does: a cap at or just above it left almost no room, so the count went to
 // kMaxRanges, 4096 selects over all of dst (a plan build), or no edge range at all (a one-shot
-// call, which then warned that it "ran out of memory" and ran 2 edge ranges anyway). Reading
-// only, before session 49; not measured. Not shared out: a destination range's select runs over
+// call, which then warned that it "ran out of memory" and ran 2 edge ranges anyway): found by
+// reading in session 49, not measured on a GPU. Not shared out: a destination range's select runs over
 // the whole list (sort_narrow_chunked sizes its buffer for the larger of the two), so a range can
 // pass the cap by that select's temp storage: the cap is a target for the count.
 inline std::int64_t cap_ranges(std::int64_t E, double temp, double cap) {
