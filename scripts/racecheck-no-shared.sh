@@ -23,8 +23,12 @@ cuobjdump=${CUOBJDUMP:-$(command -v cuobjdump || ls /usr/local/cuda/bin/cuobjdum
 ptx=$(mktemp)
 trap 'rm -f "$ptx"' EXIT
 "$cuobjdump" -ptx "$obj" >"$ptx" 2>/dev/null || { echo "racecheck-no-shared: cuobjdump -ptx $obj failed"; exit 1; }
-# One line per kernel: its mangled name, the lines naming shared memory, the calls.
-awk '/\.entry /{if (n != "") print n, s, c; n = $0; sub(/.*\.entry /, "", n); sub(/\(.*/, "", n); s = 0; c = 0; next}
+# One line per kernel: its mangled name, the lines naming shared memory, the calls. A kernel's text
+# ends at the next kernel or at the next PTX module's header (".version"; a library of several
+# .cu files holds one module each), whose declarations (an .extern .shared array) are no kernel's.
+awk '/^[ \t]*\.version /{if (n != "") print n, s, c; n = ""; next}
+     /\.entry /{if (n != "") print n, s, c; n = $0; sub(/.*\.entry /, "", n); sub(/\(.*/, "", n); s = 0; c = 0; next}
+     n == "" {next}
      /shared/ {s++} /^[ \t]*(@!?%[A-Za-z0-9_]+[ \t]+)?call/ {c++} END {if (n != "") print n, s, c}' "$ptx" >"$ptx.k"
 trap 'rm -f "$ptx" "$ptx.k"' EXIT
 kernels=$(wc -l <"$ptx.k")

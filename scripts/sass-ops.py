@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Instruction counts of kernels in a CUDA object or cubin.
 
-    scripts/sass-ops.py build/gpu/src/CMakeFiles/pipelink_cuda.dir/cuda/aggregate.cu.o 'staged_rows_kernelILi1ELi2ELi2ELi(n1|3)E'
-    nvcc -Iinclude -Isrc -O3 -DNDEBUG -arch=sm_90 -cubin --expt-relaxed-constexpr -std=c++20 src/cuda/aggregate.cu -o /tmp/a.cubin
+    scripts/sass-ops.py build/gpu/src/CMakeFiles/pipelink_cuda.dir/cuda/aggregate_walk.cu.o 'staged_rows_kernelILi1ELi2ELi2ELi(n1|3)E'
+    nvcc -Iinclude -Isrc -O3 -DNDEBUG -arch=sm_90 -cubin --expt-relaxed-constexpr -std=c++20 src/cuda/aggregate_walk.cu -o /tmp/a.cubin
     NVDISASM=/path/to/nvdisasm scripts/sass-ops.py /tmp/a.cubin 'staged_rows_kernel'
 
 An object goes through `cuobjdump -sass` (the GPU machine has it), a `.cubin` through `nvdisasm -c`

@@ -1,5 +1,5 @@
 // The CUDA staged walk's work split and ring restarts, on the host (no GPU needed): which graphs
-// make staged_rows_kernel (src/cuda/aggregate.cu) restart its ring of stages. A test of the
+// make staged_rows_kernel (src/cuda/aggregate_walk.cu) restart its ring of stages. A test of the
 // restart needs a graph where that happens, and session 40 found that
 // CudaAggregate.PlanKnobsKeepTheBitsOfUnsplitRows's graph never did; test_walk_restarts.cpp checks
 // the graph here, where CI runs it.

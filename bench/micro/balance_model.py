@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Load-balance model of the staged planned run (src/cuda/aggregate.cu, staged_rows_kernel).
+"""Load-balance model of the staged planned run (src/cuda/aggregate_walk.cu, staged_rows_kernel).
 
 Why: power-law's planned run costs ~1.10x products-like per edge on the H200 (v8), although its
 hub sources hit L2 more often. The launch's work items are warps: first one per segment of a split

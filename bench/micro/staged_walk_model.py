@@ -1,4 +1,4 @@
-"""A model of staged_rows_kernel's control flow (src/cuda/aggregate.cu), for checking changes to
+"""A model of staged_rows_kernel's control flow (src/cuda/aggregate_walk.cu), for checking changes to
 the walk on a machine without a GPU: the default per-edge walk, the event walk (EV, v8) and the
 intended result (each row's edges in order, a flush to double after each full 32-edge block
 inside the row, one write per row) must give the same trace of adds, flushes and writes.
