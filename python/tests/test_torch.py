@@ -388,6 +388,11 @@ def test_compare_torch_script_smoke(tmp_path):
         assert by[name]["meets_contract"] and by[name]["rel_l2_limit"] == m["rel_l2_limit"], by[name]
         assert by[name]["rel_l2_err"] <= m["rel_l2_limit"], by[name]
     assert "pipelink-planned vs eager" in m["ratios"]
+    # Bytes that must move, counted as the C++ bench counts them: int64 src and dst read once.
+    wl = m["workload"]
+    n, e, f = wl["nodes"], wl["edges"], wl["features"]
+    assert m["must_move_bytes"] == e * (f * 4 + 2 * 8 + 4) + n * f * 4, m["must_move_bytes"]
+    assert m["protocol_floor_bytes_int32_csr"] == e * (f * 4 + 2 * 4 + 4) + n * f * 4
 
 
 def test_compare_torch_prepare_weights_option(tmp_path):
