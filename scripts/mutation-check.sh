@@ -34,7 +34,8 @@ mutations=(
   "one-shot destination ranges past their limit@src/cuda/aggregate.cu@short_build::one_shot_destination_ranges(E, double(free_b), temp, knobs.test_oneshot_dest_ranges) == 0@false@1@CudaAggregate.OneShotOnAFullDeviceRunsEdgeRanges"
   "status slots never take a second page@src/cuda/aggregate.cu@if (refused()) return;@if (refused() || slots() > 0) return;@1@CudaAggregate.StatusSlotsPastOnePage"
   "later edge range raises and loses the earlier sums@src/cuda/aggregate.cu@        return finish_lean(e0, e);@        throw;@1@CudaAggregate.OneShotLaterRangeOutOfMemoryLosesNoEdge"
-  "cuda relu turns NaN into 0@src/cuda/aggregate_walk.cu@return v < 0.f ? 0.f : v;@return v > 0.f ? v : 0.f;@1@CudaAggregate.NonFiniteValuesPassThroughEveryTransform"
+  "cuda relu turns NaN into 0@src/cuda/aggregate_common.cuh@return v < 0.f ? 0.f : v;@return v > 0.f ? v : 0.f;@1@CudaAggregate.NonFiniteValuesPassThroughEveryTransform"
+  "staged walk's relu turns NaN into 0@src/cuda/aggregate_walk.cu@return v < 0.f ? 0.f : v;  // NaN stays NaN@return v > 0.f ? v : 0.f;  // NaN stays NaN@1@CudaAggregate.NonFiniteValuesPassThroughEveryTransform"
   "full-device one-shot allocates the pairs it cannot hold@src/cuda/aggregate.cu@else if (!capped) kept = DeviceBuffer::try_make(E * sizeof(Pair), s);@else if (!capped) kept = DeviceBuffer(E * sizeof(Pair), s);@1@CudaAggregate.OneShotOnAFullDeviceRunsEdgeRanges"
   "unsigned li copies for any row stride@src/cuda/aggregate_walk.cu@const bool li_unsigned = (issue == 2 || (issue == 3 && TR != 1)) && xs >= 0 && xs < (std::int64_t(1) << 29);@const bool li_unsigned = (issue == 2 || (issue == 3 && TR != 1)) && xs >= 0;@1@CudaAggregate.RowStridesPastFourGigabytes"
   "signed li copies for any row stride@src/cuda/aggregate_walk.cu@const bool li_signed = issue == 1 && xs > -(std::int64_t(1) << 29) && xs < (std::int64_t(1) << 29);@const bool li_signed = issue == 1;@1@CudaAggregate.RowStridesPastFourGigabytes"
@@ -148,8 +149,10 @@ else
 fi
 DEPS=$PWD/.deps/root/usr
 export LD_LIBRARY_PATH=$DEPS/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-# Each mutant recompiles src/cuda/aggregate.cu, one translation unit: ~80 s a mutant on the GPU
-# machine (session 49: three mutants and the first build in 280 s), most of a mutants step.
+# Until session 50 each mutant recompiled src/cuda/aggregate.cu, one translation unit: ~80 s a
+# mutant on the GPU machine (session 49: three mutants and the first build in 280 s), most of a
+# mutants step. Since the walk's split (perf-notes v53) a mutant recompiles its own unit only
+# (aggregate.cu or aggregate_walk.cu; a mutant of aggregate_common.cuh both).
 # nvcc's --split-compile runs cicc's and ptxas's optimizations on several threads: 40.5 -> 33.7 s
 # on this 2-core machine with 2 (cicc 14.9 -> 12.1 s, ptxas 11.0 -> 6.8; the host compiler's
 # 10.7 s stays serial), more with the GPU machine's 16 (0: every core). Its SASS differs from the
