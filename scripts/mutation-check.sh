@@ -110,6 +110,8 @@ mutations=(
   "one-shot skips the w permutation compaction knob@src/cuda/aggregate.cu@(void)w_permute_compact();  // one-shot: the compaction knob too@(void)0;@1@CudaAggregate.WeightPermutationKnobErrorsComeFirst"
   "force wide knob ignored@src/cuda/aggregate.cu@|| (force && *force == '1');@|| (force && false);@1@CudaAggregate.WidePlanLayoutAtSmallSizes"
   "cap ranges take the whole list's temp each@src/cuda/short_build.hpp@return ranges_for(16.0 + temp / double(std::max<std::int64_t>(E, 1)), E, cap);@return ranges_for(16.0, E, cap - temp);@1@CudaAggregate.BuildMemoryCapBelowTheSortsTempStillSortsInRanges"
+  "gather_scale capture not refused@src/cuda/aggregate.cu@    refuse_capture(s, \"gather_scale: a call\", \"run it before or after the capture\");@    (void)0;@1@CudaCapture.ThreeOpReferenceOpsRefuseACaptureAndTouchNothing"
+  "index_add capture not refused@src/cuda/aggregate.cu@    refuse_capture(s, \"index_add: a call\", \"run it before or after the capture\");@    (void)0;@1@CudaCapture.ThreeOpReferenceOpsRefuseACaptureAndTouchNothing"
   "build pool knob ignored by the msd build's keys@src/cuda/aggregate.cu@const ScratchPoolScope scratch(knobs.build_own_pool);@const ScratchPoolScope scratch(false);@1@CudaAggregate.BuildPoolKnobPutsTheBuildArenasInTheScratchPool"
 )
 
@@ -163,12 +165,15 @@ split=()
 [ "${MUTANT_SPLIT_COMPILE:-0}" != off ] && split=(-DCMAKE_CUDA_FLAGS="--split-compile=${MUTANT_SPLIT_COMPILE:-0}")
 cmake -S "$work" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPIPELINK_CUDA=ON -DCMAKE_PREFIX_PATH="$DEPS" \
   -DCMAKE_LIBRARY_ARCHITECTURE=x86_64-linux-gnu "${split[@]}" >>"$log" 2>&1 || { echo "configure failed (see $log)"; exit 2; }
-build() { cmake --build "$work/build" --target test_cuda_aggregate -j "$(nproc)" >>"$log" 2>&1; }
+build() { cmake --build "$work/build" --target test_cuda_aggregate test_cuda_capture -j "$(nproc)" >>"$log" 2>&1; }
+# A filter's test binary, by its suite: CudaCapture (tests/cuda/test_cuda_capture.cpp), else
+# test_cuda_aggregate.
+bin_for() { case $1 in CudaCapture.*) echo test_cuda_capture ;; *) echo test_cuda_aggregate ;; esac; }
 # Runs one gtest filter within $2 seconds (60 unless given); prints its exit status (124/137:
 # killed by the timeout). A run that executed no test prints "none".
 run_filter() {
   local out rc
-  out=$(timeout -k 10 "${2:-60}" "$work/build/tests/test_cuda_aggregate" --gtest_filter="$1" 2>&1)
+  out=$(timeout -k 10 "${2:-60}" "$work/build/tests/$(bin_for "$1")" --gtest_filter="$1" 2>&1)
   rc=$?
   printf '%s\n' "$out" >>"$log"
   if [ $rc -eq 0 ] && ! grep -qE '^\[  PASSED  \] [1-9]' <<<"$out"; then echo none; else echo $rc; fi
