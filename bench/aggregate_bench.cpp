@@ -1,4 +1,5 @@
 #include "aggregate_bench.hpp"
+#include "device_facts_json.hpp"
 
 #include <fmt/format.h>
 #include <omp.h>
@@ -107,16 +108,7 @@ AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& o) {
     r.device_name = fmt::format("{} ({} SMs, {} MiB L2, {} GiB)", gd.name, gd.multiprocessors, gd.l2_bytes >> 20,
                                 gd.memory_bytes >> 30);
     r.isa = fmt::format("sm_{}", gd.sm);
-    r.device_sms = gd.multiprocessors;
-    r.device_sm = gd.sm;
-    r.device_l2_bytes = std::int64_t(gd.l2_bytes);
-    r.device_memory_bytes = std::int64_t(gd.memory_bytes);
-    const cuda::RuntimeFacts f = cuda::runtime_facts(o.device.index);
-    r.cuda_driver = f.driver_version;
-    r.cuda_runtime = f.runtime_version;
-    r.cuda_built_with = f.built_with;
-    r.sm_clock_peak_khz = f.sm_clock_peak_khz;
-    r.memory_clock_peak_khz = f.memory_clock_peak_khz;
+    r.facts = device_facts(o.device);
   }
 #if defined(__clang__)
   r.compiler = "clang " __clang_version__;
@@ -333,20 +325,10 @@ std::string AggregateBenchResult::to_json() const {
                  {"name", device_name},
                  {"threads", threads},
                  {"isa", isa},
-                 {"sms", device_sms},
-                 {"compute_capability", device_sm},
-                 {"l2_bytes", device_l2_bytes},
-                 {"memory_bytes", device_memory_bytes},
-                 {"cuda_driver_version", cuda_driver},
-                 {"cuda_runtime_version", cuda_runtime},
-                 {"cuda_built_with", cuda_built_with},
-                 {"sm_clock_peak_khz", sm_clock_peak_khz},
-                 {"memory_clock_peak_khz", memory_clock_peak_khz},
-                 {"versions_and_clocks", "CUDA versions as 1000 major + 10 minor; clocks are the device's rated "
-                                         "maxima, not the clocks of the run; all 0 on the CPU"},
                  {"copy_bandwidth_gbs", copy_gbs},
                  {"copy_bandwidth_samples_gbs", copy_samples_gbs},
                  {"copy_bandwidth_counts", "bytes read + bytes written, best of the samples"}};
+  put_device_facts(j["device"], facts);
   j["git"] = git;
   j["compiler"] = compiler;
   j["date"] = date;
@@ -435,11 +417,11 @@ std::string AggregateBenchResult::to_markdown() const {
           ? std::string()
           : fmt::format(", from {:.1f}", *std::min_element(copy_samples_gbs.begin(), copy_samples_gbs.end())),
       options.repeats, options.repeats >= 10 ? "" : " (**fewer than the protocol's 10**)", git, date);
-  if (cuda_driver > 0 || cuda_runtime > 0) {
+  if (facts.cuda_driver > 0 || facts.cuda_runtime > 0) {
     auto v = [](int x) { return x > 0 ? fmt::format("{}.{}", x / 1000, x % 1000 / 10) : std::string("unknown"); };
     s += fmt::format("CUDA driver {}, runtime {} (built with {}); rated peak clocks SM {} MHz, memory {} MHz. ",
-                     v(cuda_driver), v(cuda_runtime), v(cuda_built_with), sm_clock_peak_khz / 1000,
-                     memory_clock_peak_khz / 1000);
+                     v(facts.cuda_driver), v(facts.cuda_runtime), v(facts.cuda_built_with),
+                     facts.sm_clock_peak_khz / 1000, facts.memory_clock_peak_khz / 1000);
   }
   s += fmt::format("Built by {}.\n\n", compiler);
   if (const auto env = pipelink_environment(); !env.empty()) {

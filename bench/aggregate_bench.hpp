@@ -79,11 +79,7 @@ struct AggregateBenchResult {
   std::string isa;
   double copy_gbs = 0;                  // best of copy_samples_gbs: read + written
   std::vector<double> copy_samples_gbs;
-  // Structured device facts for the JSON (PROTOCOL.md §3.9); 0 where not known (the CPU's).
-  int device_sms = 0, device_sm = 0;
-  std::int64_t device_l2_bytes = 0, device_memory_bytes = 0;
-  // CUDA's versions and the device's rated peak clocks (cuda::runtime_facts); 0 on the CPU.
-  int cuda_driver = 0, cuda_runtime = 0, cuda_built_with = 0, sm_clock_peak_khz = 0, memory_clock_peak_khz = 0;
+  DeviceFacts facts;  // for the JSON (PROTOCOL.md §3.9); 0 where not known (the CPU's)
   std::string compiler;  // the host compiler that built the benchmark
   double three_op_first_call_ms = -1;  // the first reference-spread run: three-op's cold call
   std::int64_t must_move_bytes = 0;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "aggregate_bench.hpp"  // device_copy_bandwidth
+#include "device_facts_json.hpp"
 #include "measure.hpp"
 #include "pipelink/cuda.hpp"
 #include "pipelink/pipelink.hpp"
@@ -46,16 +47,9 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
   // (PROTOCOL.md 3.9; the first sweep's JSON had the device's name only: a helper's audit,
   // session 49).
   nlohmann::json device = {{"kind", std::string(device_kind_name(o.device.kind))}, {"name", describe(o.device).str()}};
+  put_device_facts(device, device_facts(o.device));  // the bench's list (zeros on the CPU)
   CopyBandwidth copy;
   if (gpu) {
-    const DeviceDesc& gd = describe(o.device);
-    const cuda::RuntimeFacts f = cuda::runtime_facts(o.device.index);
-    device["sms"] = gd.multiprocessors;
-    device["compute_capability"] = gd.sm;
-    device["l2_bytes"] = gd.l2_bytes;
-    device["memory_bytes"] = gd.memory_bytes;
-    device["cuda_driver_version"] = f.driver_version;
-    device["cuda_runtime_version"] = f.runtime_version;
     // 8 GiB of buffers, freed (cudaFree) before the sweep allocates anything; a device without
     // them free still sweeps, with no copy bandwidth (a review, session 49).
     say("measuring the device's copy bandwidth");

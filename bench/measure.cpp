@@ -1,4 +1,5 @@
 #include "measure.hpp"
+#include "device_facts_json.hpp"
 
 #include <fmt/format.h>
 #include <malloc.h>
@@ -11,7 +12,11 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "pipelink/cuda.hpp"
+#include "pipelink/registry.hpp"  // describe
 
 #ifndef PIPELINK_GIT_REVISION
 #define PIPELINK_GIT_REVISION "unknown"
@@ -119,6 +124,38 @@ std::string host_cpu_name() {
 std::string ratio_text(double r) {
   if (r < 1.5 && r > 1 / 1.5) return fmt::format("{:.2f}x: no measured difference at this precision", r);
   return fmt::format("{:.2f}x", r);
+}
+
+DeviceFacts device_facts(const Device& d) {
+  DeviceFacts f;
+  if (d.kind != DeviceKind::cuda) return f;
+  const DeviceDesc& gd = describe(d);
+  f.sms = gd.multiprocessors;
+  f.sm = gd.sm;
+  f.l2_bytes = std::int64_t(gd.l2_bytes);
+  f.memory_bytes = std::int64_t(gd.memory_bytes);
+  const cuda::RuntimeFacts r = cuda::runtime_facts(d.index);
+  f.cuda_driver = r.driver_version;
+  f.cuda_runtime = r.runtime_version;
+  f.cuda_built_with = r.built_with;
+  f.sm_clock_peak_khz = r.sm_clock_peak_khz;
+  f.memory_clock_peak_khz = r.memory_clock_peak_khz;
+  return f;
+}
+
+void put_device_facts(nlohmann::json& device, const DeviceFacts& f) {
+  device["sms"] = f.sms;
+  device["compute_capability"] = f.sm;
+  device["l2_bytes"] = f.l2_bytes;
+  device["memory_bytes"] = f.memory_bytes;
+  device["cuda_driver_version"] = f.cuda_driver;
+  device["cuda_runtime_version"] = f.cuda_runtime;
+  device["cuda_built_with"] = f.cuda_built_with;
+  device["sm_clock_peak_khz"] = f.sm_clock_peak_khz;
+  device["memory_clock_peak_khz"] = f.memory_clock_peak_khz;
+  device["versions_and_clocks"] =
+      "CUDA versions as 1000 major + 10 minor; clocks are the device's rated maxima, not the clocks of the run; all 0 "
+      "on the CPU";
 }
 
 }  // namespace pipelink::bench

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "pipelink/dtype.hpp"  // Device
+
 namespace pipelink::bench {
 
 struct Stats {
@@ -38,6 +40,19 @@ struct CopyBandwidth {
 };
 /// Host memcpy (multi-threaded, 256 MiB, 10 copies).
 CopyBandwidth host_copy_bandwidth();
+
+/// A device's facts for a benchmark's JSON (PROTOCOL.md 3.9): one list for `bench aggregate` and
+/// `bench sweep` (the sweep's first JSON wrote its own subset: a helper's audit, session 49).
+/// CUDA versions as 1000 major + 10 minor; the clocks are the device's rated maxima. All 0 on
+/// the CPU. Written by put_device_facts (device_facts_json.hpp).
+struct DeviceFacts {
+  int sms = 0, sm = 0;
+  std::int64_t l2_bytes = 0, memory_bytes = 0;
+  int cuda_driver = 0, cuda_runtime = 0, cuda_built_with = 0, sm_clock_peak_khz = 0, memory_clock_peak_khz = 0;
+};
+/// CUDA: describe() and cuda::runtime_facts() (BackendUnavailableError without the backend or
+/// the device); the CPU: zeros.
+DeviceFacts device_facts(const Device& d);
 
 /// The revision the binary was built from (stamped at build time: cmake/GitStamp.cmake).
 std::string git_revision();

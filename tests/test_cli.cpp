@@ -259,7 +259,9 @@ TEST_F(Cli, SweepReportsEveryPathAtEverySize) {
                           // session 49 (schema 2): the copy bandwidth, the repeats against the
                           // protocol, each point's samples, the index dtype
                           "\"copy_bandwidth_gbs\"", "\"repeats_meet_protocol\": false", "\"samples_ms\"",
-                          "\"index_dtype\": \"int32\""})
+                          "\"index_dtype\": \"int32\"",
+                          // session 50: the bench's device facts, from the one list (zeros here)
+                          "\"sms\": 0", "\"cuda_built_with\"", "\"versions_and_clocks\""})
     EXPECT_NE(json.find(key), std::string::npos) << key;
   EXPECT_EQ(json.find("\"edges\": 32768"), std::string::npos) << "went past --max-edges";
   // int64 indices (the named workloads' own) and the Markdown table.
