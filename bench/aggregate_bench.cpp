@@ -41,6 +41,83 @@ struct Inputs {
   AggregateOracle oracle;
 };
 
+// The CPU rows: each path's call on the workload, one list for the bench and its fresh-process
+// cold calls. The planned variants run a plan built (and the weights permuted) before their cold
+// call.
+struct CpuRows {
+  struct Path {
+    std::string name;
+    std::function<void(const TensorView&)> run;
+  };
+  AggregatePlan plan;
+  Tensor wp;
+  PlanWeights pw;
+  std::vector<Path> paths;
+  CpuRows(const WorkloadData& d, std::int64_t N, std::int64_t E) : wp(TensorBuilder().shape({E}).build()) {
+    paths = {
+        {"three-op", [&d](const TensorView& out) { aggregate_three_op(d.x, d.graph.src, d.graph.dst, d.w.view(), out); }},
+        {"fused", [&d](const TensorView& out) { aggregate(d.x, d.graph.src, d.graph.dst, d.w.view(), out); }},
+        // The plan's build on its own row, as on the GPU (the planned rows' cold calls take a plan
+        // built before them: the build was in no row before session 46).
+        {"plan-build", [this, &d, N](const TensorView&) { plan = AggregatePlan::build(d.graph.src, d.graph.dst, N); }},
+        {"planned", [this, &d](const TensorView& out) { aggregate(plan, d.x, d.w.view(), out); }},
+        {"planned, w in plan order", [this, &d](const TensorView& out) { aggregate(plan, d.x, pw, out); }},
+    };
+  }
+  CpuRows(const CpuRows&) = delete;  // the paths hold `this`
+  CpuRows& operator=(const CpuRows&) = delete;
+};
+
+// --cold-call on the CPU: the named path's first call into an existing, NaN-filled output, after
+// its prerequisites (the plan, w in its order) are built.
+VariantResult cpu_cold_call(const AggregateBenchResult& r, const WorkloadData& d, const AggregateBenchOptions& o) {
+  CpuRows rows(d, r.nodes, r.edges);
+  const CpuRows::Path* p = nullptr;
+  for (const auto& q : rows.paths)
+    if (q.name == o.cold_call) p = &q;
+  if (!p) throw std::invalid_argument("--cold-call: no CPU row named '" + o.cold_call + "'");
+  if (o.cold_call.starts_with("planned")) rows.plan = AggregatePlan::build(d.graph.src, d.graph.dst, r.nodes);
+  if (o.cold_call == "planned, w in plan order") rows.pw = rows.plan.permute_weights(d.w.view(), rows.wp.view());
+  Tensor out = TensorBuilder().shape({r.nodes, r.features}).dtype(DType::f32).build();
+  std::fill_n(out.data_as<float>(), out.numel(), std::numeric_limits<float>::quiet_NaN());
+  VariantResult v;
+  v.name = p->name;
+  v.cold_ms = time_ms([&] { p->run(out); });
+  return v;
+}
+
+// --cold-processes: each row's path once in a fresh process of o.cold_process_exe (the same
+// workload, order, seed, scale and device; the environment, PIPELINK_* knobs included, is
+// inherited). A child that fails leaves its row's cold_process_ms at -1 and says why; the bench
+// goes on.
+void run_cold_processes(AggregateBenchResult& r, const AggregateBenchOptions& o,
+                        const std::function<void(const std::string&)>& say) {
+  if (o.cold_process_exe.empty()) return;
+  for (VariantResult& v : r.variants) {
+    // The --ab rows ("planned [tag]", "... [default, A/B]") run under their own environment: a
+    // child would inherit this one's, so they are left out.
+    if (v.name.ends_with("]")) continue;
+    std::vector<std::string> argv = {o.cold_process_exe, "bench", "aggregate", "--workload", o.workload,
+                                     "--order", o.order, "--device", o.device.str(), "--seed", std::to_string(o.seed),
+                                     "--edge-scale", fmt::format("{:.17g}", o.edge_scale), "--cold-call", v.name,
+                                     "--quiet"};
+    if (o.relabel) argv.push_back("--relabel");
+    say(fmt::format("{}: its first call in a fresh process", v.name));
+    std::string text;
+    const int status = run_process(argv, text);
+    try {
+      if (status != 0) throw std::runtime_error(fmt::format("exit status {}", status));
+      const auto nl = text.find_last_of('\n', text.size() >= 2 ? text.size() - 2 : 0);
+      const nlohmann::json j = nlohmann::json::parse(nl == std::string::npos ? text : text.substr(nl + 1));
+      if (j.at("cold_call").get<std::string>() != v.name) throw std::runtime_error("another row's answer");
+      v.cold_process_ms = j.at("cold_ms").get<double>();
+      say(fmt::format("{}: first call in a fresh process {:.2f} ms", v.name, v.cold_process_ms));
+    } catch (const std::exception& e) {
+      say(fmt::format("{}: no fresh-process cold call ({})", v.name, e.what()));
+    }
+  }
+}
+
 double max_abs_diff(const TensorView& a, const TensorView& b) {
   double m = 0;
   const float* pa = a.data_as<const float>();
@@ -137,6 +214,11 @@ AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& o) {
   r.output_bytes = N * F * 4;
   r.must_move_bytes = E * (F * 4 + 2 * std::int64_t(dtype_size(d.graph.src.dtype())) + 4) + N * F * 4;
 
+  if (!o.cold_call.empty()) {  // a child of --cold-processes: one path's first call, nothing else
+    r.variants.push_back(o.device.kind == DeviceKind::cuda ? cuda_cold_call(r, d, o) : cpu_cold_call(r, d, o));
+    return r;
+  }
+
   say("computing the float64 oracle");
   AggregateOracle oracle = aggregate_oracle(d.x, d.graph.src, d.graph.dst, d.w.view());
 
@@ -146,26 +228,16 @@ AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& o) {
   for (double b : copy.samples_bps) r.copy_samples_gbs.push_back(b / 1e9);
   if (o.device.kind == DeviceKind::cuda) {
     run_cuda_variants(r, d, oracle, o, say);
+    run_cold_processes(r, o, say);
     return r;
   }
 
-  struct Path {
-    std::string name;
-    std::function<void(const TensorView&)> run;
-  };
-  // The planned variants run a plan built (and the weights permuted) before their cold call.
-  AggregatePlan plan;
-  Tensor wp = TensorBuilder().shape({r.edges}).build();
-  PlanWeights pw;
-  const std::vector<Path> paths = {
-      {"three-op", [&](const TensorView& out) { aggregate_three_op(d.x, d.graph.src, d.graph.dst, d.w.view(), out); }},
-      {"fused", [&](const TensorView& out) { aggregate(d.x, d.graph.src, d.graph.dst, d.w.view(), out); }},
-      // The plan's build on its own row, as on the GPU (the planned rows' cold calls take a plan
-      // built before them: the build was in no row before session 46).
-      {"plan-build", [&](const TensorView&) { plan = AggregatePlan::build(d.graph.src, d.graph.dst, N); }},
-      {"planned", [&](const TensorView& out) { aggregate(plan, d.x, d.w.view(), out); }},
-      {"planned, w in plan order", [&](const TensorView& out) { aggregate(plan, d.x, pw, out); }},
-  };
+  CpuRows rows(d, N, E);
+  using Path = CpuRows::Path;
+  AggregatePlan& plan = rows.plan;
+  Tensor& wp = rows.wp;
+  PlanWeights& pw = rows.pw;
+  const std::vector<Path>& paths = rows.paths;
   // Outputs start as NaN, so that an element a path never writes fails the check (and counts as
   // unwritten in its report).
   auto poison = [](const Tensor& t) {
@@ -287,6 +359,7 @@ AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& o) {
     check_null_test(r, out, d.x, g4, w4.view());
     say("null test: " + r.null_check);
   }
+  run_cold_processes(r, o, say);
   return r;
 }
 
@@ -350,9 +423,9 @@ std::string AggregateBenchResult::to_json() const {
   j["reference_spread"] = {{"variant", "three-op"}, {"runs", reference_spread_runs},
                            {"max_abs_diff", reference_spread_max_abs}};
   j["must_move_bytes"] = must_move_bytes;
-  // The terms, since compare_torch.py counts indices as int32 (PROTOCOL.md 4's 17.2 GB floor) and
-  // this bench at their own dtype, each input read once (3.6): 17.70 GB on products-like's int64
-  // indices against 17.21, ~2.9% apart in "% of copy" (a helper's audit, session 49).
+  // The terms: each input read once at its own dtype (PROTOCOL.md 3.6; 17.70 GB on products-like's
+  // int64 indices, against 4's 17.21 GB floor for an int32 CSR). compare_torch.py counts the same
+  // way since session 50 (it counted int32 before: ~2.9% apart in "% of copy", a helper's audit).
   j["must_move_counts"] = "E x (a gathered x row of F float32 + src + dst at their dtype + w) + the output written once";
   j["output_bytes"] = output_bytes;
   // The CPU's extra peak RSS includes the output (allocated inside the measured cold call); the
@@ -366,6 +439,7 @@ std::string AggregateBenchResult::to_json() const {
                   {"min_ms", v.time.min},
                   {"max_ms", v.time.max},
                   {"cold_ms", v.cold_ms},
+                  {"cold_process_ms", v.cold_process_ms >= 0 ? json(v.cold_process_ms) : json(nullptr)},
                   {"wall_median_ms", v.wall.median},
                   {"wall_min_ms", v.wall.min},
                   {"wall_max_ms", v.wall.max},
@@ -404,6 +478,11 @@ std::string AggregateBenchResult::to_json() const {
                     {"sampled_rows_check", null_check},
                     {"within_tolerance", null_ok}};
   j["reference_rel_l2"] = reference_rel_l2;
+  j["cold_process"] = options.cold_process_exe.empty()
+                          ? "not measured (--cold-processes)"
+                          : "cold_process_ms: each row's path called once in a fresh process (bench aggregate "
+                            "--cold-call), its inputs made and copied and its prerequisites built first; "
+                            "synchronized wall time";
   return j.dump(2);
 }
 
@@ -480,6 +559,14 @@ std::string AggregateBenchResult::to_markdown() const {
       "call and again after the timed runs\n",
       reference_rel_l2);
   s += cold_note;
+  {
+    std::string fresh;
+    for (const auto& v : variants)
+      if (v.cold_process_ms >= 0) fresh += fmt::format("{}{} {:.2f}", fresh.empty() ? "" : ", ", v.name, v.cold_process_ms);
+    if (!fresh.empty())
+      s += "- first call in a fresh process (`--cold-processes`: inputs made and copied, prerequisites built, "
+           "then the one call), ms: " + fresh + "\n";
+  }
   if (!null_check.empty())
     s += fmt::format("- null test: {} with 4x the edges took {}; its output on sampled rows: {}{}{}\n",
                      gpu ? "one-shot" : "fused",

@@ -26,6 +26,14 @@ struct AggregateBenchOptions {
   // built under its environment and its planned run timed interleaved with the default's (one
   // sample of each per round), so that drift over the run falls on both alike.
   std::vector<std::string> ab;
+  // PROTOCOL.md 3.4's cold first call in a process of its own: the `cold` column is each path's
+  // first call in this process, after the rows above it, so kernels and pool memory an earlier
+  // row loaded are not paid again (a helper's audit, session 49). With `cold_process_exe` (the
+  // pipelink CLI; `--cold-processes`), each row's path is also called once in a fresh process of
+  // that program (`bench aggregate --cold-call PATH`: the same workload, its inputs made and
+  // copied first, the path's prerequisites built, then one timed call), into cold_process_ms.
+  std::string cold_process_exe;
+  std::string cold_call;  // internal: time only this path's first call (the child's side)
   std::function<void(const std::string&)> progress;  // one line per step, for long runs
 };
 
@@ -35,6 +43,7 @@ struct VariantResult {
   Stats time;                     // ms (GPU: between CUDA events; CPU: wall time)
   Stats wall;                     // ms, the synchronized wall time of each timed call (CPU: = time)
   double cold_ms = 0;
+  double cold_process_ms = -1;  // the first call in a process of its own (options.cold_process_exe); -1: not measured
   std::int64_t extra_peak_bytes = 0;  // peak RSS growth of one call, output allocation included
   bool memory_exact = false;
   // GPU: process-level (cudaMemGetInfo) growth at its peak during the cold call, after the
@@ -123,6 +132,9 @@ WorkloadData null_test_workload(const WorkloadData& d, std::uint64_t seed);
 }  // namespace pipelink::bench
 
 namespace pipelink::bench {
+// --cold-call on CUDA: the named path's first call, after its inputs are on the device and its
+// prerequisites (the plan, w in its order) are built; synchronized wall time.
+VariantResult cuda_cold_call(const AggregateBenchResult& r, const WorkloadData& d, const AggregateBenchOptions& o);
 void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const AggregateOracle& oracle,
                        const AggregateBenchOptions& o, const std::function<void(const std::string&)>& say);
 }  // namespace pipelink::bench

@@ -132,7 +132,67 @@ class EnvScope {
   std::vector<Saved> saved_;
 };
 
+// The GPU rows: the workload on the device and each path's call, one list for the bench and its
+// fresh-process cold calls (cuda_cold_call).
+struct CudaRows {
+  struct Path {
+    std::string name;
+    std::function<void()> run;
+  };
+  Tensor xg, sg, dg, wg, out;
+  AggregatePlan plan;
+  // Weights permuted once into the plan's order (AggregatePlan::permute_weights), for graphs
+  // whose weights stay fixed: its own variant, since the protocol's planned run takes w per call
+  // in edge order. The buffer is allocated here, beside the inputs.
+  Tensor wpg;
+  PlanWeights pw;
+  std::vector<Path> paths;
+
+  CudaRows(const WorkloadData& d, Device dev, std::int64_t N, std::int64_t F, std::int64_t E)
+      : xg(to_device(d.x, dev)),
+        sg(to_device(d.graph.src, dev)),
+        dg(to_device(d.graph.dst, dev)),
+        wg(to_device(d.w, dev)),
+        out(TensorBuilder().shape({N, F}).device(dev).build()),
+        wpg(TensorBuilder().shape({E}).device(dev).build()) {
+    paths = {
+        {"three-op", [this] { aggregate_three_op(xg, sg, dg, wg.view(), out); }},
+        {"one-shot", [this] { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::one_shot}); }},
+        {"plan-build", [this, N] { plan = AggregatePlan::build(sg, dg, N); }},
+        {"planned", [this] { aggregate(plan, xg, wg.view(), out); }},
+        {"planned, w in plan order", [this] { aggregate(plan, xg, pw, out); }},
+        {"lean", [this] { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::lean}); }},
+    };
+    cuda::synchronize(dev.index);
+  }
+  CudaRows(const CudaRows&) = delete;  // the paths hold `this`
+  CudaRows& operator=(const CudaRows&) = delete;
+  const Path* find(const std::string& name) const {
+    for (const Path& p : paths)
+      if (p.name == name) return &p;
+    return nullptr;
+  }
+};
+
 }  // namespace
+
+VariantResult cuda_cold_call(const AggregateBenchResult& r, const WorkloadData& d, const AggregateBenchOptions& o) {
+  const Device dev = o.device;
+  const cuda::DeviceGuard device_guard(dev.index);
+  CudaRows rows(d, dev, r.nodes, r.features, r.edges);
+  const CudaRows::Path* p = rows.find(o.cold_call);
+  if (!p) throw std::invalid_argument("--cold-call: no GPU row named '" + o.cold_call + "'");
+  if (o.cold_call.starts_with("planned")) rows.plan = AggregatePlan::build(rows.sg, rows.dg, r.nodes);
+  if (o.cold_call == "planned, w in plan order") rows.pw = rows.plan.permute_weights(rows.wg.view(), rows.wpg.view());
+  cuda::synchronize(dev.index);
+  VariantResult v;
+  v.name = p->name;
+  v.cold_ms = time_ms([&] {
+    p->run();
+    cuda::synchronize(dev.index);
+  });
+  return v;
+}
 
 void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const AggregateOracle& oracle,
                        const AggregateBenchOptions& o, const std::function<void(const std::string&)>& say) {
@@ -140,29 +200,12 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
   const cuda::DeviceGuard device_guard(dev.index);  // the events below are the current device's
   const std::int64_t N = r.nodes, F = r.features;
   say("copying the workload to " + dev.str());
-  Tensor xg = to_device(d.x, dev), sg = to_device(d.graph.src, dev), dg = to_device(d.graph.dst, dev),
-         wg = to_device(d.w, dev);
-  Tensor out = TensorBuilder().shape({N, F}).device(dev).build();
-  cuda::synchronize(dev.index);
-
-  AggregatePlan plan;
-  // Weights permuted once into the plan's order (AggregatePlan::permute_weights), for graphs
-  // whose weights stay fixed: its own variant, since the protocol's planned run takes w per call
-  // in edge order. The buffer is allocated here, beside the inputs.
-  Tensor wpg = TensorBuilder().shape({r.edges}).device(dev).build();
-  PlanWeights pw;
-  struct Path {
-    std::string name;
-    std::function<void()> run;
-  };
-  const std::vector<Path> paths = {
-      {"three-op", [&] { aggregate_three_op(xg, sg, dg, wg.view(), out); }},
-      {"one-shot", [&] { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::one_shot}); }},
-      {"plan-build", [&] { plan = AggregatePlan::build(sg, dg, N); }},
-      {"planned", [&] { aggregate(plan, xg, wg.view(), out); }},
-      {"planned, w in plan order", [&] { aggregate(plan, xg, pw, out); }},
-      {"lean", [&] { aggregate(xg, sg, dg, wg.view(), out, {.path = AggregatePath::lean}); }},
-  };
+  CudaRows rows(d, dev, N, F, r.edges);
+  Tensor &xg = rows.xg, &sg = rows.sg, &dg = rows.dg, &wg = rows.wg, &out = rows.out, &wpg = rows.wpg;
+  AggregatePlan& plan = rows.plan;
+  PlanWeights& pw = rows.pw;
+  using Path = CudaRows::Path;
+  const std::vector<Path>& paths = rows.paths;
 
   // Protocol step 2: the in-service reference's run-to-run spread (float atomics).
   {

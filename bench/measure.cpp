@@ -3,9 +3,12 @@
 
 #include <fmt/format.h>
 #include <malloc.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <chrono>
@@ -124,6 +127,41 @@ std::string host_cpu_name() {
 std::string ratio_text(double r) {
   if (r < 1.5 && r > 1 / 1.5) return fmt::format("{:.2f}x: no measured difference at this precision", r);
   return fmt::format("{:.2f}x", r);
+}
+
+int run_process(const std::vector<std::string>& argv, std::string& out) {
+  out.clear();
+  if (argv.empty()) return -1;
+  int fds[2];
+  if (::pipe(fds) != 0) return -1;
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return -1;
+  }
+  if (pid == 0) {  // the child: stdout into the pipe, then the program (async-signal-safe calls only)
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  ::close(fds[1]);
+  char buf[4096];
+  for (;;) {
+    const ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n > 0) out.append(buf, std::size_t(n));
+    else if (n == 0 || errno != EINTR) break;
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 DeviceFacts device_facts(const Device& d) {

@@ -60,6 +60,10 @@ extern const char* const kBuildRevision;
 std::string iso_time_utc();
 std::string host_cpu_name();
 
+/// Runs argv[0] with argv (no shell), its stdout captured into `out` and its stderr left as the
+/// caller's; returns its exit status, or -1 where it could not start or ended by a signal.
+int run_process(const std::vector<std::string>& argv, std::string& out);
+
 /// "2.31x" or, below the 1.5x rule, "no measured difference at this precision".
 std::string ratio_text(double ratio);
 

@@ -247,6 +247,44 @@ TEST_F(Cli, BenchWritesVersionedJsonAndMarkdown) {
   EXPECT_NE(bad.output.find("arxiv-like"), std::string::npos) << bad.output;
 }
 
+TEST_F(Cli, BenchColdProcessesTimeEachRowsFirstCallInAFreshProcess) {
+  // Session 50: PROTOCOL.md 3.4's cold first call, each row's path in a process of its own (the
+  // in-process cold column follows the rows above it). Every row gets a number, the Markdown says
+  // what it is, and without the flag the JSON says it was not measured.
+  CliRun r = run_cli("bench aggregate --workload arxiv-like --device cpu --edge-scale 0.01 --repeats 2 --no-null-test "
+                     "--cold-processes --quiet --json " + path("c.json") + " --markdown " + path("c.md"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream f(path("c.json"));
+  const std::string json((std::istreambuf_iterator<char>(f)), {});
+  std::size_t rows = 0;
+  for (std::size_t at = json.find("\"cold_process_ms\": "); at != std::string::npos;
+       at = json.find("\"cold_process_ms\": ", at + 1)) {
+    const std::string value = json.substr(at + 19, json.find_first_of(",\n}", at + 19) - (at + 19));
+    EXPECT_NE(value, "null") << "a row without its fresh-process cold call";
+    EXPECT_GT(std::atof(value.c_str()), 0.0) << value;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 5u) << "three-op, fused, plan-build, planned, planned with w in plan order";
+  std::ifstream m(path("c.md"));
+  const std::string md((std::istreambuf_iterator<char>(m)), {});
+  EXPECT_NE(md.find("- first call in a fresh process"), std::string::npos) << md;
+  EXPECT_NE(md.find("planned, w in plan order "), std::string::npos) << md;
+  // The child's side alone: one JSON line on stdout; a row that does not exist is an error.
+  CliRun child = run_cli("bench aggregate --workload arxiv-like --device cpu --edge-scale 0.01 --cold-call planned --quiet");
+  ASSERT_EQ(child.status, 0) << child.output;
+  EXPECT_NE(child.output.find("{\"cold_call\": \"planned\", \"cold_ms\": "), std::string::npos) << child.output;
+  CliRun bad = run_cli("bench aggregate --workload arxiv-like --device cpu --edge-scale 0.01 --cold-call nope --quiet");
+  EXPECT_EQ(bad.status, 2) << bad.output;
+  EXPECT_NE(bad.output.find("no CPU row named 'nope'"), std::string::npos) << bad.output;
+  r = run_cli("bench aggregate --workload arxiv-like --device cpu --edge-scale 0.01 --repeats 1 --no-null-test --quiet "
+              "--json " + path("n.json"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream nf(path("n.json"));
+  const std::string njson((std::istreambuf_iterator<char>(nf)), {});
+  EXPECT_NE(njson.find("\"cold_process_ms\": null"), std::string::npos);
+  EXPECT_NE(njson.find("\"cold_process\": \"not measured (--cold-processes)\""), std::string::npos);
+}
+
 TEST_F(Cli, SweepReportsEveryPathAtEverySize) {
   CliRun r = run_cli("bench sweep --workload arxiv-like --device cpu --start-edges 4096 --max-edges 16384 --repeats 1 "
                      "--quiet --json " + path("s.json"));

@@ -88,6 +88,14 @@ int main(int argc, char** argv) {
       "interleaved with the default. Knobs read at each call do change "
       "between the arms (PIPELINK_AGG_LEAN_ORDER, _TANH, _STAGED_ISSUE); settings read once per "
       "process (PIPELINK_AGG_STAGED, _LONG_ROW) do not");
+  bool cold_processes = false;
+  bagg->add_flag("--cold-processes", cold_processes,
+                 "Also call each row's path once in a fresh process of this program (its inputs made and "
+                 "copied, its prerequisites built, then the one call: PROTOCOL.md 3.4's cold first call, with "
+                 "nothing loaded by an earlier row); cold_process_ms in the JSON");
+  bagg->add_option("--cold-call", bopt.cold_call,
+                   "Internal (--cold-processes' child): time only this row's first call and print "
+                   "{\"cold_call\": ..., \"cold_ms\": ...} on stdout");
   bagg->add_option("--json", json_path, "Write the versioned JSON result here");
   bagg->add_option("--markdown", md_path, "Write the Markdown table here");
   bagg->add_flag("--quiet", quiet, "No progress lines on stderr");
@@ -154,7 +162,13 @@ int main(int argc, char** argv) {
     if (*bagg) {
       bopt.device = Device::parse(device);
       if (!quiet) bopt.progress = progress_printer("bench");
+      if (cold_processes) bopt.cold_process_exe = std::filesystem::read_symlink("/proc/self/exe").string();
       bench::AggregateBenchResult r = bench::run_aggregate_bench(bopt);
+      if (!bopt.cold_call.empty()) {  // the child's one answer, for its parent to read
+        std::cout << fmt::format("{{\"cold_call\": \"{}\", \"cold_ms\": {:.17g}}}\n", r.variants.at(0).name,
+                                 r.variants.at(0).cold_ms);
+        return 0;
+      }
       const std::string md = r.to_markdown();
       std::cout << md;
       if (!json_path.empty()) write_file_atomically(json_path, r.to_json() + "\n", "pipelink");
