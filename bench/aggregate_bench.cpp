@@ -93,6 +93,9 @@ VariantResult cpu_cold_call(const AggregateBenchResult& r, const WorkloadData& d
 void run_cold_processes(AggregateBenchResult& r, const AggregateBenchOptions& o,
                         const std::function<void(const std::string&)>& say) {
   if (o.cold_process_exe.empty()) return;
+  // The children share the device: this process's pools give back what they cache (three-op's
+  // two [E, F] intermediates, 32 GB on products-like) before a child allocates its own.
+  if (o.device.kind == DeviceKind::cuda) cuda::release_cached_memory(o.device.index);
   for (VariantResult& v : r.variants) {
     // The --ab rows ("planned [tag]", "... [default, A/B]") run under their own environment: a
     // child would inherit this one's, so they are left out.
