@@ -110,8 +110,11 @@ void run_cold_processes(AggregateBenchResult& r, const AggregateBenchOptions& o,
     const int status = run_process(argv, text);
     try {
       if (status != 0) throw std::runtime_error(fmt::format("exit status {}", status));
-      const auto nl = text.find_last_of('\n', text.size() >= 2 ? text.size() - 2 : 0);
-      const nlohmann::json j = nlohmann::json::parse(nl == std::string::npos ? text : text.substr(nl + 1));
+      // The child's answer is its line starting {"cold_call" (the last such; anything else it
+      // printed is passed over).
+      const std::size_t at = text.rfind("{\"cold_call\"");
+      if (at == std::string::npos) throw std::runtime_error("no answer line on its stdout");
+      const nlohmann::json j = nlohmann::json::parse(text.substr(at, text.find('\n', at) - at));
       if (j.at("cold_call").get<std::string>() != v.name) throw std::runtime_error("another row's answer");
       v.cold_process_ms = j.at("cold_ms").get<double>();
       say(fmt::format("{}: first call in a fresh process {:.2f} ms", v.name, v.cold_process_ms));

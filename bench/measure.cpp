@@ -132,11 +132,11 @@ std::string ratio_text(double r) {
 int run_process(const std::vector<std::string>& argv, std::string& out) {
   out.clear();
   if (argv.empty()) return -1;
-  int fds[2];
-  if (::pipe(fds) != 0) return -1;
-  std::vector<char*> args;
+  std::vector<char*> args;  // before the pipe, so that a throw here leaks no descriptor
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  int fds[2];
+  if (::pipe(fds) != 0) return -1;
   const pid_t pid = ::fork();
   if (pid < 0) {
     ::close(fds[0]);
