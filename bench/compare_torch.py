@@ -37,10 +37,11 @@ from pipelink import _pipelink  # noqa: E402
 # 2 (session 50): must_move_bytes counts src and dst at their dtype (int64), as the C++ bench does;
 # 1 counted them as int32 (now protocol_floor_bytes_int32_csr).
 SCHEMA_VERSION = 2
-WORKLOADS = {  # name: (nodes, edges); F = 64, uniform random edges (PROTOCOL.md §1)
+WORKLOADS = {  # name: (nodes, edges); F = 64 (PROTOCOL.md §1)
     "arxiv-like": (169_343, 1_166_243),
     "seed-40M": (2_449_029, 40_000_000),
     "products-like": (2_449_029, 61_859_140),
+    "power-law": (2**21, 63_000_000),  # R-MAT, hubs of ~198k edges
     "tiny": (2_000, 20_000),  # the test suite's smoke run, not a PROTOCOL.md workload
 }
 U = 2.0**-24
@@ -273,7 +274,12 @@ VARIANTS = ("eager", "chunked", "compile-static", "compile-dynamic", "pipelink-p
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workload", default="products-like", choices=sorted(WORKLOADS))
+    ap.add_argument("--workload", default="products-like", choices=sorted(WORKLOADS),
+                    help="a PROTOCOL.md workload, made by pipelink.workload as `pipelink bench aggregate` makes it "
+                    "(the same graph, x and w for the same seed); tiny: drawn here")
+    ap.add_argument("--order", default="random", choices=("random", "dst-sorted"), help="the edges' order")
+    ap.add_argument("--edge-scale", type=float, default=1.0,
+                    help="scale the workload's edge count, nodes kept (as `pipelink bench aggregate --edge-scale`)")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
@@ -328,14 +334,32 @@ def main() -> int:
         device = torch.device("cuda", torch.cuda.current_device())
     clock = Clock(device)
     idle_w = power_w(device) if device.type == "cuda" else None  # before any work of this process
+    if not (a.edge_scale > 0 and math.isfinite(a.edge_scale)):
+        ap.error(f"--edge-scale must be a positive number, got {a.edge_scale}")
     n, e = WORKLOADS[a.workload]
+    e = max(1, round(e * a.edge_scale))
     f = 64
-    log(f"{a.workload}: N={n} E={e} F={f} on {device}; drawing inputs")
-    g = torch.Generator(device=device).manual_seed(a.seed)
-    x = torch.randn(n, f, generator=g, device=device)
-    src = torch.randint(0, n, (e,), generator=g, device=device)
-    dst = torch.randint(0, n, (e,), generator=g, device=device)
-    w = torch.rand(e, generator=g, device=device) * 2 - 1
+    log(f"{a.workload} ({a.order} order): N={n} E={e} F={f} on {device}; drawing inputs")
+    if a.workload == "tiny":
+        g = torch.Generator(device=device).manual_seed(a.seed)
+        x = torch.randn(n, f, generator=g, device=device)
+        src = torch.randint(0, n, (e,), generator=g, device=device)
+        dst = torch.randint(0, n, (e,), generator=g, device=device)
+        w = torch.rand(e, generator=g, device=device) * 2 - 1
+        if a.order == "dst-sorted":  # w travels with its edge, as in the C++ generator
+            perm = torch.argsort(dst, stable=True)
+            src, dst, w = src[perm], dst[perm], w[perm]
+        drawn = "torch uniform random (tiny)"
+    else:
+        # The C++ bench's own graph (session 50; until then a torch uniform draw on the device,
+        # and no power-law or dst-sorted order here).
+        hx, hs, hd, hw = pipelink.workload(a.workload, order=a.order, seed=a.seed, edge_scale=a.edge_scale)
+        x, src, dst, w = (torch.from_numpy(t).to(device) for t in (hx, hs, hd, hw))
+        del hx, hs, hd, hw
+        assert src.shape[0] == e, (src.shape, e)
+        drawn = f"pipelink.workload (the C++ bench's generator), seed {a.seed}"
+    # What the order is, read off the edges (random order: False but for a degenerate graph).
+    dst_sorted = bool(torch.all(dst[1:] >= dst[:-1]).item()) if e > 1 else True
     # PROTOCOL.md 3.6, as the C++ bench counts it (bench/aggregate_bench.cpp): each input read once at
     # its dtype (src and dst int64 here), one gathered x row per edge, w, the output written once.
     # Until session 50 this counted the indices as int32 (§4's 17.2 GB floor, an int32 CSR), so the
@@ -551,7 +575,8 @@ def main() -> int:
         "kind": "compare-torch",
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "git": git_revision(),
-        "workload": {"name": a.workload, "nodes": n, "edges": e, "features": f, "edges_drawn": "uniform random",
+        "workload": {"name": a.workload, "nodes": n, "edges": e, "features": f, "edges_drawn": drawn,
+                     "order": a.order, "edge_scale": a.edge_scale, "dst_nondecreasing": dst_sorted,
                      "index_dtype": "int64", "seed": a.seed, "cost_variable": "E"},
         "oracle": "float64 on the same device, edge-chunked",
         "tolerance": "|y - oracle| <= 2 (d_i + 4) 2^-24 S_i per element (PROTOCOL.md §2)",
@@ -686,7 +711,8 @@ def gib(b: Optional[int]) -> str:
 
 def markdown(m: dict) -> str:
     wl, dev = m["workload"], m["device"]
-    lines = [f"`{wl['name']}`: N={wl['nodes']}, E={wl['edges']}, F={wl['features']}, float32, tanh, int64 indices. "
+    lines = [f"`{wl['name']}` ({wl.get('order', 'random')} order): N={wl['nodes']}, E={wl['edges']}, "
+             f"F={wl['features']}, float32, tanh, int64 indices. "
              f"Device: {dev['name']} (torch {dev['torch']}, CUDA {dev['cuda']}, "
              f"allocator {dev.get('torch_allocator', '?')}), copy bandwidth "
              f"{dev['copy_bandwidth_gbs']:.0f} GB/s. Git {m['git']}, {m['date']}."

@@ -32,6 +32,7 @@ __all__ = [
     "inspect_tensor",
     "debug_dump",
     "debug_load",
+    "workload",
     "cuda_available",
     "memory_stats",
     "reset_peak_memory",
@@ -545,6 +546,19 @@ def debug_dump(t: Any, path: str) -> None:
 def debug_load(path: str) -> Any:
     """Loads what :func:`debug_dump` wrote, as a NumPy array."""
     return _pipelink.debug_load(str(path))
+
+
+def workload(name: str, *, order: str = "random", seed: int = 42, edge_scale: float = 1.0,
+             relabel: bool = False) -> tuple[Any, Any, Any, Any]:
+    """A named workload of the benchmark protocol (``arxiv-like``, ``seed-40M``, ``products-like``,
+    ``power-law``), as ``pipelink bench aggregate`` makes it for the same name, ``order``
+    (``"random"`` or ``"dst-sorted"``), ``seed``, ``edge_scale`` (the edge count scaled, nodes
+    kept) and ``relabel`` (nodes renamed at random after generation): the same graph, features
+    and weights. Returns ``(x, src, dst, w)`` as NumPy arrays: float32 ``[N, 64]``, int64 ``[E]``
+    twice, float32 ``[E]``. Made on the host (products-like: about 2 GB)."""
+    if order not in ("random", "dst-sorted"):
+        raise ValueError(f"workload: order must be 'random' or 'dst-sorted', got {order!r}")
+    return tuple(_pipelink.workload(str(name), order, int(seed), float(edge_scale), bool(relabel)))
 
 
 def cuda_available() -> bool:

@@ -9,7 +9,9 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <optional>
@@ -203,9 +205,8 @@ std::vector<double> time_plan_ms_py(const PyPlan& p, const Array& x, const std::
 std::string inspect_py(const Array& a) { return inspect_tensor(view_of(a, "tensor")); }
 void dump_py(const Array& a, const std::string& path) { debug_dump(view_of(a, "tensor"), path); }
 
-// debug_load returns a host Tensor; hand it to Python as a NumPy array that owns the storage.
-nb::object load_py(const std::string& path) {
-  Tensor t = debug_load(path);
+// A host Tensor handed to Python as a NumPy array that owns its storage.
+nb::object numpy_of(Tensor t) {
   if (t.device().kind != DeviceKind::cpu) t = to_device(t, Device::cpu());
   // Held by a unique_ptr until the capsule owns it: a failing capsule (out of memory) leaked it.
   auto held = std::make_unique<Tensor>(std::move(t));
@@ -229,6 +230,25 @@ nb::object load_py(const std::string& path) {
   }
   nb::ndarray<nb::numpy> arr(v.data(), std::size_t(v.rank()), shape.data(), owner, strides.data(), dt);
   return nb::cast(arr, nb::rv_policy::reference);
+}
+
+// debug_load returns a host Tensor.
+nb::object load_py(const std::string& path) { return numpy_of(debug_load(path)); }
+
+// A named workload of PROTOCOL.md 1, as `pipelink bench aggregate` makes it for the same name,
+// order, seed, edge scale and relabelling (the same graph, x and w): (x, src, dst, w) as NumPy
+// arrays, int64 indices.
+nb::tuple workload_py(const std::string& name, const std::string& order, std::uint64_t seed, double edge_scale,
+                      bool relabel) {
+  WorkloadSpec spec = workload_spec(name);
+  if (!(edge_scale > 0) || !(double(spec.num_edges) * edge_scale <= 1099511627776.0))  // 2^40 edges, as the bench
+    throw std::invalid_argument("workload: edge_scale must be a positive number giving at most 2^40 edges, got " +
+                                std::to_string(edge_scale));
+  spec.num_edges = std::max<std::int64_t>(1, std::llround(double(spec.num_edges) * edge_scale));
+  spec.relabel = relabel;
+  WorkloadData d = make_workload(spec, parse_edge_order(order), seed);
+  return nb::make_tuple(numpy_of(std::move(d.x)), numpy_of(std::move(d.graph.src)), numpy_of(std::move(d.graph.dst)),
+                        numpy_of(std::move(d.w)));
 }
 
 // C++ exceptions -> the Python classes of pipelink/_errors.py (which carry the fields). If that
@@ -290,6 +310,7 @@ NB_MODULE(_pipelink, m) {
   m.def("inspect_tensor", &inspect_py, "tensor"_a);
   m.def("debug_dump", &dump_py, "tensor"_a, "path"_a);
   m.def("debug_load", &load_py, "path"_a);
+  m.def("workload", &workload_py, "name"_a, "order"_a, "seed"_a, "edge_scale"_a, "relabel"_a);
   m.def("time_plan_ms", &time_plan_ms_py, "plan"_a, "x"_a, "w"_a.none(), "out"_a, "transform"_a, "stream"_a, "n"_a);
   m.def("issue_seconds", &issue_seconds_py, "plan"_a, "x"_a, "w"_a.none(), "out"_a, "transform"_a, "stream"_a, "n"_a);
   m.def("memory_stats", [] {

@@ -437,3 +437,34 @@ def test_every_public_name_has_a_docstring_and_type_hints():
                 if callable(f) and not inspect.getdoc(f):
                     missing.append(f"{name}.{member}: docstring")
     assert not missing, missing
+
+
+def test_workload_is_the_benchmarks_graph():
+    # pipelink.workload (session 50): the named workloads as `pipelink bench aggregate` makes them,
+    # so that compare_torch.py and users time the same graph.
+    x, src, dst, w = pipelink.workload("arxiv-like", edge_scale=0.01)
+    e = round(1_166_243 * 0.01)
+    assert x.shape == (169_343, 64) and x.dtype == np.float32
+    assert src.shape == dst.shape == (e,) and src.dtype == dst.dtype == np.int64
+    assert w.shape == (e,) and w.dtype == np.float32
+    assert src.min() >= 0 and src.max() < 169_343 and dst.min() >= 0 and dst.max() < 169_343
+    assert np.all(np.abs(w) <= 1)
+    again = pipelink.workload("arxiv-like", edge_scale=0.01)
+    assert all(np.array_equal(a, b) for a, b in zip((x, src, dst, w), again))
+    other = pipelink.workload("arxiv-like", edge_scale=0.01, seed=43)
+    assert not np.array_equal(src, other[1])
+    # dst-sorted: the same weighted edges, in destination order.
+    xs, ss, ds, ws = pipelink.workload("arxiv-like", edge_scale=0.01, order="dst-sorted")
+    assert np.array_equal(xs, x) and np.all(np.diff(ds) >= 0)
+    key = lambda s_, d_, w_: np.lexsort((w_, s_, d_))  # noqa: E731
+    a, b = key(src, dst, w), key(ss, ds, ws)
+    assert np.array_equal(src[a], ss[b]) and np.array_equal(dst[a], ds[b]) and np.array_equal(w[a], ws[b])
+    # It runs through the op as it comes.
+    out = pipelink.aggregate(x, src, dst, w)
+    assert out.shape == x.shape and np.isfinite(out).all()
+    with pytest.raises(ValueError, match="order"):
+        pipelink.workload("arxiv-like", order="sorted")
+    with pytest.raises(ValueError, match="edge_scale"):
+        pipelink.workload("arxiv-like", edge_scale=float("nan"))
+    with pytest.raises(Exception, match="products-like"):
+        pipelink.workload("nope")

@@ -395,6 +395,41 @@ def test_compare_torch_script_smoke(tmp_path):
     assert m["protocol_floor_bytes_int32_csr"] == e * (f * 4 + 2 * 4 + 4) + n * f * 4
 
 
+def test_compare_torch_takes_the_benchmarks_workloads_and_orders(tmp_path):
+    """Session 50: the named workloads come from pipelink.workload (the C++ bench's graph), in
+    either order and scaled; power-law takes the same path (too large an x for a CPU test here)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    import pipelink as pl
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PIPELINK_PYTHON_PATH=os.path.dirname(os.path.dirname(pl.__file__)))
+    out = tmp_path / "w.json"
+    subprocess.run([sys.executable, os.path.join(root, "bench", "compare_torch.py"), "--workload", "arxiv-like",
+                    "--edge-scale", "0.01", "--order", "dst-sorted", "--device", "cpu", "--repeats", "2", "--warmup",
+                    "1", "--no-compile", "--variants", "eager,pipelink-planned,pipelink-one-shot", "--json", str(out)],
+                   check=True, env=env, capture_output=True, text=True, timeout=600)
+    m = json.loads(out.read_text())
+    wl = m["workload"]
+    assert wl["order"] == "dst-sorted" and wl["edge_scale"] == 0.01 and wl["edges"] == round(1_166_243 * 0.01)
+    assert wl["edges_drawn"].startswith("pipelink.workload"), wl
+    assert wl["dst_nondecreasing"] is True, "the run's edges were not in destination order"
+    for v in m["variants"]:
+        assert v["within_tolerance"], v
+    _, src, dst, _ = pl.workload("arxiv-like", order="dst-sorted", edge_scale=0.01)
+    assert np.all(np.diff(dst) >= 0) and len(src) == wl["edges"]
+    bad = subprocess.run([sys.executable, os.path.join(root, "bench", "compare_torch.py"), "--workload", "arxiv-like",
+                          "--edge-scale", "nan", "--device", "cpu", "--json", str(tmp_path / "b.json")],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 2 and "--edge-scale" in bad.stderr, bad.stderr
+    assert not (tmp_path / "b.json").exists()
+
+
 def test_compare_torch_prepare_weights_option(tmp_path):
     """--prepare-weights builds the plans with prepare_weights=True and says so in the row."""
     import json
