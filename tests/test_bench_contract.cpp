@@ -167,5 +167,20 @@ TEST(BenchContract, CpuBenchPassesAndSaysSo) {
   EXPECT_FALSE(r.null_check.empty());
 }
 
+TEST(BenchContract, RunProcessGivesStdoutAndStatus) {
+  // --cold-processes' children run through run_process (fork and exec, no shell): their stdout
+  // comes back whole, their exit status as given, and a program that cannot start as 127.
+  std::string out;
+  EXPECT_EQ(bench::run_process({"/bin/sh", "-c", "printf 'a\\nb'; exit 3"}, out), 3);
+  EXPECT_EQ(out, "a\nb");
+  const std::string big(200000, 'x');  // past a pipe's buffer: read while the child writes
+  EXPECT_EQ(bench::run_process({"/bin/sh", "-c", "head -c 200000 /dev/zero | tr '\\0' x"}, out), 0);
+  EXPECT_EQ(out, big);
+  EXPECT_EQ(bench::run_process({"/nonexistent/program"}, out), 127);
+  EXPECT_EQ(out, "");
+  EXPECT_EQ(bench::run_process({}, out), -1);
+  EXPECT_EQ(bench::run_process({"/bin/sh", "-c", "kill -9 $$"}, out), -1);  // ended by a signal
+}
+
 }  // namespace
 }  // namespace pipelink::test
