@@ -201,13 +201,7 @@ AggregateBenchResult run_aggregate_bench(const AggregateBenchOptions& o) {
   r.compiler = "unknown";
 #endif
 
-  WorkloadSpec spec = workload_spec(o.workload);
-  // Past 2^40 edges no machine holds the graph; 1e300 once overflowed llround into E = 1 and the
-  // run went on, labelled with the scale it did not use (a review, session 46).
-  if (!(double(spec.num_edges) * o.edge_scale <= std::ldexp(1.0, 40)))
-    throw std::invalid_argument(fmt::format("--edge-scale {} gives {:.3g} edges, past 2^40", o.edge_scale,
-                                            double(spec.num_edges) * o.edge_scale));
-  spec.num_edges = std::max<std::int64_t>(1, std::llround(double(spec.num_edges) * o.edge_scale));
+  WorkloadSpec spec = scale_edges(workload_spec(o.workload), o.edge_scale);
   spec.relabel = o.relabel;
   say(fmt::format("generating {} ({} order{}): N={} E={} F={}", spec.name, o.order, o.relabel ? ", relabelled" : "",
                   spec.num_nodes, spec.num_edges, spec.features));

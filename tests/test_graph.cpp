@@ -369,6 +369,18 @@ std::vector<std::tuple<std::int64_t, std::int64_t, float>> weighted_edges(const 
   return out;
 }
 
+TEST(NamedWorkloads, ScaleEdgesKeepsNodesAndRefusesWhatNoMachineHolds) {
+  // scale_edges (session 50: the bench's --edge-scale and Python's pipelink.workload share it).
+  const WorkloadSpec& a = workload_spec("arxiv-like");
+  const WorkloadSpec s = scale_edges(a, 0.5);
+  EXPECT_EQ(s.num_nodes, a.num_nodes);
+  EXPECT_EQ(s.num_edges, std::llround(double(a.num_edges) * 0.5));  // 583121.5 rounds away from zero
+  EXPECT_EQ(scale_edges(a, 1e-12).num_edges, 1);
+  EXPECT_EQ(scale_edges(a, 1.0).num_edges, a.num_edges);
+  for (double bad : {0.0, -1.0, std::nan(""), 1e300, std::numeric_limits<double>::infinity()})
+    EXPECT_THROW((void)scale_edges(a, bad), std::invalid_argument) << bad;
+}
+
 TEST(MakeWorkload, ShapesOrdersAndDeterminism) {
   const auto seed = test::fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));

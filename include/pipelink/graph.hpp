@@ -54,6 +54,11 @@ struct WorkloadSpec {
 const std::vector<WorkloadSpec>& named_workloads();
 /// Throws LookupError listing the names.
 const WorkloadSpec& workload_spec(std::string_view name);
+/// `spec` with its edge count scaled, nodes kept: llround(E x edge_scale), at least 1 (what
+/// `pipelink bench aggregate --edge-scale` and Python's `pipelink.workload` take). Throws
+/// std::invalid_argument where edge_scale is not a positive number or gives more than 2^40 edges:
+/// no machine holds that graph, and 1e300 once overflowed llround into E = 1 (session 46).
+WorkloadSpec scale_edges(WorkloadSpec spec, double edge_scale);
 
 struct WorkloadData {
   WorkloadSpec spec;

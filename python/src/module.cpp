@@ -9,9 +9,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <optional>
@@ -240,11 +238,7 @@ nb::object load_py(const std::string& path) { return numpy_of(debug_load(path));
 // arrays, int64 indices.
 nb::tuple workload_py(const std::string& name, const std::string& order, std::uint64_t seed, double edge_scale,
                       bool relabel) {
-  WorkloadSpec spec = workload_spec(name);
-  if (!(edge_scale > 0) || !(double(spec.num_edges) * edge_scale <= 1099511627776.0))  // 2^40 edges, as the bench
-    throw std::invalid_argument("workload: edge_scale must be a positive number giving at most 2^40 edges, got " +
-                                std::to_string(edge_scale));
-  spec.num_edges = std::max<std::int64_t>(1, std::llround(double(spec.num_edges) * edge_scale));
+  WorkloadSpec spec = scale_edges(workload_spec(name), edge_scale);
   spec.relabel = relabel;
   WorkloadData d = make_workload(spec, parse_edge_order(order), seed);
   return nb::make_tuple(numpy_of(std::move(d.x)), numpy_of(std::move(d.graph.src)), numpy_of(std::move(d.graph.dst)),

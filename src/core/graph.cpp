@@ -415,6 +415,16 @@ const WorkloadSpec& workload_spec(std::string_view name) {
   throw LookupError(fmt::format("unknown workload '{}'; known workloads: {}", name, known));
 }
 
+WorkloadSpec scale_edges(WorkloadSpec spec, double edge_scale) {
+  const double e = double(spec.num_edges) * edge_scale;
+  if (!(edge_scale > 0) || !(e <= std::ldexp(1.0, 40)))
+    throw std::invalid_argument(fmt::format("workload '{}': edge_scale {} gives {:.3g} edges; it must be a positive "
+                                            "number giving at most 2^40",
+                                            spec.name, edge_scale, e));
+  spec.num_edges = std::max<std::int64_t>(1, std::llround(e));
+  return spec;
+}
+
 WorkloadData make_workload(const WorkloadSpec& spec, EdgeOrder order, std::uint64_t seed, DType index_dtype) {
   if (spec.rmat && spec.num_nodes != (std::int64_t(1) << std::clamp(spec.rmat_scale, 0, 62)))
     throw std::invalid_argument(fmt::format("workload '{}': R-MAT scale {} gives 2^{} nodes, but num_nodes is {}",
