@@ -36,11 +36,6 @@ std::vector<std::pair<std::string, std::string>> pipelink_environment() {
   return out;
 }
 
-struct Inputs {
-  WorkloadData data;
-  AggregateOracle oracle;
-};
-
 // The CPU rows: each path's call on the workload, one list for the bench and its fresh-process
 // cold calls. The planned variants run a plan built (and the weights permuted) before their cold
 // call.
