@@ -6,7 +6,7 @@
 #   usage: tests/racecheck_lists_check.sh TEST_BINARY LIST...
 # Each piece's filter must match at least one test. A piece with PIPELINK_TEST_CASES must match
 # exactly one (the knob reaches every test of the piece; racecheck-pieces.sh says why), and its case
-# indices must be non-negative integers.
+# indices must be non-negative integers (and PIPELINK_TEST_VARIANTS's, where a piece gives it).
 set -uo pipefail
 bin=$1; shift
 [ -x "$bin" ] || { echo "no test binary $bin"; exit 2; }
@@ -32,6 +32,12 @@ for list in "$@"; do
       fi
       if ! [[ $cases =~ ^[0-9]+(,[0-9]+)*$ ]]; then
         echo "FAIL: $list:$n: PIPELINK_TEST_CASES='$cases' is not a list of case indices"; bad=1
+      fi
+    fi
+    if [[ ${knobs:-} == *PIPELINK_TEST_VARIANTS=* ]]; then
+      variants=${knobs#*PIPELINK_TEST_VARIANTS=}; variants=${variants%%,[A-Z]*}
+      if ! [[ $variants =~ ^[0-9]+(,[0-9]+)*$ ]]; then
+        echo "FAIL: $list:$n: PIPELINK_TEST_VARIANTS='$variants' is not a list of indices"; bad=1
       fi
     fi
   done <"$list"

@@ -99,5 +99,26 @@ TEST(CaseFilter, BadListsFailTheTest) {
   }
 }
 
+TEST(CaseFilter, AnotherKnobPicksASecondLevelOnItsOwn) {
+  // OneShotInEdgeRanges' variants inside a case: PIPELINK_TEST_VARIANTS, read apart from the cases.
+  const CasesEnv cases("0");
+  const ScopedEnv variants({{"PIPELINK_TEST_VARIANTS", "2"}});
+  testing::internal::CaptureStdout();
+  const CaseFilter c(3), v(4, "PIPELINK_TEST_VARIANTS");
+  EXPECT_EQ(picked(c, 3), "100");
+  EXPECT_EQ(picked(v, 4), "0010");
+  const std::string said = testing::internal::GetCapturedStdout();
+  EXPECT_NE(said.find("PIPELINK_TEST_VARIANTS=2: 1 of this test's 4 cases"), std::string::npos) << said;
+  EXPECT_NE(said.find("PIPELINK_TEST_VARIANTS 2 starts at "), std::string::npos) << said;
+  const ScopedEnv bad({{"PIPELINK_TEST_VARIANTS", "4"}});
+  EXPECT_NONFATAL_FAILURE(
+      {
+        testing::internal::CaptureStdout();
+        const CaseFilter f(4, "PIPELINK_TEST_VARIANTS");
+        (void)testing::internal::GetCapturedStdout();
+      },
+      "PIPELINK_TEST_VARIANTS=4: case 4 past");
+}
+
 }  // namespace
 }  // namespace pipelink::test

@@ -115,10 +115,14 @@ struct ScopedEnv {
   ScopedEnv& operator=(const ScopedEnv&) = delete;
 };
 
+/// Which of a test's `count` cases run: all, or those PIPELINK_TEST_CASES lists (comma-separated
+/// indices). `knob` names another list for a second level inside a case (OneShotInEdgeRanges'
+/// PIPELINK_TEST_VARIANTS: one of its cases ran past 300 s under racecheck alone, v54).
 class CaseFilter {
  public:
-  explicit CaseFilter(std::size_t count) : run_(count, true), said_(count, false) {
-    const char* env = std::getenv("PIPELINK_TEST_CASES");
+  explicit CaseFilter(std::size_t count, const char* knob = "PIPELINK_TEST_CASES")
+      : run_(count, true), said_(count, false), knob_(knob) {
+    const char* env = std::getenv(knob);
     if (env == nullptr || *env == '\0') return;
     filtered_ = true;
     std::fill(run_.begin(), run_.end(), false);
@@ -129,18 +133,18 @@ class CaseFilter {
       const std::string item = list.substr(at, end - at);
       at = end + 1;
       if (item.empty() || item.find_first_not_of("0123456789") != std::string::npos || item.size() > 9) {
-        ADD_FAILURE() << "PIPELINK_TEST_CASES=" << list << ": '" << item << "' is not a case index";
+        ADD_FAILURE() << knob << "=" << list << ": '" << item << "' is not a case index";
         continue;
       }
       const std::size_t i = std::stoul(item);
       if (i >= count) {
-        ADD_FAILURE() << "PIPELINK_TEST_CASES=" << list << ": case " << i << " past this test's " << count << " cases";
+        ADD_FAILURE() << knob << "=" << list << ": case " << i << " past this test's " << count << " cases";
         continue;
       }
       picked += run_[i] ? 0 : 1;
       run_[i] = true;
     }
-    std::printf("[  CASES   ] PIPELINK_TEST_CASES=%s: %zu of this test's %zu cases\n", env, picked, count);
+    std::printf("[  CASES   ] %s=%s: %zu of this test's %zu cases\n", knob, env, picked, count);
   }
   /// Whether case `i` runs. Under PIPELINK_TEST_CASES, the first ask for a case that runs prints
   /// a line with the seconds since the filter was made, so that a piece cut by a slow tool's time
@@ -150,7 +154,7 @@ class CaseFilter {
     if (run && filtered_ && !said_[i]) {
       said_[i] = true;
       const std::chrono::duration<double> t = std::chrono::steady_clock::now() - start_;
-      std::printf("[  CASE    ] case %zu starts at %.1f s\n", i, t.count());
+      std::printf("[  CASE    ] %s %zu starts at %.1f s\n", std::strcmp(knob_, "PIPELINK_TEST_CASES") == 0 ? "case" : knob_, i, t.count());
       std::fflush(stdout);
     }
     return run;
@@ -159,6 +163,7 @@ class CaseFilter {
  private:
   std::vector<bool> run_;
   mutable std::vector<bool> said_;
+  const char* knob_;
   bool filtered_ = false;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
