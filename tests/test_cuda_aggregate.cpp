@@ -1510,6 +1510,10 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
   // PIPELINK_TEST_CASES: a slow tool takes the table in pieces (racecheck: ~13 minutes whole at
   // v42's 26x); the peak-memory block and the bad-edge block are the last two cases.
   const CaseFilter run_case(std::size(cases) + 2);
+  // PIPELINK_TEST_VARIANTS halves a graph's case further: 0 its F = 64 half, 1 its F = 3 half
+  // (cases 3-6 each ran past 300 s under racecheck with CUB's kernels instrumented, session 44).
+  const std::int64_t widths[] = {64, 3};
+  const CaseFilter run_width(std::size(widths), "PIPELINK_TEST_VARIANTS");
   for (std::size_t ci = 0; ci < std::size(cases); ++ci) {
     if (!run_case(ci)) continue;
     const MsdCase& c = cases[ci];
@@ -1528,7 +1532,9 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
         d += d < 20000 ? 30000 : 50000;  // [0, 20000) -> [30000, 50000); [20000, 50000) -> [70000, 100000)
       }
     Tensor sg = gpu(g.src), dg = gpu(g.dst), wg = gpu(random_tensor({c.E}, DType::f32, seed + 1));
-    for (std::int64_t F : {64, 3}) {
+    for (std::size_t wi = 0; wi < std::size(widths); ++wi) {
+      if (!run_width(wi)) continue;
+      const std::int64_t F = widths[wi];
       SCOPED_TRACE("F=" + std::to_string(F));
       Tensor xg = gpu(random_tensor({c.N, F}, DType::f32, seed + 2, -2, 2));
       auto call = [&] {
