@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <optional>
 #include <map>
 #include <set>
 #include <new>
@@ -29,6 +31,26 @@ bool out_of_memory(const std::exception& e) {
 
 }  // namespace
 
+OneShotOnePlan::OneShotOnePlan() {
+  if (const char* v = std::getenv(kKnob); v != nullptr) {
+    value_ = v;
+    return;
+  }
+  ::setenv(kKnob, "1", 1);
+  set_ = true;
+  value_ = "1";
+}
+
+OneShotOnePlan::~OneShotOnePlan() {
+  if (set_) ::unsetenv(kKnob);
+}
+
+std::string OneShotOnePlan::means() const {
+  return value_ == "1"   ? "one plan (destination ranges where its sort does not fit; out of memory past that)"
+         : value_ == "0" ? "the library's default: edge ranges from the free memory where one plan does not fit"
+                         : "forced edge ranges";
+}
+
 std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
   auto say = [&](const std::string& s) {
     if (o.progress) o.progress(s);
@@ -42,6 +64,8 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
   if (o.index_dtype != DType::i32 && o.index_dtype != DType::i64)
     throw std::invalid_argument("sweep: the index dtype must be int32 or int64");
   const bool i64 = o.index_dtype == DType::i64;
+  std::optional<OneShotOnePlan> one_shot_knob;  // the GPU's paths only (the CPU has no one-shot point)
+  if (gpu) one_shot_knob.emplace();
 
   // The device's facts and its copy bandwidth, measured before the sweep takes any memory
   // (PROTOCOL.md 3.9; the first sweep's JSON had the device's name only: a helper's audit,
@@ -319,6 +343,11 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
                      : "peak RSS growth of one call"},
       {"reach", reach},
       {"points", points}};
+  if (one_shot_knob)
+    j["one_shot"] = {{"knob", OneShotOnePlan::kKnob},
+                     {"value", one_shot_knob->value()},
+                     {"set_by_sweep", one_shot_knob->set_by_sweep()},
+                     {"means", one_shot_knob->means()}};
   if (disagreements) *disagreements = disagree;
   return j.dump(2);
 }
@@ -375,6 +404,11 @@ std::string sweep_markdown(const std::string& json_text) {
     s += fmt::format("- {}: {}{}\n", p, r.at("max_edges_run").get<std::int64_t>(),
                      r.at("first_failure").is_null() ? std::string(" (no failure up to the sweep's cap)")
                                                      : fmt::format(" (fails at {})", r.at("first_failure").get<std::int64_t>()));
+  }
+  if (j.contains("one_shot") && std::find(paths.begin(), paths.end(), "one-shot") != paths.end()) {
+    const auto& k = j.at("one_shot");
+    s += fmt::format("\nThe one-shot points ran under {}={}: {}.\n", k.at("knob").get<std::string>(),
+                     k.at("value").get<std::string>(), k.at("means").get<std::string>());
   }
   if (j.value("disagreements", 0) > 0)
     s += fmt::format("\n**{} point(s) disagreed with the first path at their size** (see the JSON).\n",

@@ -26,6 +26,31 @@ struct SweepOptions {
 /// size (recorded in the JSON; the sweep goes on, and the CLI exits 1 after writing it).
 std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements = nullptr);
 
+/// The one-shot's sweep points run one plan: PIPELINK_AGG_ONESHOT_CHUNKS=1 while this lives, unless
+/// the environment sets the knob (then its value stands). Under the default (0) a one-shot call
+/// short of memory runs edge ranges sized from the free memory, finishing on the lean path if a
+/// later range fails: the point would read "ok" at a size one plan cannot reach, with a small
+/// memory figure and bits that follow the device's state (a warning on stderr only). A reviewing
+/// helper's count, session 51: at 2^32 int32 edges on an 80 GB card the inputs leave ~32 GB, under
+/// the plan's 34 GB of pairs. With 1 a call short of memory sorts destination ranges (the same
+/// plan) or raises, and the sweep records the out-of-memory error. The JSON's "one_shot" says
+/// which ran.
+class OneShotOnePlan {
+ public:
+  static constexpr const char* kKnob = "PIPELINK_AGG_ONESHOT_CHUNKS";
+  OneShotOnePlan();
+  ~OneShotOnePlan();  // the knob unset again where this set it
+  OneShotOnePlan(const OneShotOnePlan&) = delete;
+  OneShotOnePlan& operator=(const OneShotOnePlan&) = delete;
+  const std::string& value() const { return value_; }
+  bool set_by_sweep() const { return set_; }
+  std::string means() const;
+
+ private:
+  std::string value_;
+  bool set_ = false;
+};
+
 /// A Markdown table of a sweep's JSON text: one row an edge count, a column a path (median ms and
 /// extra peak MB, or what stopped it), then each path's reach.
 std::string sweep_markdown(const std::string& json_text);

@@ -217,6 +217,15 @@ if ! flag SKIP_TESTS; then  # SKIP_TESTS=1: benchmarks only (a second pass in th
   fi
 fi
 if flag SKIP_PYTEST; then status+=("pytest|SKIPPED (SKIP_PYTEST)|0s"); fi
+# Without the Python module (no nanobind or Python.h here) the Python steps cannot run: say so in
+# the table rather than leave them out (a review, session 51: a COMPARE call would have come back
+# with nothing and no reason).
+if [ ${#pyopt[@]} -eq 0 ]; then
+  nopy="SKIPPED (no Python module: python3 lacks nanobind or Python.h)"
+  flag SKIP_PYTEST || status+=("pytest|$nopy|0s")
+  [ -z "${COMPARE:-}" ] || status+=("compare_torch $COMPARE|$nopy|0s")
+  [ -z "${NCU_PY:-}" ] || status+=("ncu python $NCU_PY|$nopy|0s")
+fi
 if [ ${#pyopt[@]} -gt 0 ] && ! flag SKIP_PYTEST; then  # pytest on the GPU against the machine's torch
   python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install -q --no-index --find-links .deps/wheels pytest >/dev/null 2>&1
   step "pytest (torch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null))" pytest.log \

@@ -17,7 +17,7 @@ stub nvcc 'echo "Cuda compilation tools, release 13.0 (stand-in)"'
 stub cmake 'echo "cmake $*"; [[ "$*" == *--build* ]] && exit ${FAKE_BUILD_RC:-0}; exit 0'
 stub ctest 'echo "ctest $*"; exit ${FAKE_CTEST_RC:-0}'
 stub python3 'case "$*" in
-  *"import nanobind"*) exit 0 ;;
+  *"import nanobind"*) exit ${FAKE_NO_NANOBIND:-0} ;;
   *"import torch"*) echo 2.11.0 ;;
   *"pytest --version"*) echo "pytest 8" ;;
   *"-m pytest"*) echo "1 passed"; exit ${FAKE_PYTEST_RC:-0} ;;
@@ -47,6 +47,9 @@ ENV_ARGS=(SKIP_PYTEST=0 SKIP_BENCH=1 SKIP_RACECHECK=1)
 check pytest_zero_is_off 0 "^ctest +ok" "^pytest \(torch 2.11.0\) +ok"
 ENV_ARGS=(SKIP_CTEST=1 SKIP_BENCH=1 SKIP_RACECHECK=1 FAKE_PYTEST_RC=1)
 check pytest_fails 1 "^pytest \(torch 2.11.0\) +FAILED" "!^ctest "
+# Without the Python module the Python steps have SKIPPED rows, not silence (session 51's review).
+ENV_ARGS=(FAKE_NO_NANOBIND=1 SKIP_CTEST=1 SKIP_BENCH=1 SKIP_RACECHECK=1 COMPARE=power-law)
+check no_python_module 0 "^pytest +SKIPPED \(no Python module" "^compare_torch power-law +SKIPPED \(no Python module" "!^pytest \(torch"
 # Racecheck in pieces leaves the whole-binary racecheck of test_cuda_aggregate out unless asked
 # (session 49's call 3 spent its 540 s there, with no piece run); test_cuda_runtime's still runs.
 mkdir -p "$tmp/repo/build/gpu/tests"
@@ -57,5 +60,5 @@ ENV_ARGS=(SKIP_CTEST=1 SKIP_MEMCHECK=1 SKIP_PYTEST=1 SKIP_BENCH=1 DEADLINE_S=60 
 check pieces_skip_whole 0 "racecheck test_cuda_aggregate +SKIPPED \(RACECHECK_PIECES given" "racecheck test_cuda_runtime +ok"
 ENV_ARGS=(SKIP_CTEST=1 SKIP_MEMCHECK=1 SKIP_PYTEST=1 SKIP_BENCH=1 DEADLINE_S=60 PIECE_S=5 "RACECHECK_PIECES=*Some*" RACECHECK_WHOLE=1)
 check pieces_and_whole 0 "racecheck test_cuda_aggregate +ok" "!RACECHECK_PIECES given"
-[ "$fails" -eq 0 ] && echo "gpu_check_check: 6 cases ok"
+[ "$fails" -eq 0 ] && echo "gpu_check_check: 7 cases ok"
 exit $((fails > 0))

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "aggregate_bench.hpp"
+#include "aggregate_sweep.hpp"
 #include "test_util.hpp"
 
 namespace pipelink::test {
@@ -180,6 +181,44 @@ TEST(BenchContract, RunProcessGivesStdoutAndStatus) {
   EXPECT_EQ(out, "");
   EXPECT_EQ(bench::run_process({}, out), -1);
   EXPECT_EQ(bench::run_process({"/bin/sh", "-c", "kill -9 $$"}, out), -1);  // ended by a signal
+}
+
+TEST(BenchContract, SweepOneShotRunsOnePlanAndSaysSo) {
+  // The sweep's one-shot points: one plan unless the environment sets the knob (a one-shot short
+  // of memory would otherwise run edge ranges and read "ok" past one plan's reach; session 51).
+  {
+    const ScopedEnv unset({{"PIPELINK_AGG_ONESHOT_CHUNKS", nullptr}});
+    {
+      const bench::OneShotOnePlan k;
+      ASSERT_NE(std::getenv("PIPELINK_AGG_ONESHOT_CHUNKS"), nullptr);
+      EXPECT_STREQ(std::getenv("PIPELINK_AGG_ONESHOT_CHUNKS"), "1");
+      EXPECT_EQ(k.value(), "1");
+      EXPECT_TRUE(k.set_by_sweep());
+      EXPECT_NE(k.means().find("one plan"), std::string::npos);
+    }
+    EXPECT_EQ(std::getenv("PIPELINK_AGG_ONESHOT_CHUNKS"), nullptr) << "the sweep's knob outlived it";
+  }
+  {
+    const ScopedEnv forced({{"PIPELINK_AGG_ONESHOT_CHUNKS", "3"}});
+    {
+      const bench::OneShotOnePlan k;
+      EXPECT_EQ(k.value(), "3");
+      EXPECT_FALSE(k.set_by_sweep());
+      EXPECT_NE(k.means().find("forced edge ranges"), std::string::npos);
+    }
+    EXPECT_STREQ(std::getenv("PIPELINK_AGG_ONESHOT_CHUNKS"), "3") << "the caller's knob was changed";
+  }
+  // The Markdown names the knob the one-shot points ran under.
+  const std::string json = R"J({"workload": {"name": "products-like", "nodes": 4, "features": 2, "index_dtype": "int32"},
+    "device": {"name": "a GPU", "copy_bandwidth_gbs": 1000.0}, "git": "abc", "date": "2026-12-05", "timing": "events",
+    "memory": "peak", "repeats_meet_protocol": true,
+    "reach": {"one-shot": {"max_edges_run": 8, "first_failure": 16}},
+    "one_shot": {"knob": "PIPELINK_AGG_ONESHOT_CHUNKS", "value": "1", "set_by_sweep": true, "means": "one plan (...)"},
+    "points": [{"edges": 8, "path": "one-shot", "status": "ok", "median_ms": 1.0, "extra_peak_bytes": 100},
+               {"edges": 16, "path": "one-shot", "status": "out_of_memory"}]})J";
+  const std::string md = bench::sweep_markdown(json);
+  EXPECT_NE(md.find("The one-shot points ran under PIPELINK_AGG_ONESHOT_CHUNKS=1: one plan"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 16 | out of memory |"), std::string::npos) << md;
 }
 
 }  // namespace
