@@ -83,6 +83,7 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
       if (!out_of_memory(e)) throw;
       say("the copy bandwidth's buffers do not fit; the sweep goes on without it");
     }
+    if (copy.best_bps > 0) device["copy_bandwidth_gbs"] = copy.best_bps / 1e9;  // in the partial documents too
   }
   device["copy_bandwidth_counts"] = "bytes read + bytes written, best of 10 copies";
 
@@ -103,6 +104,59 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
   // session 46).
   std::set<std::string> wrong_paths;
   nlohmann::json points = nlohmann::json::array();
+
+  // The JSON as it stands. `cut_after`: the last edge count done, for a partial document (each
+  // size's points handed to o.partial as they are done, so that a run cut by a time limit or a
+  // crash at the device's edge keeps what it measured: a review, session 51).
+  auto document = [&](std::optional<std::int64_t> cut_after) {
+    nlohmann::json reach = nlohmann::json::object();
+    for (const auto& n : names) {
+      std::int64_t best = 0;
+      for (const auto& p : points)
+        if (p["path"] == n && p["status"] == "ok") best = std::max<std::int64_t>(best, p["edges"].get<std::int64_t>());
+      reach[n] = {{"max_edges_run", best}, {"first_failure", failed_at.count(n) ? nlohmann::json(failed_at[n]) : nlohmann::json(nullptr)}};
+    }
+    // Schema 2 (session 49): device facts and copy bandwidth; index_dtype chosen (--index-dtype);
+    // GPU times by events (wall_median_ms the old wall clock); planned's extra_peak_bytes is the
+    // larger of its build's transient peak (build_extra_peak_bytes) and its call's peak plus the
+    // plan (call_extra_peak_bytes, version 1's figure); samples_ms; repeats_meet_protocol.
+    nlohmann::json j = {
+        {"schema_version", 2},
+        {"kind", "aggregate-sweep"},
+        {"workload",
+         {{"name", spec.name},
+          {"nodes", N},
+          {"features", F},
+          {"edges", "uniform (whatever the workload's own generator), doubling"},
+          {"index_dtype", i64 ? "int64" : "int32"},
+          {"seed", o.seed}}},
+        {"device", device},
+        {"git", git_revision()},
+        {"date", iso_time_utc()},
+        {"timing", fmt::format("{}, {} repeats after the checked run; median, min, max",
+                               gpu ? "CUDA events around the call (wall_median_ms: the synchronized wall clock)"
+                                   : "wall clock of the call",
+                               o.repeats)},
+        {"repeats", o.repeats},
+        {"repeats_meet_protocol", o.repeats >= 10},
+        {"verification",
+         "each path into a poisoned output: against the float64 oracle at the first "
+         "size; at every size against the first path that ran there (rel. L2 within 1e-5)"},
+        {"disagreements", disagree},
+        {"memory", gpu ? "PipeLink allocator peak over what it held before the call; planned: the larger of its "
+                         "build's peak and its call's peak plus the plan"
+                       : "peak RSS growth of one call"},
+        {"reach", reach},
+        {"points", points}};
+    if (one_shot_knob)
+      j["one_shot"] = {{"knob", OneShotOnePlan::kKnob},
+                       {"value", one_shot_knob->value()},
+                       {"set_by_sweep", one_shot_knob->set_by_sweep()},
+                       {"means", one_shot_knob->means()}};
+    j["complete"] = !cut_after.has_value();
+    if (cut_after) j["partial_after_edges"] = *cut_after;
+    return j;
+  };
 
   for (std::int64_t E = o.start_edges; E <= cap; E *= 2) {
     if (failed_at.size() == names.size()) break;
@@ -294,6 +348,7 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
       if (name == "planned") plan = AggregatePlan();
       points.push_back(pt);
     }
+    if (o.partial) o.partial(document(E).dump(2));
   }
 
   // The host's copy after the sweep: its 512 MiB of buffers before it would raise the peak RSS that
@@ -304,52 +359,8 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
   }
   device["copy_bandwidth_gbs"] = copy.best_bps > 0 ? nlohmann::json(copy.best_bps / 1e9) : nlohmann::json(nullptr);
 
-  nlohmann::json reach = nlohmann::json::object();
-  for (const auto& n : names) {
-    std::int64_t best = 0;
-    for (const auto& p : points)
-      if (p["path"] == n && p["status"] == "ok") best = std::max<std::int64_t>(best, p["edges"].get<std::int64_t>());
-    reach[n] = {{"max_edges_run", best}, {"first_failure", failed_at.count(n) ? nlohmann::json(failed_at[n]) : nlohmann::json(nullptr)}};
-  }
-  // Schema 2 (session 49): device facts and copy bandwidth; index_dtype chosen (--index-dtype);
-  // GPU times by events (wall_median_ms the old wall clock); planned's extra_peak_bytes is the
-  // larger of its build's transient peak (build_extra_peak_bytes) and its call's peak plus the
-  // plan (call_extra_peak_bytes, version 1's figure); samples_ms; repeats_meet_protocol.
-  nlohmann::json j = {
-      {"schema_version", 2},
-      {"kind", "aggregate-sweep"},
-      {"workload",
-       {{"name", spec.name},
-        {"nodes", N},
-        {"features", F},
-        {"edges", "uniform (whatever the workload's own generator), doubling"},
-        {"index_dtype", i64 ? "int64" : "int32"},
-        {"seed", o.seed}}},
-      {"device", device},
-      {"git", git_revision()},
-      {"date", iso_time_utc()},
-      {"timing", fmt::format("{}, {} repeats after the checked run; median, min, max",
-                             gpu ? "CUDA events around the call (wall_median_ms: the synchronized wall clock)"
-                                 : "wall clock of the call",
-                             o.repeats)},
-      {"repeats", o.repeats},
-      {"repeats_meet_protocol", o.repeats >= 10},
-      {"verification",
-       "each path into a poisoned output: against the float64 oracle at the first "
-       "size; at every size against the first path that ran there (rel. L2 within 1e-5)"},
-      {"disagreements", disagree},
-      {"memory", gpu ? "PipeLink allocator peak over what it held before the call; planned: the larger of its "
-                       "build's peak and its call's peak plus the plan"
-                     : "peak RSS growth of one call"},
-      {"reach", reach},
-      {"points", points}};
-  if (one_shot_knob)
-    j["one_shot"] = {{"knob", OneShotOnePlan::kKnob},
-                     {"value", one_shot_knob->value()},
-                     {"set_by_sweep", one_shot_knob->set_by_sweep()},
-                     {"means", one_shot_knob->means()}};
   if (disagreements) *disagreements = disagree;
-  return j.dump(2);
+  return document(std::nullopt).dump(2);
 }
 
 std::string sweep_markdown(const std::string& json_text) {
@@ -405,6 +416,10 @@ std::string sweep_markdown(const std::string& json_text) {
                      r.at("first_failure").is_null() ? std::string(" (no failure up to the sweep's cap)")
                                                      : fmt::format(" (fails at {})", r.at("first_failure").get<std::int64_t>()));
   }
+  if (!j.value("complete", true))
+    s += fmt::format("\n**Partial**: the sweep stopped after {} edges (cut short, or still running); the reach above is "
+                     "what it had reached by then.\n",
+                     j.value("partial_after_edges", std::int64_t(0)));
   if (j.contains("one_shot") && std::find(paths.begin(), paths.end(), "one-shot") != paths.end()) {
     const auto& k = j.at("one_shot");
     s += fmt::format("\nThe one-shot points ran under {}={}: {}.\n", k.at("knob").get<std::string>(),

@@ -19,6 +19,9 @@ struct SweepOptions {
   DType index_dtype = DType::i32;  // src and dst (the named workloads' own are int64: --index-dtype)
   std::uint64_t seed = 42;
   std::function<void(const std::string&)> progress;
+  /// Where given: the JSON text so far ("complete": false, "partial_after_edges") after each edge
+  /// count, so that a sweep cut short (a time limit, a crash at the device's edge) keeps its points.
+  std::function<void(const std::string&)> partial;
 };
 
 /// Runs the sweep and returns the JSON text (schema_version 2; what 2 changed: run_aggregate_sweep).

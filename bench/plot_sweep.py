@@ -34,6 +34,10 @@ def main() -> int:
     prefix = args.out or args.json.removesuffix(".json")
     paths = sorted({p["path"] for p in data["points"]})
     title = f"{data['workload']['name']} (N={data['workload']['nodes']}), {data['device']['name']}, git {data['git']}"
+    if not data.get("complete", True):  # a sweep cut short keeps its points (partial JSON, session 51)
+        title += f" -- PARTIAL: stopped after {data.get('partial_after_edges', '?')} edges"
+        print(f"plot_sweep.py: a partial sweep (stopped after {data.get('partial_after_edges', '?')} edges): "
+              "the plots show the points it had")
     for key, label, scale, suffix in (("median_ms", "median time (ms)", 1.0, "time"),
                                       ("extra_peak_bytes", "extra peak memory (GiB)", 1 / 2**30, "memory")):
         fig, ax = plt.subplots(figsize=(7, 4.5))

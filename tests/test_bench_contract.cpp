@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "aggregate_bench.hpp"
 #include "aggregate_sweep.hpp"
@@ -219,6 +221,33 @@ TEST(BenchContract, SweepOneShotRunsOnePlanAndSaysSo) {
   const std::string md = bench::sweep_markdown(json);
   EXPECT_NE(md.find("The one-shot points ran under PIPELINK_AGG_ONESHOT_CHUNKS=1: one plan"), std::string::npos) << md;
   EXPECT_NE(md.find("| 16 | out of memory |"), std::string::npos) << md;
+}
+
+TEST(BenchContract, SweepHandsOverEachSizeAsItIsDone) {
+  // A sweep cut short keeps what it measured: each edge count's points go to o.partial, marked
+  // partial; the returned document is the whole, marked complete (session 51).
+  bench::SweepOptions o;
+  o.workload = "arxiv-like";
+  o.start_edges = 4096;
+  o.max_edges = 8192;
+  o.repeats = 1;
+  std::vector<nlohmann::json> seen;
+  o.partial = [&](const std::string& text) { seen.push_back(nlohmann::json::parse(text)); };
+  const nlohmann::json whole = nlohmann::json::parse(bench::run_aggregate_sweep(o));
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].at("complete"), false);
+  EXPECT_EQ(seen[0].at("partial_after_edges"), 4096);
+  for (const auto& p : seen[0].at("points")) EXPECT_EQ(p.at("edges"), 4096) << p.dump();
+  EXPECT_EQ(seen[0].at("points").size(), 2u);  // three-op and fused at the first size
+  EXPECT_EQ(seen[0].at("reach").at("fused").at("max_edges_run"), 4096);
+  EXPECT_EQ(seen[1].at("partial_after_edges"), 8192);
+  EXPECT_EQ(seen[1].at("points").size(), 4u);
+  EXPECT_EQ(whole.at("complete"), true);
+  EXPECT_FALSE(whole.contains("partial_after_edges"));
+  EXPECT_EQ(whole.at("points"), seen[1].at("points"));
+  const std::string md = bench::sweep_markdown(seen[0].dump());
+  EXPECT_NE(md.find("**Partial**: the sweep stopped after 4096 edges"), std::string::npos) << md;
+  EXPECT_EQ(bench::sweep_markdown(whole.dump()).find("Partial"), std::string::npos);
 }
 
 }  // namespace

@@ -299,7 +299,9 @@ TEST_F(Cli, SweepReportsEveryPathAtEverySize) {
                           "\"copy_bandwidth_gbs\"", "\"repeats_meet_protocol\": false", "\"samples_ms\"",
                           "\"index_dtype\": \"int32\"",
                           // session 50: the bench's device facts, from the one list (zeros here)
-                          "\"sms\": 0", "\"cuda_built_with\"", "\"versions_and_clocks\""})
+                          "\"sms\": 0", "\"cuda_built_with\"", "\"versions_and_clocks\"",
+                          // session 51: the file replaced by the whole at the end (partial before)
+                          "\"complete\": true"})
     EXPECT_NE(json.find(key), std::string::npos) << key;
   EXPECT_EQ(json.find("\"edges\": 32768"), std::string::npos) << "went past --max-edges";
   // int64 indices (the named workloads' own) and the Markdown table.

@@ -95,6 +95,13 @@ def test_sweep_plot(mpl, tmp_path):
     r = run(PLOT_SWEEP, j, "--out", tmp_path / "s")
     assert r.returncode == 0, r.stderr
     assert is_png(tmp_path / "s-time.png") and is_png(tmp_path / "s-memory.png")
+    assert "partial" not in r.stdout, r.stdout
+    # A sweep cut short (its partial JSON, session 51): plotted, and said to be partial.
+    j.write_text(json.dumps({**SWEEP, "complete": False, "partial_after_edges": 1 << 21}))
+    r = run(PLOT_SWEEP, j, "--out", tmp_path / "p")
+    assert r.returncode == 0, r.stderr
+    assert "a partial sweep (stopped after 2097152 edges)" in r.stdout, r.stdout
+    assert is_png(tmp_path / "p-time.png")
 
 
 def cli():

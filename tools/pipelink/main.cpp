@@ -145,6 +145,11 @@ int main(int argc, char** argv) {
       if (!sweep_quiet) sweep.progress = progress_printer("sweep");
       int disagreements = 0;
       sweep.index_dtype = sweep_index == "int64" ? DType::i64 : DType::i32;
+      // Each size's points on disk as they are done (marked partial), replaced by the whole at the end.
+      sweep.partial = [&](const std::string& text) {
+        write_file_atomically(sweep_json, text + "\n", "pipelink");
+        if (!sweep_markdown.empty()) write_file_atomically(sweep_markdown, bench::sweep_markdown(text), "pipelink");
+      };
       const std::string text = bench::run_aggregate_sweep(sweep, &disagreements);
       write_file_atomically(sweep_json, text + "\n", "pipelink");
       std::cout << "wrote " << sweep_json << "\n";
