@@ -32,7 +32,8 @@ bool out_of_memory(const std::exception& e) {
 }  // namespace
 
 OneShotOnePlan::OneShotOnePlan() {
-  if (const char* v = std::getenv(kKnob); v != nullptr) {
+  // Set and empty is the library's default (0) too: treated as unset (a review, session 51).
+  if (const char* v = std::getenv(kKnob); v != nullptr && *v != '\0') {
     value_ = v;
     return;
   }
@@ -46,9 +47,14 @@ OneShotOnePlan::~OneShotOnePlan() {
 }
 
 std::string OneShotOnePlan::means() const {
-  return value_ == "1"   ? "one plan (destination ranges where its sort does not fit; out of memory past that)"
-         : value_ == "0" ? "the library's default: edge ranges from the free memory where one plan does not fit"
-                         : "forced edge ranges";
+  // As the library reads it (an integer 0..4096; anything else is refused at the first call).
+  long long k = -1;
+  if (!value_.empty() && value_.size() <= 4 && value_.find_first_not_of("0123456789") == std::string::npos)
+    k = std::stoll(value_);
+  if (k == 1) return "one plan (destination ranges where its sort does not fit; out of memory past that)";
+  if (k == 0) return "the library's default: edge ranges from the free memory where one plan does not fit";
+  if (k >= 2 && k <= 4096) return "forced edge ranges (" + value_ + " a call)";
+  return "not a value the library takes (an integer 0..4096): the one-shot calls fail";
 }
 
 std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
@@ -413,7 +419,8 @@ std::string sweep_markdown(const std::string& json_text) {
   for (const auto& p : paths) {
     const auto& r = j.at("reach").at(p);
     s += fmt::format("- {}: {}{}\n", p, r.at("max_edges_run").get<std::int64_t>(),
-                     r.at("first_failure").is_null() ? std::string(" (no failure up to the sweep's cap)")
+                     r.at("first_failure").is_null() ? std::string(j.value("complete", true) ? " (no failure up to the sweep's cap)"
+                                                                                              : " (no failure yet)")
                                                      : fmt::format(" (fails at {})", r.at("first_failure").get<std::int64_t>()));
   }
   if (!j.value("complete", true))

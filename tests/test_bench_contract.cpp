@@ -201,6 +201,19 @@ TEST(BenchContract, SweepOneShotRunsOnePlanAndSaysSo) {
     EXPECT_EQ(std::getenv("PIPELINK_AGG_ONESHOT_CHUNKS"), nullptr) << "the sweep's knob outlived it";
   }
   {
+    // Set but empty is the library's default (0): the sweep sets 1 as if unset.
+    const ScopedEnv empty({{"PIPELINK_AGG_ONESHOT_CHUNKS", ""}});
+    const bench::OneShotOnePlan k;
+    EXPECT_EQ(k.value(), "1");
+    EXPECT_TRUE(k.set_by_sweep());
+  }
+  {
+    const ScopedEnv def({{"PIPELINK_AGG_ONESHOT_CHUNKS", "0"}});
+    EXPECT_NE(bench::OneShotOnePlan().means().find("the library's default"), std::string::npos);
+    const ScopedEnv bad({{"PIPELINK_AGG_ONESHOT_CHUNKS", "x"}});
+    EXPECT_NE(bench::OneShotOnePlan().means().find("not a value the library takes"), std::string::npos);
+  }
+  {
     const ScopedEnv forced({{"PIPELINK_AGG_ONESHOT_CHUNKS", "3"}});
     {
       const bench::OneShotOnePlan k;
@@ -247,6 +260,8 @@ TEST(BenchContract, SweepHandsOverEachSizeAsItIsDone) {
   EXPECT_EQ(whole.at("points"), seen[1].at("points"));
   const std::string md = bench::sweep_markdown(seen[0].dump());
   EXPECT_NE(md.find("**Partial**: the sweep stopped after 4096 edges"), std::string::npos) << md;
+  EXPECT_NE(md.find("- fused: 4096 (no failure yet)"), std::string::npos) << md;
+  EXPECT_EQ(md.find("up to the sweep's cap"), std::string::npos) << md;
   EXPECT_EQ(bench::sweep_markdown(whole.dump()).find("Partial"), std::string::npos);
 }
 

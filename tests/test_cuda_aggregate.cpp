@@ -1400,9 +1400,9 @@ TEST_F(CudaAggregate, OneShotInEdgeRanges) {
   // ran past 300 s alone under racecheck, v54).
   const std::tuple<std::int64_t, DType, bool> variants[] = {
       {64, DType::f32, false}, {64, DType::f32, true}, {3, DType::f32, false}, {64, DType::f64, false}};
-  const CaseFilter run_variant(std::size(variants), "PIPELINK_TEST_VARIANTS");
   for (std::size_t gi = 0; gi < graphs.size(); ++gi) {
     if (!run_case(gi)) continue;
+    const CaseFilter run_variant(std::size(variants), "PIPELINK_TEST_VARIANTS");  // a case's own: its start lines
     const EdgeList& g = graphs[gi];
     const std::int64_t N = g.num_nodes, E = g.num_edges();
     for (std::size_t vi = 0; vi < std::size(variants); ++vi) {
@@ -1513,9 +1513,9 @@ TEST_F(CudaAggregate, OneShotMsdSortGivesTheOneSortsBits) {
   // PIPELINK_TEST_VARIANTS halves a graph's case further: 0 its F = 64 half, 1 its F = 3 half
   // (cases 3-6 each ran past 300 s under racecheck with CUB's kernels instrumented, session 44).
   const std::int64_t widths[] = {64, 3};
-  const CaseFilter run_width(std::size(widths), "PIPELINK_TEST_VARIANTS");
   for (std::size_t ci = 0; ci < std::size(cases); ++ci) {
     if (!run_case(ci)) continue;
+    const CaseFilter run_width(std::size(widths), "PIPELINK_TEST_VARIANTS");  // a case's own: its start lines
     const MsdCase& c = cases[ci];
     SCOPED_TRACE("N=" + std::to_string(c.N) + " E=" + std::to_string(c.E) + (c.skew == hub ? " hub" : "") +
                  (c.skew == low_rows ? " low rows" : "") + (c.skew == gaps ? " gaps" : ""));

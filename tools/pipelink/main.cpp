@@ -145,11 +145,21 @@ int main(int argc, char** argv) {
       if (!sweep_quiet) sweep.progress = progress_printer("sweep");
       int disagreements = 0;
       sweep.index_dtype = sweep_index == "int64" ? DType::i64 : DType::i32;
-      // Each size's points on disk as they are done (marked partial), replaced by the whole at the end.
-      sweep.partial = [&](const std::string& text) {
-        write_file_atomically(sweep_json, text + "\n", "pipelink");
-        if (!sweep_markdown.empty()) write_file_atomically(sweep_markdown, bench::sweep_markdown(text), "pipelink");
+      // Each size's points on disk as they are done (marked partial), replaced by the whole at the
+      // end; only into regular files (or new ones): a FIFO or a terminal takes one document, the
+      // whole (a review, session 51: a FIFO's reader got the first partial one and the sweep hung).
+      auto regular_or_new = [](const std::string& p) {
+        std::error_code ec;
+        const auto st = std::filesystem::status(p, ec);
+        return st.type() == std::filesystem::file_type::not_found || st.type() == std::filesystem::file_type::regular;
       };
+      if (regular_or_new(sweep_json)) {
+        const bool md_too = !sweep_markdown.empty() && regular_or_new(sweep_markdown);
+        sweep.partial = [&, md_too](const std::string& text) {
+          write_file_atomically(sweep_json, text + "\n", "pipelink");
+          if (md_too) write_file_atomically(sweep_markdown, bench::sweep_markdown(text), "pipelink");
+        };
+      }
       const std::string text = bench::run_aggregate_sweep(sweep, &disagreements);
       write_file_atomically(sweep_json, text + "\n", "pipelink");
       std::cout << "wrote " << sweep_json << "\n";
