@@ -57,6 +57,17 @@ TEST_F(Cli, OpsListsEveryOpWithItsContract) {
   EXPECT_NE(j.output.find("\"selected\""), std::string::npos);
 }
 
+TEST_F(Cli, AggregateOnAMissingDeviceSaysSoBeforeReadingFiles) {
+  // --device cuda where no GPU (or no CUDA backend) is: the device's own error, before the inputs
+  // are read (a newcomer got "CUDA driver version is insufficient" after loading them, session 51).
+  if (cuda_device_count() > 0) GTEST_SKIP() << "SKIPPED: a GPU is present";
+  const CliRun r = run_cli("aggregate --graph " + path("none.txt") + " --x " + path("none.npy") + " --out " +
+                           path("o.npy") + " --device cuda");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("cuda:0 requested but"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("none.txt"), std::string::npos) << "read the files first: " << r.output;
+}
+
 TEST_F(Cli, AggregateOnFilesMatchesTheLibrary) {
   const std::int64_t N = 40, F = 5;
   std::ofstream(path("g.txt")) << "# a SNAP graph\n0 1\n1 2\n2\t0\n5 39\n39 5\n7 7\n3 1 extra-column\n";

@@ -137,6 +137,10 @@ void with_file_context(const AggregateFileOptions& o, std::int64_t N, F&& run) {
 
 int cmd_aggregate(const AggregateFileOptions& o) {
   const Device dev = Device::parse(o.device);
+  // The device first, before any file is read: a GPU-less machine's --device cuda said "CUDA
+  // driver version is insufficient" from a later cudaGetDevice, after loading the inputs (a
+  // newcomer's review, session 51). describe() names what is missing, as the bench does.
+  if (dev.kind != DeviceKind::cpu) (void)describe(dev);
   const AggregateOptions opts{parse_transform(o.transform), false};
   refuse_output_over_input(o);
   EdgeList g = load_graph(o.graph);
