@@ -26,6 +26,23 @@ std::function<void(const std::string&)> progress_printer(const char* what) {
     std::cerr << "[" << what << " " << fmt::format("{:.1f}", t) << "s] " << s << std::endl;
   };
 }
+
+// A regular file, or none yet: what may take partial writes and a probe (a FIFO or a terminal
+// takes one document, written in place; a FIFO's reader got the first partial one and the sweep
+// hung on the next open: a review, session 51).
+bool regular_or_new(const std::string& p) {
+  std::error_code ec;
+  const auto st = std::filesystem::status(p, ec);
+  return st.type() == std::filesystem::file_type::not_found || st.type() == std::filesystem::file_type::regular;
+}
+
+// An output path the run could not write is said before the run, not after it: a bench into a
+// missing folder ran its whole benchmark first (a newcomer's review, session 51). The probe
+// makes AtomicFile's temporary file next to the target and removes it; the target is untouched.
+void check_writable(const std::string& p, const char* option) {
+  if (p.empty() || !regular_or_new(p)) return;
+  const pipelink::AtomicFile probe(p, option);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -145,26 +162,22 @@ int main(int argc, char** argv) {
       if (!sweep_quiet) sweep.progress = progress_printer("sweep");
       int disagreements = 0;
       sweep.index_dtype = sweep_index == "int64" ? DType::i64 : DType::i32;
+      check_writable(sweep_json, "--json");
+      check_writable(sweep_markdown, "--markdown");
       // Each size's points on disk as they are done (marked partial), replaced by the whole at the
-      // end; only into regular files (or new ones): a FIFO or a terminal takes one document, the
-      // whole (a review, session 51: a FIFO's reader got the first partial one and the sweep hung).
-      auto regular_or_new = [](const std::string& p) {
-        std::error_code ec;
-        const auto st = std::filesystem::status(p, ec);
-        return st.type() == std::filesystem::file_type::not_found || st.type() == std::filesystem::file_type::regular;
-      };
+      // end; into regular (or new) files only (regular_or_new).
       if (regular_or_new(sweep_json)) {
         const bool md_too = !sweep_markdown.empty() && regular_or_new(sweep_markdown);
         sweep.partial = [&, md_too](const std::string& text) {
-          write_file_atomically(sweep_json, text + "\n", "pipelink");
-          if (md_too) write_file_atomically(sweep_markdown, bench::sweep_markdown(text), "pipelink");
+          write_file_atomically(sweep_json, text + "\n", "--json");
+          if (md_too) write_file_atomically(sweep_markdown, bench::sweep_markdown(text), "--markdown");
         };
       }
       const std::string text = bench::run_aggregate_sweep(sweep, &disagreements);
-      write_file_atomically(sweep_json, text + "\n", "pipelink");
+      write_file_atomically(sweep_json, text + "\n", "--json");
       std::cout << "wrote " << sweep_json << "\n";
       if (!sweep_markdown.empty()) {
-        write_file_atomically(sweep_markdown, bench::sweep_markdown(text), "pipelink");
+        write_file_atomically(sweep_markdown, bench::sweep_markdown(text), "--markdown");
         std::cout << "wrote " << sweep_markdown << "\n";
       }
       if (disagreements > 0) {
@@ -178,6 +191,8 @@ int main(int argc, char** argv) {
       bopt.device = Device::parse(device);
       if (!quiet) bopt.progress = progress_printer("bench");
       if (cold_processes) bopt.cold_process_exe = std::filesystem::read_symlink("/proc/self/exe").string();
+      check_writable(json_path, "--json");
+      check_writable(md_path, "--markdown");
       bench::AggregateBenchResult r = bench::run_aggregate_bench(bopt);
       if (!bopt.cold_call.empty()) {  // the child's one answer, for its parent to read
         std::cout << fmt::format("{{\"cold_call\": \"{}\", \"cold_ms\": {:.17g}}}\n", r.variants.at(0).name,
@@ -186,8 +201,8 @@ int main(int argc, char** argv) {
       }
       const std::string md = r.to_markdown();
       std::cout << md;
-      if (!json_path.empty()) write_file_atomically(json_path, r.to_json() + "\n", "pipelink");
-      if (!md_path.empty()) write_file_atomically(md_path, md, "pipelink");
+      if (!json_path.empty()) write_file_atomically(json_path, r.to_json() + "\n", "--json");
+      if (!md_path.empty()) write_file_atomically(md_path, md, "--markdown");
       // Exit 1 where any variant breaks the contract (per element, L2, bits where promised, the
       // runs after the timed ones) or the null test's sampled rows do: gpu-check.sh marks the step.
       for (const auto& v : r.variants)
