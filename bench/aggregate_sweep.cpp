@@ -205,6 +205,25 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
         points.push_back(pt);
         continue;
       }
+      if (!gpu) {
+        // The CPU's paths where they would not fit: recorded, not run (SweepOptions::host_memory_bytes).
+        // Estimates: the three-op's two [E, F] float intermediates; the fused path's plan and its
+        // sort, ~32 bytes an edge at most.
+        const std::int64_t avail = o.host_memory_bytes > 0 ? o.host_memory_bytes : host_available_bytes();
+        const std::int64_t need = name == "three-op" ? 2 * E * F * std::int64_t(sizeof(float)) : 32 * E;
+        if (avail > 0 && double(need) > 0.9 * double(avail)) {
+          failed_at[name] = E;
+          pt["status"] = "out_of_memory";
+          pt["estimated"] = true;
+          pt["error"] = fmt::format("not run: ~{} bytes estimated against {} available: the kernel's out-of-memory "
+                                    "killer would have ended the sweep",
+                                    need, avail);
+          say(fmt::format("E = {}: {} would not fit (~{:.1f} GB against {:.1f} GB available): not run", E, name,
+                          double(need) / 1e9, double(avail) / 1e9));
+          points.push_back(pt);
+          continue;
+        }
+      }
       std::function<void()> run;
       if (name == "three-op") run = [&] { aggregate_three_op(x, src, dst, w.view(), out); };
       else if (name == "fused") run = [&] { aggregate(x, src, dst, w.view(), out); };
@@ -384,7 +403,7 @@ std::string sweep_markdown(const std::string& json_text) {
     if (status == "ok")
       c = fmt::format("{:.3f} ms, {:.1f} MB", p.at("median_ms").get<double>(),
                       double(p.value("extra_peak_bytes", std::int64_t(0))) / 1e6);
-    else if (status == "out_of_memory") c = "out of memory";
+    else if (status == "out_of_memory") c = p.value("estimated", false) ? "would not fit (estimated; not run)" : "out of memory";
     else if (status == "unreachable") c = "-";
     else c = "**" + status + "**";
     cell[{e, path}] = c;

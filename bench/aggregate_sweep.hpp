@@ -22,6 +22,11 @@ struct SweepOptions {
   /// Where given: the JSON text so far ("complete": false, "partial_after_edges") after each edge
   /// count, so that a sweep cut short (a time limit, a crash at the device's edge) keeps its points.
   std::function<void(const std::string&)> partial;
+  /// CPU only: the host memory a path may take (0: MemAvailable, read before each path). A path
+  /// whose estimated peak passes 90% of it is recorded out of memory, not run: the kernel's
+  /// out-of-memory killer would end the sweep, losing it (a newcomer's review, session 51: at
+  /// 2^26 edges the three-op's two [E, F] intermediates are 34 GB). Tests set it small.
+  std::int64_t host_memory_bytes = 0;
 };
 
 /// Runs the sweep and returns the JSON text (schema_version 2; what 2 changed: run_aggregate_sweep).

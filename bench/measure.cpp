@@ -46,18 +46,20 @@ double time_ms(const std::function<void()>& fn) {
 }
 
 namespace {
-std::int64_t status_field(const char* key) {
-  std::ifstream f("/proc/self/status");
+std::int64_t proc_field(const char* file, const char* key) {
+  std::ifstream f(file);
   std::string line;
   const std::size_t klen = std::strlen(key);
   while (std::getline(f, line))
     if (line.compare(0, klen, key) == 0) return std::stoll(line.substr(klen)) * 1024;  // kB
   return 0;
 }
+std::int64_t status_field(const char* key) { return proc_field("/proc/self/status", key); }
 }  // namespace
 
 std::int64_t rss_bytes() { return status_field("VmRSS:"); }
 std::int64_t peak_rss_bytes() { return status_field("VmHWM:"); }
+std::int64_t host_available_bytes() { return proc_field("/proc/meminfo", "MemAvailable:"); }
 
 bool reset_peak_rss() {
   std::ofstream f("/proc/self/clear_refs");

@@ -22,6 +22,10 @@ double time_ms(const std::function<void()>& fn);
 /// Current and peak resident set (bytes) from /proc/self/status; 0 where unavailable.
 std::int64_t rss_bytes();
 std::int64_t peak_rss_bytes();
+/// The host memory the kernel says a new allocation can take without swapping (MemAvailable in
+/// /proc/meminfo), bytes; 0 where unknown.
+std::int64_t host_available_bytes();
+
 /// Resets the kernel's peak-RSS mark (writes 5 to /proc/self/clear_refs). False if unsupported.
 bool reset_peak_rss();
 

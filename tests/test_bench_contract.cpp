@@ -265,5 +265,33 @@ TEST(BenchContract, SweepHandsOverEachSizeAsItIsDone) {
   EXPECT_EQ(bench::sweep_markdown(whole.dump()).find("Partial"), std::string::npos);
 }
 
+TEST(BenchContract, CpuSweepRecordsWhatWouldNotFitInsteadOfRunningIt) {
+  // The three-op's two [E, F] intermediates past 90% of the host memory given: recorded out of
+  // memory, not run (at 2^26 edges a 23 GB machine's kernel killed the sweep; session 51).
+  bench::SweepOptions o;
+  o.workload = "arxiv-like";  // F = 64: the three-op needs 512 bytes an edge
+  o.start_edges = 8192;
+  o.max_edges = 16384;
+  o.repeats = 1;
+  o.host_memory_bytes = 6'000'000;  // 90%: 5.4 MB; 8192 edges need 4.2 MB, 16384 need 8.4 MB
+  const nlohmann::json j = nlohmann::json::parse(bench::run_aggregate_sweep(o));
+  bool skipped = false;
+  for (const auto& p : j.at("points")) {
+    if (p.at("path") != "three-op") continue;
+    if (p.at("edges") == 8192) {
+      EXPECT_EQ(p.at("status"), "ok") << p.dump();
+    }
+    if (p.at("edges") == 16384) {
+      EXPECT_EQ(p.at("status"), "out_of_memory") << p.dump();
+      EXPECT_EQ(p.value("estimated", false), true) << p.dump();
+      skipped = true;
+    }
+  }
+  EXPECT_TRUE(skipped);
+  EXPECT_EQ(j.at("reach").at("three-op").at("max_edges_run"), 8192);
+  EXPECT_EQ(j.at("reach").at("three-op").at("first_failure"), 16384);
+  EXPECT_EQ(j.at("reach").at("fused").at("max_edges_run"), 16384);  // ~32 bytes an edge: it fits
+}
+
 }  // namespace
 }  // namespace pipelink::test
