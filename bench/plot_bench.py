@@ -87,7 +87,8 @@ def main() -> int:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("plot_bench.py: matplotlib is not installed (Debian: apt install python3-matplotlib; elsewhere pip install matplotlib)", file=sys.stderr)
+        print(f"plot_bench.py: matplotlib is not importable from {sys.executable} (Debian: apt install python3-matplotlib, "
+              "then run this with /usr/bin/python3 or build/pyenv/bin/python; elsewhere pip install matplotlib)", file=sys.stderr)
         return 2
     out = args.out or args.json[0].removesuffix(".json") + ".png"
     heights = [0.9 + 0.28 * len(d["variants"]) for d in datas]

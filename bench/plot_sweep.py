@@ -23,7 +23,8 @@ def main() -> int:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("plot_sweep.py: matplotlib is not installed (Debian: apt install python3-matplotlib; elsewhere pip install matplotlib)", file=sys.stderr)
+        print(f"plot_sweep.py: matplotlib is not importable from {sys.executable} (Debian: apt install python3-matplotlib, "
+              "then run this with /usr/bin/python3 or build/pyenv/bin/python; elsewhere pip install matplotlib)", file=sys.stderr)
         return 2
     with open(args.json) as f:
         data = json.load(f)
