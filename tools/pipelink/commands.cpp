@@ -64,8 +64,9 @@ int cmd_demo(const DemoOptions& o) {
   b.workload = o.workload;
   b.repeats = o.repeats;
   b.null_test = false;
-  // The best device present: the GPU when this build has CUDA and a device answers.
-  b.device = cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu();
+  // The best device present: the GPU when this build has CUDA and a device answers; or the one
+  // asked for (--device; a GPU that is not there is said before any work, by the describe below).
+  b.device = o.device == "auto" ? (cuda_device_count() > 0 ? Device::cuda(0) : Device::cpu()) : Device::parse(o.device);
   b.progress = [](const std::string& s) { std::cerr << "[demo] " << s << std::endl; };
   std::cout << fmt::format("PipeLink demo: out[dst[e]] += tanh(x[src[e]] * w[e]) on the embedded '{}' workload\n",
                            o.workload);

@@ -12,6 +12,7 @@ int cmd_ops(const OpsOptions& o);
 struct DemoOptions {
   std::string workload = "arxiv-like";
   int repeats = 5;
+  std::string device = "auto";  // auto: the GPU where one answers, else the CPU; or cpu, cuda[:N]
 };
 int cmd_demo(const DemoOptions& o);
 

@@ -64,6 +64,8 @@ int main(int argc, char** argv) {
                                           "compared with the materialized three-op path");
   demo->add_option("--workload", demo_opts.workload, "Named workload")->capture_default_str();
   demo->add_option("--repeats", demo_opts.repeats, "Timed repeats")->capture_default_str()->check(CLI::PositiveNumber);
+  demo->add_option("--device", demo_opts.device, "auto (the GPU where one answers, else the CPU), cpu or cuda[:N]")
+      ->capture_default_str();
 
   // aggregate
   tools::AggregateFileOptions agg;
