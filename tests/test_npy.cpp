@@ -108,6 +108,19 @@ TEST_F(Npy, RoundTripEveryDtypeAndShape) {
   EXPECT_EQ(files_in_dir(), std::vector<std::string>{"x.npy"});  // no temp files left behind
 }
 
+TEST_F(Npy, ReadTensorsNameTheCallersLineAsTheirOrigin) {
+  // A contract error names where a tensor was made: for a file read, the reader's caller, not
+  // npy.cpp (a newcomer's review, session 51, saw src/core/npy.cpp:270 in the CLI's errors).
+  const auto p = path("o.npy");
+  write_npy(p, TensorBuilder().shape({2, 3}).build());
+  const int line = __LINE__ + 1;
+  const Tensor t = read_npy(p);
+  const SourceSite& o = t.view().origin();
+  ASSERT_TRUE(o.known());
+  EXPECT_NE(std::string(o.file).find("test_npy.cpp"), std::string::npos) << o.str();
+  EXPECT_EQ(o.line, std::uint32_t(line)) << o.str();
+}
+
 TEST_F(Npy, WrittenHeaderIsWhatNumpyReads) {
   Tensor x = TensorBuilder().shape({3, 4}).dtype(DType::f32).zeros();
   write_npy(path("h.npy"), x);

@@ -251,7 +251,7 @@ std::string make_preamble(const TensorView& v) {
 
 }  // namespace
 
-Tensor read_npy(const std::string& path) {
+Tensor read_npy(const std::string& path, std::source_location loc) {
   Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) throw ParseError(path, 0, fmt::format("cannot open file: {}", std::strerror(errno)));
   struct stat st {};
@@ -267,7 +267,7 @@ Tensor read_npy(const std::string& path) {
                                           shape_tuple(h.shape), dtype_name(h.dtype), need, have));
   Tensor t;
   try {  // a pipe's size is not known before: its shape may ask for more than the host has
-    t = TensorBuilder().shape(h.shape).dtype(h.dtype).build();
+    t = TensorBuilder().shape(h.shape).dtype(h.dtype).build(loc);
   } catch (const std::exception& e) {
     throw ParseError(path, 0, fmt::format("shape {} of {}: {}", shape_tuple(h.shape), dtype_name(h.dtype), e.what()));
   }
