@@ -48,12 +48,15 @@ DType dtype_of(const nb::dlpack::dtype& t, const char* name) {
     if (t.code == std::uint8_t(dtype_code::Int) && t.bits == 64) return DType::i64;
     if (t.code == std::uint8_t(dtype_code::UInt) && t.bits == 8) return DType::u8;
   }
-  // A contract error with the dtype's name (it said "code 2, 16 bits" for float16 before). uint8
-  // is the image ops' type; each op's own contract then says what its ports take.
+  // A contract error with the dtype's name (it said "code 2, 16 bits" for float16 before).
   // Every array this module takes is an aggregate port but inspect/debug_dump's "tensor": the op
-  // named "pipelink" before (a review, session 46).
-  throw ContractViolationError(std::string_view(name) == "tensor" ? "pipelink" : "aggregate", name, field::dtype,
-                               "float32 or float64 values, int32 or int64 indices (uint8 for images)",
+  // named "pipelink" before (a review, session 46). Each port's own dtypes, not every port's
+  // (float16 x was told about indices and images: a newcomer's review, session 51).
+  const std::string_view port = name;
+  const char* expected = port == "src" || port == "dst" ? "int32 or int64"
+                         : port == "tensor"            ? "float32, float64, int32, int64 or uint8"
+                                                       : "float32 or float64";
+  throw ContractViolationError(port == "tensor" ? "pipelink" : "aggregate", name, field::dtype, expected,
                                dlpack_dtype_name(t));
 }
 

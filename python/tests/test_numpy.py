@@ -214,8 +214,10 @@ def test_unsupported_inputs_get_clear_errors(rng):
         pipelink.aggregate(x.astype(np.float16), src, dst, out=np.zeros(x.shape, np.float16))
     assert ei.value.field == "dtype" and ei.value.port == "x" and ei.value.actual == "float16"
     assert ei.value.op == "aggregate"  # "pipelink" before (a review, session 46)
-    with pytest.raises(pipelink.ContractViolationError, match="int16"):
+    assert ei.value.expected == "float32 or float64"  # the port's own dtypes only (session 51)
+    with pytest.raises(pipelink.ContractViolationError, match="int16") as ei:
         pipelink.aggregate(x, src.astype(np.int16), dst.astype(np.int16))
+    assert ei.value.port == "src" and ei.value.expected == "int32 or int64"
     with pytest.raises(TypeError, match="expected a torch tensor"):
         pipelink.aggregate(x.tolist(), src, dst)
     with pytest.raises(TypeError):
