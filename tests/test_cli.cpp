@@ -127,13 +127,14 @@ TEST_F(Cli, AggregateOnFilesMatchesTheLibrary) {
 }
 
 TEST_F(Cli, BadIndexLeavesNoOutputAndKeepsAnOldOne) {
-  std::ofstream(path("g.txt")) << "0 1\n1 2\n2 50\n";  // node 50 but x has 10 rows
+  // Comments and a blank line before the bad edge: its line (6) is not its index (2) + 1.
+  std::ofstream(path("g.txt")) << "# a comment\n0 1\n\n# another\n1 2\n2 50\n3 4\n";  // node 50 but x has 10 rows
   write_npy(path("x.npy"), random_tensor({10, 3}, DType::f32, fresh_seed()));
   CliRun r = run_cli("aggregate --graph " + path("g.txt") + " --x " + path("x.npy") + " --out " + path("y.npy"));
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("element 2 is 50"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("the edges come from '" + path("g.txt") + "'; N = 10 is the number of rows of '" +
-                          path("x.npy") + "'"),
+  EXPECT_NE(r.output.find("the edges come from '" + path("g.txt") + "' (edge 2 is its line 6); N = 10 is the number "
+                          "of rows of '" + path("x.npy") + "'"),
             std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(path("y.npy")));

@@ -559,6 +559,24 @@ TEST_F(GraphFiles, SnapValid) {
   EXPECT_EQ(edges_of(load_graph(p)), edges_of(g));
 }
 
+TEST_F(GraphFiles, EdgeLineNamesTheEntryThatGaveAnEdge) {
+  // SNAP: comments, a blank line and CRLF between edges; edge k's line is not k + 1.
+  const auto p = write("g.txt", "# c\n0 1\n\n# c\r\n1 2\r\n2 3\n5 5");
+  EXPECT_EQ(graph_edge_line(p, 0), 2);
+  EXPECT_EQ(graph_edge_line(p, 1), 5);
+  EXPECT_EQ(graph_edge_line(p, 2), 6);
+  EXPECT_EQ(graph_edge_line(p, 3), 7);
+  EXPECT_EQ(graph_edge_line(p, 4), 0);  // no such edge
+  EXPECT_EQ(graph_edge_line(p, -1), 0);
+  // Matrix Market, symmetric: an off-diagonal entry gives two edges, both its line.
+  const auto m = write("s.mtx", "%%MatrixMarket matrix coordinate pattern symmetric\n% c\n3 3 3\n2 1\n3 3\n\n3 2\n");
+  ASSERT_EQ(edges_of(load_graph(m)), (Edges{{0, 1}, {1, 0}, {2, 2}, {1, 2}, {2, 1}}));
+  const std::int64_t want[] = {4, 4, 5, 7, 7};
+  for (std::int64_t e = 0; e < 5; ++e) EXPECT_EQ(graph_edge_line(m, e), want[e]) << "edge " << e;
+  EXPECT_EQ(graph_edge_line(m, 5), 0);
+  EXPECT_EQ(graph_edge_line((dir_ / "gone.txt").string(), 0), 0);  // a file that cannot be read: no line
+}
+
 TEST_F(GraphFiles, SnapClassicMacLineEndings) {
   // Lines ended by a lone CR (and a mix): each is a line. Read as one line before, every edge
   // but the first was dropped as an extra column (a review, session 43).

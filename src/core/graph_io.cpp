@@ -160,6 +160,17 @@ struct EdgeBuffers {
   }
 };
 
+// graph_edge_line's question to a parser: the line that gave edge `edge` (0 until found). The
+// parser stops at that line, so an error path pays only the file up to its bad edge.
+struct EdgeLineQuery {
+  std::int64_t edge = 0;
+  std::int64_t line = 0;
+  bool answered(const EdgeBuffers& edges, std::int64_t at) {
+    if (line == 0 && std::int64_t(edges.src.size()) > edge) line = at;
+    return line != 0;
+  }
+};
+
 std::size_t count_lines(std::string_view text) {  // an estimate for reserve(): CR-only files count 1
   return std::size_t(std::count(text.begin(), text.end(), '\n')) + 1;
 }
@@ -184,7 +195,8 @@ std::int64_t snap_id(std::string_view tok, std::string_view line, const std::str
   return id;
 }
 
-EdgeList parse_snap(const std::string& path, std::string_view text, std::int64_t num_nodes) {
+EdgeList parse_snap(const std::string& path, std::string_view text, std::int64_t num_nodes,
+                    EdgeLineQuery* query = nullptr) {
   if (num_nodes < 0) throw std::invalid_argument(fmt::format("load_snap: negative num_nodes {}", num_nodes));
   EdgeBuffers edges;
   edges.reserve(count_lines(text), false);
@@ -203,6 +215,7 @@ EdgeList parse_snap(const std::string& path, std::string_view text, std::int64_t
     const std::int64_t v = snap_id(b, line, path, lines.number(), num_nodes);
     edges.src.push_back(u);
     edges.dst.push_back(v);
+    if (query && query->answered(edges, lines.number())) return {};
     max_id = std::max({max_id, u, v});
     // Inferred, the node count is the largest id + 1, which must be an int64 too.
     if (num_nodes == 0 && max_id == std::numeric_limits<std::int64_t>::max())
@@ -304,7 +317,8 @@ bool parse_mm_entry(std::string_view line, MatrixMarketHeader::Field field, std:
   return !tok.empty() && ec == std::errc() && p == end && std::isfinite(value);
 }
 
-EdgeList parse_matrix_market(const std::string& path, std::string_view text, std::int64_t num_nodes) {
+EdgeList parse_matrix_market(const std::string& path, std::string_view text, std::int64_t num_nodes,
+                             EdgeLineQuery* query = nullptr) {
   Lines lines(text);
   std::string_view line;
   if (!lines.next(line) || !has_banner(line))
@@ -350,6 +364,7 @@ EdgeList parse_matrix_market(const std::string& path, std::string_view text, std
       edges.dst.push_back(j - 1);
       if (weighted) edges.weight.push_back(value);
     }
+    if (query && query->answered(edges, lines.number())) return {};
   }
   if (found != size.entries)
     throw ParseError(path, size.line, fmt::format("declared {} entries, found {}", size.entries, found));
@@ -371,6 +386,19 @@ EdgeList load_graph(const std::string& path, std::int64_t num_nodes) {
   const std::string text = read_whole_file(path);
   if (has_banner(text)) return parse_matrix_market(path, text, num_nodes);
   return parse_snap(path, text, num_nodes);
+}
+
+std::int64_t graph_edge_line(const std::string& path, std::int64_t edge) {
+  if (edge < 0) return 0;
+  EdgeLineQuery query{edge};
+  try {
+    const std::string text = read_whole_file(path);
+    if (has_banner(text)) (void)parse_matrix_market(path, text, 0, &query);
+    else (void)parse_snap(path, text, 0, &query);
+  } catch (const Error&) {
+    return 0;  // the file changed since it was loaded, or is gone: no line to name
+  }
+  return query.line;
 }
 
 }  // namespace pipelink
