@@ -113,7 +113,7 @@ run_piece() {
       -lms 1000 >"$OUT/gpu.$i" 2>/dev/null &
     gpu_pid=$!
   fi
-  local TIMEFORMAT='%U %S' opts pid sampled=0 c
+  local TIMEFORMAT='%U %S' opts pid sampled=0 c m mem_low=
   read -ra opts <<<"$opts_text" || true
   {
     time {
@@ -125,6 +125,10 @@ run_piece() {
         # fields after the command name's closing parenthesis: session 4th, utime 12th, stime 13th).
         c=$(awk -v sid="$pid" '{sub(/^.*\) /, ""); if ($4 == sid) t += $12 + $13} END {print t + 0}' /proc/[0-9]*/stat 2>/dev/null)
         [ "${c:-0}" -gt "$sampled" ] && sampled=$c
+        # The host's lowest MemAvailable (kB) while the piece ran: a test killed without a word
+        # (session 52: exit 9 after 271 s, two MSD halves at once) may be the kernel's OOM killer.
+        m=$(awk '$1 == "MemAvailable:" {print $2}' /proc/meminfo 2>/dev/null)
+        [ -n "$m" ] && { [ -z "$mem_low" ] || [ "$m" -lt "$mem_low" ]; } && mem_low=$m
         sleep 0.5
       done
       wait "$pid"
@@ -150,6 +154,12 @@ run_piece() {
     flag=incomplete
   elif [ $rc -ne 0 ]; then
     flag=hazard
+    # Not racecheck's own verdict (--error-exitcode 3) and no test result printed: the test
+    # process died (compute-sanitizer returns a killed target's signal number: 9 is SIGKILL).
+    if [ $rc -ne 3 ] && [ "$ran" -eq 0 ] && ! grep -q '^\[  FAILED  \]' "$txt"; then
+      summary="the test died without a result (exit $rc$([ $rc -eq 9 ] && echo ': SIGKILL'))$([ -n "$mem_low" ] &&
+        awk -v k="$mem_low" 'BEGIN {printf "; the host'"'"'s MemAvailable fell to %.1f GiB", k / 1048576}'); $summary"
+    fi
   fi
   grep -q '^\[  FAILED  \]' "$txt" && { summary="gtest FAILED; $summary"; flag=hazard; }
   echo "$flag" >"$OUT/flag.$i"

@@ -17,6 +17,7 @@ case "$f" in
   *Skip*) echo "Running 1 test"; echo "[  SKIPPED ] $f (1 ms)"; exit 0 ;;
   *Fail*) echo "Running 1 test"; echo "[  FAILED  ] $f (1 ms)"; exit 1 ;;
   *Slow*) echo "Running 1 test"; sleep 30; exit 0 ;;
+  *Killed*) echo "Running 1 test"; sleep 1; kill -9 $$ ;;  # after a sample of the host memory
   *Spin*) echo "Running 1 test"; end=$((SECONDS + 4)); while [ $SECONDS -lt $end ]; do :; done ;;
   # 1.5 s of its own CPU time (utime + stime, clock ticks at 100 Hz), however loaded the machine:
   # a wall-clock loop against a 2 s limit was cut under load (session 47's fresh clone).
@@ -34,6 +35,8 @@ bin=$1
 shift
 rc=0
 "$bin" "$@" || rc=$?
+# A target killed by a signal: the real tool says so and returns the signal's number (session 52).
+[ $rc -gt 128 ] && { echo "========= Error: process didn't terminate successfully"; rc=$((rc - 128)); }
 if [[ "$*" == *Hazard* ]]; then
   echo "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)"
   exit 3
@@ -79,6 +82,9 @@ for par in 1 3; do
   grep -q 'cases=0,1' "$tmp/out$n/racecheck.log" || { echo "FAIL: the piece's knob did not reach its test"; exit 1; }
   check "a hazard" 1 "$par" '*A*' '*Hazard*' '*C*'
   check "a failed test" 1 "$par" '*A*' '*Fail*'
+  check "a test killed by a signal" 1 "$par" '*A*' '*Killed*'
+  grep -Eq '^\| `\*Killed\*` .* \| 9 \| the test died without a result \(exit 9: SIGKILL\); the host.s MemAvailable fell to [0-9]+\.[0-9] GiB; ' \
+    "$tmp/out$n/racecheck.md" || { echo "FAIL: the killed piece's row does not say so"; cat "$tmp/out$n/racecheck.md"; exit 1; }
   check "a piece cut by its limit" 4 "$par" '*A*' '*Slow*'
   check "a piece matching nothing" 4 "$par" '*None*'
   check "a test that skips itself" 4 "$par" '*A*' '*Skip*'
