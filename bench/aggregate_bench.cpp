@@ -414,6 +414,7 @@ std::string AggregateBenchResult::to_json() const {
     json resolved = json::object();
     for (const auto& [k, v] : cuda::aggregate_knobs()) resolved[k] = v;
     j["knobs"]["cuda_aggregate"] = resolved;
+    j["knobs"]["free_sample_us"] = options.free_sample_us;  // the cold call's sampler (0: none)
   }
   j["reference_spread"] = {{"variant", "three-op"}, {"runs", reference_spread_runs},
                            {"max_abs_diff", reference_spread_max_abs}};
@@ -513,7 +514,14 @@ std::string AggregateBenchResult::to_markdown() const {
   // process, after the rows above it, so kernels an earlier row loaded are not loaded again.
   const std::string cold_note =
       "- cold ms: each variant's first call in this process, after the rows above it (kernels and "
-      "pool memory an earlier row loaded are not paid again).\n";
+      "pool memory an earlier row loaded are not paid again)" +
+      (gpu ? options.free_sample_us > 0
+                 ? fmt::format("; a second thread asked the driver for free memory every {} us during it (the "
+                               "process figure; `--free-sample-us`)",
+                               options.free_sample_us)
+                 : std::string("; no free-memory sampler ran during it (`--free-sample-us 0`: no process figure)")
+           : std::string()) +
+      ".\n";
   for (const auto& v : variants) {
     const std::string process = v.process_peak_bytes >= 0
                                     ? fmt::format(" (process {:.1f} MB)", double(v.process_peak_bytes) / 1e6)

@@ -46,14 +46,19 @@ namespace {
 // Samples the device's free memory from a second thread while a call runs: the lowest reading is
 // the process-level peak (cudaMemGetInfo sees every allocation: PipeLink's pool, cudaMalloc'd
 // tensors freed before the call returns, the CUDA runtime's own).
+// interval_us == 0: no thread, and measured() is false.
 class FreeMemorySampler {
  public:
-  explicit FreeMemorySampler(int device) : device_(device), min_free_(cuda::device_memory_info(device).first) {
-    thread_ = std::thread([this] {
+  FreeMemorySampler(int device, int interval_us) : device_(device), min_free_(cuda::device_memory_info(device).first) {
+    if (interval_us <= 0) {
+      measured_ = false;
+      return;
+    }
+    thread_ = std::thread([this, interval_us] {
       try {
         while (!stop_.load()) {
           note(cuda::device_memory_info(device_).first);
-          std::this_thread::sleep_for(std::chrono::microseconds(50));
+          std::this_thread::sleep_for(std::chrono::microseconds(interval_us));
         }
       } catch (...) {  // a failed query ends sampling; the readings so far stand
       }
@@ -70,6 +75,7 @@ class FreeMemorySampler {
     }
     return min_free_;
   }
+  bool measured() const noexcept { return measured_; }
 
  private:
   void note(std::size_t f) {
@@ -78,6 +84,7 @@ class FreeMemorySampler {
   }
   int device_;
   std::size_t min_free_;
+  bool measured_ = true;
   std::mutex mu_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
@@ -259,13 +266,13 @@ void run_cuda_variants(AggregateBenchResult& r, const WorkloadData& d, const Agg
     cuda::reset_peak_memory();
     const auto before = cuda::memory_stats();
     const std::size_t free_before = cuda::device_memory_info(dev.index).first;
-    FreeMemorySampler sampler(dev.index);
+    FreeMemorySampler sampler(dev.index, o.free_sample_us);
     v.cold_ms = time_ms([&] {
       p.run();
       cuda::synchronize(dev.index);
     });
     const std::size_t free_min = sampler.finish();
-    v.process_peak_bytes = free_before > free_min ? std::int64_t(free_before - free_min) : 0;
+    if (sampler.measured()) v.process_peak_bytes = free_before > free_min ? std::int64_t(free_before - free_min) : 0;
     v.extra_peak_bytes = std::int64_t(cuda::memory_stats().peak - before.current);
     v.memory_exact = true;
     if (p.name == "three-op" && r.three_op_first_call_ms >= 0) {

@@ -9,7 +9,8 @@
 #   PIPELINK_GIT_REVISION=<git rev-parse --short=12 HEAD, run here>. A `$(git rev-parse ...)` in
 #   the command runs there and names the stale commit (session 7's calls 4 and 9 were labelled
 #   a2cd4a9d2b03 that way).
-#   knobs: WORKLOADS, ORDER, COLD=1 (bench --cold-processes), COMPARE (COMPARE_ARGS: options for bench/compare_torch.py; unset, issue 4's
+#   knobs: WORKLOADS, ORDER, COLD=1 (bench --cold-processes), BENCH_ARGS (more options for the main
+#          benchmarks, e.g. "--free-sample-us 0": the cold calls without the free-memory sampler), COMPARE (COMPARE_ARGS: options for bench/compare_torch.py; unset, issue 4's
 #          form "--rounds 3 --prepare-weights" (session 32's call 3 left it out and judged the planned
 #          call's first, table-building call at 16.84 B/edge); set it empty for none; e.g.
 #          "--variants pipelink-plan-build,pipelink-planned,eager"), SWEEP, NCU (workloads to profile), SKIP_TESTS, SKIP_PYTEST,
@@ -239,6 +240,8 @@ for v in ${AB:-}; do abopt+=(--ab "$v"); done
 # cold first call with nothing loaded by an earlier row; a workload's generation and copy again
 # per row, so ~6 extra processes a workload).
 [ -n "${COLD:-}" ] && abopt+=(--cold-processes)
+read -ra bench_args <<<"${BENCH_ARGS:-}"
+abopt+=("${bench_args[@]}")
 # ORDER may list both orders ("random dst-sorted"): each workload runs in each, in that order.
 for o in ${ORDER:-random}; do
   for w in $( ! flag SKIP_BENCH && echo ${WORKLOADS:-arxiv-like products-like power-law}); do  # SKIP_BENCH=1: checks only

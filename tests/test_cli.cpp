@@ -238,6 +238,7 @@ TEST_F(Cli, BenchOptionsOutOfRangeAreRefused) {
   for (const char* args : {"bench aggregate --edge-scale -5 --quiet", "bench aggregate --edge-scale 0 --quiet",
                            "bench aggregate --edge-scale nan --quiet", "bench aggregate --repeats 0 --quiet",
                            "bench aggregate --edge-scale 1e300 --quiet",  // ran at E = 1 before (session 46)
+                           "bench aggregate --free-sample-us -1 --quiet", "bench aggregate --free-sample-us x --quiet",
                            "demo --repeats -1", "bench sweep --repeats -3 --json /dev/null --quiet",
                            "bench sweep --start-edges 0 --json /dev/null --quiet"}) {
     CliRun r = run_cli(args);

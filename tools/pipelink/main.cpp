@@ -115,6 +115,11 @@ int main(int argc, char** argv) {
   bagg->add_option("--cold-call", bopt.cold_call,
                    "Internal (--cold-processes' child): time only this row's first call and print "
                    "{\"cold_call\": ..., \"cold_ms\": ...} on stdout");
+  bagg->add_option("--free-sample-us", bopt.free_sample_us,
+                   "CUDA: how often the cold call's process-level memory sampler asks the driver for free memory, in "
+                   "microseconds (0: no sampler and no process figure; to see what the sampler costs the cold call)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000000));
   bagg->add_option("--json", json_path, "Write the versioned JSON result here");
   bagg->add_option("--markdown", md_path, "Write the Markdown table here");
   bagg->add_flag("--quiet", quiet, "No progress lines on stderr");
