@@ -106,17 +106,24 @@ TEST(BenchContract, FailuresShowInTheJsonAndMarkdown) {
   EXPECT_NE(js.find("\"sampled_rows_check\": \"2000 rows: violations=7\""), std::string::npos);
 }
 
-TEST(BenchContract, GpuTablesGiveTheWallTimeOfACall) {
+// A GPU result with one timed one-shot row: a description only, no GPU needed.
+AggregateBenchResult gpu_one_shot_result(double median_ms = 0, double wall_ms = 0) {
   AggregateBenchResult r;
-  r.options.device = Device::parse("cuda:0");  // a description only: no GPU needed
+  r.options.device = Device::parse("cuda:0");
   VariantResult v;
   v.name = "one-shot";
   v.within_tolerance = v.timed = true;
-  v.time.median = 6.05;
-  v.wall.median = 6.1;
-  VariantResult arm = v;
+  v.time.median = median_ms;
+  v.wall.median = wall_ms;
+  r.variants = {v};
+  return r;
+}
+
+TEST(BenchContract, GpuTablesGiveTheWallTimeOfACall) {
+  AggregateBenchResult r = gpu_one_shot_result(6.05, 6.1);
+  VariantResult arm = r.variants[0];
   arm.name = "one-shot [ew]";  // A/B rows: event times only
-  r.variants = {v, arm};
+  r.variants.push_back(arm);
   const std::string md = r.to_markdown();
   EXPECT_NE(md.find("synchronized wall time per call, median ms (host to the end on the device): one-shot 6.100\n"),
             std::string::npos)
@@ -127,12 +134,7 @@ TEST(BenchContract, GpuTablesGiveTheWallTimeOfACall) {
 TEST(BenchContract, GpuTablesSayHowTheColdCallWasSampled) {
   // The cold call's free-memory sampler may cost the call its time (v55: the in-process one-shot
   // cold call 30.8-39.3 ms against 25.7 in a fresh process without one): the tables say which ran.
-  AggregateBenchResult r;
-  r.options.device = Device::parse("cuda:0");  // a description only: no GPU needed
-  VariantResult v;
-  v.name = "one-shot";
-  v.within_tolerance = v.timed = true;
-  r.variants = {v};
+  AggregateBenchResult r = gpu_one_shot_result();
   EXPECT_EQ(r.options.free_sample_us, 50);
   EXPECT_NE(r.to_markdown().find("for free memory every 50 us during it"), std::string::npos) << r.to_markdown();
   EXPECT_NE(r.to_json().find("\"free_sample_us\": 50"), std::string::npos);
