@@ -517,7 +517,7 @@ std::string AggregateBenchResult::to_markdown() const {
       "pool memory an earlier row loaded are not paid again)" +
       (gpu ? options.free_sample_us > 0
                  ? fmt::format("; a second thread asked the driver for free memory every {} us during it (the "
-                               "process figure; `--free-sample-us`)",
+                               "process figure; `--free-sample-us`), except three-op's (the first reference-spread run)",
                                options.free_sample_us)
                  : std::string("; no free-memory sampler ran during it (`--free-sample-us 0`: no process figure)")
            : std::string()) +

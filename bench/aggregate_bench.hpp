@@ -35,9 +35,9 @@ struct AggregateBenchOptions {
   std::string cold_process_exe;
   // CUDA: how often (microseconds) the cold call's second thread asks the driver for free memory,
   // for the process-level peak; 0: no sampler, process_peak_bytes not measured. Under the 50 us
-  // default the in-process one-shot cold call took 30.8-39.3 ms against 25.7 in a fresh process
-  // with no sampler (v54-v55): whether the sampler's cudaMemGetInfo calls cost the call that much
-  // is what `--free-sample-us 0` measures.
+  // default the in-process one-shot cold call took 30.8-39.3 ms (products-like, H100, v54-v55)
+  // against 25.7 in a fresh process with no sampler (v54): whether the sampler's cudaMemGetInfo
+  // calls cost the call that much is what `--free-sample-us 0` measures.
   int free_sample_us = 50;
   std::string cold_call;  // internal: time only this path's first call (the child's side)
   std::function<void(const std::string&)> progress;  // one line per step, for long runs

@@ -35,7 +35,10 @@
 #   (OneShotOnAFullDeviceRunsEdgeRanges) out of a parallel list.
 # Output: $OUT/racecheck.log (every piece's full text), the table on stdout and in $OUT/racecheck.md:
 # per piece its time, the host CPU seconds of the tool and the test (and the cores that keeps busy),
-# the GPU's mean utilization while it ran, the exit status and racecheck's summary.
+# the GPU's mean utilization while it ran, the exit status and racecheck's summary. A piece whose
+# test died (the tool's "process didn't terminate successfully"), or whose tool was killed before
+# its limit, says so, with the host's lowest sampled MemAvailable and the kernel's OOM kills
+# meanwhile (/proc/vmstat's oom_kill; host-wide: a piece beside it may be the one killed).
 # Exit: 0 every piece complete and clean; 1 a hazard, failed test or tool error; 4 a piece cut,
 # skipped or matching nothing (no hazard seen).
 set -uo pipefail
@@ -113,7 +116,8 @@ run_piece() {
       -lms 1000 >"$OUT/gpu.$i" 2>/dev/null &
     gpu_pid=$!
   fi
-  local TIMEFORMAT='%U %S' opts pid sampled=0 c m mem_low=
+  local TIMEFORMAT='%U %S' opts pid sampled=0 c m mem_low= oom0 oom1
+  oom0=$(awk '$1 == "oom_kill" {print $2}' /proc/vmstat 2>/dev/null)
   read -ra opts <<<"$opts_text" || true
   {
     time {
@@ -125,8 +129,8 @@ run_piece() {
         # fields after the command name's closing parenthesis: session 4th, utime 12th, stime 13th).
         c=$(awk -v sid="$pid" '{sub(/^.*\) /, ""); if ($4 == sid) t += $12 + $13} END {print t + 0}' /proc/[0-9]*/stat 2>/dev/null)
         [ "${c:-0}" -gt "$sampled" ] && sampled=$c
-        # The host's lowest MemAvailable (kB) while the piece ran: a test killed without a word
-        # (session 52: exit 9 after 271 s, two MSD halves at once) may be the kernel's OOM killer.
+        # The host's lowest MemAvailable (kB) sampled while the piece ran: a test killed without a
+        # word (session 52: exit 9 after 271 s, two MSD halves at once) may be the OOM killer's.
         m=$(awk '$1 == "MemAvailable:" {print $2}' /proc/meminfo 2>/dev/null)
         [ -n "$m" ] && { [ -z "$mem_low" ] || [ "$m" -lt "$mem_low" ]; } && mem_low=$m
         sleep 0.5
@@ -135,6 +139,7 @@ run_piece() {
     }
   } 2>"$OUT/cpu.$i"
   rc=$?
+  oom1=$(awk '$1 == "oom_kill" {print $2}' /proc/vmstat 2>/dev/null)
   [ -n "$gpu_pid" ] && { kill "$gpu_pid" 2>/dev/null; wait "$gpu_pid" 2>/dev/null; }
   local wall=$((SECONDS - t0)) host gpu=-
   host=$(awk -v w="$wall" -v p="$sampled" -v hz="$(getconf CLK_TCK 2>/dev/null || echo 100)" \
@@ -149,16 +154,24 @@ run_piece() {
   # A test that skips itself (a knob it refuses, another device) is not checked: say so.
   [ "$skipped" -gt 0 ] && { summary="$skipped test(s) SKIPPED; $summary"; flag=incomplete; }
   [ "$ran" -eq 0 ] && [ "$skipped" -eq 0 ] && grep -q 'Running 0 tests' "$txt" && { summary="no test matched; $summary"; flag=incomplete; }
-  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+  # What the host's memory did meanwhile, for a piece that died.
+  local memory=
+  [ -n "$mem_low" ] && memory=$(awk -v k="$mem_low" 'BEGIN {printf "; the host'"'"'s lowest sampled MemAvailable %.1f GiB", k / 1048576}')
+  [ -n "$oom0" ] && [ -n "$oom1" ] && memory="$memory; the kernel's OOM kills meanwhile: $((oom1 - oom0))"
+  if { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && [ "$wall" -ge "$limit" ]; then
     summary="timed out at ${limit}s after $ran test(s) OK; $summary"
+    flag=incomplete
+  elif [ $rc -eq 137 ]; then
+    # timeout's own status for a tool killed by SIGKILL before the limit: not a timeout (a
+    # reviewing helper's catch, session 52: the OOM killer may pick the tool, not the test).
+    summary="the tool was killed before its limit (exit 137: SIGKILL) after $ran test(s) OK$memory; $summary"
     flag=incomplete
   elif [ $rc -ne 0 ]; then
     flag=hazard
-    # Not racecheck's own verdict (--error-exitcode 3) and no test result printed: the test
-    # process died (compute-sanitizer returns a killed target's signal number: 9 is SIGKILL).
-    if [ $rc -ne 3 ] && [ "$ran" -eq 0 ] && ! grep -q '^\[  FAILED  \]' "$txt"; then
-      summary="the test died without a result (exit $rc$([ $rc -eq 9 ] && echo ': SIGKILL'))$([ -n "$mem_low" ] &&
-        awk -v k="$mem_low" 'BEGIN {printf "; the host'"'"'s MemAvailable fell to %.1f GiB", k / 1048576}'); $summary"
+    # The tool's word for a target that died (it then returns the signal's number: 9 is SIGKILL),
+    # after however many tests passed; not a hazard, nor a test that failed.
+    if grep -q "process didn't terminate successfully" "$txt"; then
+      summary="the test died without a result (exit $rc$([ $rc -eq 9 ] && echo ': SIGKILL')) after $ran test(s) OK$memory; $summary"
     fi
   fi
   grep -q '^\[  FAILED  \]' "$txt" && { summary="gtest FAILED; $summary"; flag=hazard; }

@@ -30,6 +30,8 @@ cat >"$tmp/bin/compute-sanitizer" <<'EOF'
 #!/usr/bin/env bash
 [ "${1:-}" = --help ] && { echo "  --kernel-name arg"; exit 0; }
 echo "sanitizer options: ${*%% */test_cuda_aggregate*}"
+# The tool itself killed (the OOM killer's choice, say) before the piece's limit.
+[[ "$*" == *ToolKilled* ]] && { sleep 1; kill -9 $$; }
 while [ $# -gt 0 ] && [[ $1 != */test_cuda_aggregate ]]; do shift; done
 bin=$1
 shift
@@ -83,7 +85,7 @@ for par in 1 3; do
   check "a hazard" 1 "$par" '*A*' '*Hazard*' '*C*'
   check "a failed test" 1 "$par" '*A*' '*Fail*'
   check "a test killed by a signal" 1 "$par" '*A*' '*Killed*'
-  grep -Eq '^\| `\*Killed\*` .* \| 9 \| the test died without a result \(exit 9: SIGKILL\); the host.s MemAvailable fell to [0-9]+\.[0-9] GiB; ' \
+  grep -Eq '^\| `\*Killed\*` .* \| 9 \| the test died without a result \(exit 9: SIGKILL\) after 0 test\(s\) OK; the host.s lowest sampled MemAvailable [0-9]+\.[0-9] GiB; the kernel.s OOM kills meanwhile: [0-9]+; ' \
     "$tmp/out$n/racecheck.md" || { echo "FAIL: the killed piece's row does not say so"; cat "$tmp/out$n/racecheck.md"; exit 1; }
   check "a piece cut by its limit" 4 "$par" '*A*' '*Slow*'
   check "a piece matching nothing" 4 "$par" '*None*'
@@ -106,6 +108,10 @@ grep -Eq '^\| `\*Busy\*` \| - \| - \| [0-9]+s \| [1-9][0-9]*\.[0-9]s \([0-9.]+ c
 check "a cut piece's host CPU" 4 1 '*Spin*'
 grep -Eq '^\| `\*Spin\*` \| - \| - \| [0-9]+s \| ([1-9][0-9]*\.[0-9]|0\.[1-9])s \(' "$tmp/out$n/racecheck.md" ||
   { echo "FAIL: the cut piece's row lacks its test's CPU seconds"; cat "$tmp/out$n/racecheck.md"; exit 1; }
+# A tool killed before its limit is not a timeout: incomplete, and said so.
+LIMIT=30 check "a tool killed before its limit" 4 1 '*ToolKilled*'
+grep -Eq '^\| `\*ToolKilled\*` .* \| 137 \| the tool was killed before its limit \(exit 137: SIGKILL\) after 0 test\(s\) OK; the host.s lowest' \
+  "$tmp/out$n/racecheck.md" || { echo "FAIL: the killed tool's row does not say so"; cat "$tmp/out$n/racecheck.md"; exit 1; }
 # A piece whose option file is missing is not run, and counts as incomplete.
 check "a missing option file" 4 1 "*A*||@$tmp/no-such-file.txt"
 grep -q 'not run: no option file' "$tmp/out$n/racecheck.md" || { echo "FAIL: a missing option file ran its piece"; exit 1; }

@@ -132,8 +132,9 @@ TEST(BenchContract, GpuTablesGiveTheWallTimeOfACall) {
 }
 
 TEST(BenchContract, GpuTablesSayHowTheColdCallWasSampled) {
-  // The cold call's free-memory sampler may cost the call its time (v55: the in-process one-shot
-  // cold call 30.8-39.3 ms against 25.7 in a fresh process without one): the tables say which ran.
+  // The cold call's free-memory sampler may cost the call its time (products-like on an H100: the
+  // in-process one-shot cold call 30.8-39.3 ms in v54-v55 against 25.7 in a fresh process without
+  // one in v54): the tables say which ran.
   AggregateBenchResult r = gpu_one_shot_result();
   EXPECT_EQ(r.options.free_sample_us, 50);
   EXPECT_NE(r.to_markdown().find("for free memory every 50 us during it"), std::string::npos) << r.to_markdown();

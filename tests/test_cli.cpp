@@ -133,7 +133,7 @@ TEST_F(Cli, BadIndexLeavesNoOutputAndKeepsAnOldOne) {
   CliRun r = run_cli("aggregate --graph " + path("g.txt") + " --x " + path("x.npy") + " --out " + path("y.npy"));
   EXPECT_EQ(r.status, 2) << r.output;
   EXPECT_NE(r.output.find("element 2 is 50"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("the edges come from '" + path("g.txt") + "' (edge 2 is its line 6); N = 10 is the number "
+  EXPECT_NE(r.output.find("the edges come from '" + path("g.txt") + "' (edge 2, counting from 0, is its line 6); N = 10 is the number "
                           "of rows of '" + path("x.npy") + "'"),
             std::string::npos)
       << r.output;

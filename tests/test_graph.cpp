@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -568,13 +569,26 @@ TEST_F(GraphFiles, EdgeLineNamesTheEntryThatGaveAnEdge) {
   EXPECT_EQ(graph_edge_line(p, 3), 7);
   EXPECT_EQ(graph_edge_line(p, 4), 0);  // no such edge
   EXPECT_EQ(graph_edge_line(p, -1), 0);
+  // With the endpoint the caller saw: its line where the file still says so, else none (the
+  // file changed since it was loaded: another edge's line would mislead).
+  EXPECT_EQ(graph_edge_line(p, 2, GraphEndpoint::dst, 3), 6);
+  EXPECT_EQ(graph_edge_line(p, 2, GraphEndpoint::src, 2), 6);
+  EXPECT_EQ(graph_edge_line(p, 2, GraphEndpoint::dst, 2), 0);
+  EXPECT_EQ(graph_edge_line(p, 2, GraphEndpoint::src, 3), 0);
   // Matrix Market, symmetric: an off-diagonal entry gives two edges, both its line.
   const auto m = write("s.mtx", "%%MatrixMarket matrix coordinate pattern symmetric\n% c\n3 3 3\n2 1\n3 3\n\n3 2\n");
   ASSERT_EQ(edges_of(load_graph(m)), (Edges{{0, 1}, {1, 0}, {2, 2}, {1, 2}, {2, 1}}));
   const std::int64_t want[] = {4, 4, 5, 7, 7};
   for (std::int64_t e = 0; e < 5; ++e) EXPECT_EQ(graph_edge_line(m, e), want[e]) << "edge " << e;
   EXPECT_EQ(graph_edge_line(m, 5), 0);
+  EXPECT_EQ(graph_edge_line(m, 3, GraphEndpoint::dst, 2), 7);  // (3, 2): the edge 1 -> 2 first
+  EXPECT_EQ(graph_edge_line(m, 4, GraphEndpoint::dst, 1), 7);  // then 2 -> 1
   EXPECT_EQ(graph_edge_line((dir_ / "gone.txt").string(), 0), 0);  // a file that cannot be read: no line
+  // Not a regular file: no second read (a FIFO's would wait for a writer that is gone).
+  const fs::path fifo = dir_ / "edges.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(graph_edge_line(fifo.string(), 0), 0);
+  EXPECT_EQ(graph_edge_line(dir_.string(), 0), 0);  // a directory
 }
 
 TEST_F(GraphFiles, SnapClassicMacLineEndings) {

@@ -85,9 +85,14 @@ EdgeList load_snap(const std::string& path, std::int64_t num_nodes = 0);
 EdgeList load_matrix_market(const std::string& path);
 /// Picks by content: a "%%MatrixMarket" header means Matrix Market, anything else SNAP.
 EdgeList load_graph(const std::string& path, std::int64_t num_nodes = 0);
-/// The 1-based line of `path` whose entry gave edge `edge` of load_graph(path) (a symmetric Matrix
-/// Market entry gives two edges, both its line), or 0 when the file has no such edge or can no
-/// longer be read. For error messages: it reads the file again, up to that line.
-std::int64_t graph_edge_line(const std::string& path, std::int64_t edge);
+/// Which end of an edge graph_edge_line checks.
+enum class GraphEndpoint : std::uint8_t { any, src, dst };
+/// The 1-based line of `path` whose entry gave edge `edge` (counting from 0) of load_graph(path):
+/// a symmetric Matrix Market entry gives two edges, both its line. 0 when the file has no such
+/// edge, is not a regular file (a pipe cannot be read twice), can no longer be read, or (unless
+/// `endpoint` is any) that edge's `endpoint` is not `value` (the file changed since it was
+/// loaded). For error messages: it reads the file again, counting edges up to that one.
+std::int64_t graph_edge_line(const std::string& path, std::int64_t edge, GraphEndpoint endpoint = GraphEndpoint::any,
+                             std::int64_t value = 0);
 
 }  // namespace pipelink

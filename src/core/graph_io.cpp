@@ -160,14 +160,22 @@ struct EdgeBuffers {
   }
 };
 
-// graph_edge_line's question to a parser: the line that gave edge `edge` (0 until found). The
-// parser stops at that line, so an error path pays only the file up to its bad edge.
+// graph_edge_line's question to a parser: the line that gave edge `edge`, if that edge's
+// endpoint is the value the caller saw (a file rewritten since it was loaded names no line rather
+// than another edge's). The parser counts edges instead of keeping them (the error path runs
+// beside the loaded graph and x) and stops at that edge.
 struct EdgeLineQuery {
   std::int64_t edge = 0;
-  std::int64_t line = 0;
-  bool answered(const EdgeBuffers& edges, std::int64_t at) {
-    if (line == 0 && std::int64_t(edges.src.size()) > edge) line = at;
-    return line != 0;
+  GraphEndpoint endpoint = GraphEndpoint::any;
+  std::int64_t value = 0;
+  std::int64_t seen = 0, line = 0;
+  bool visit(std::int64_t src, std::int64_t dst, std::int64_t at) {  // true: stop, answered or not
+    if (seen++ != edge) return false;
+    const bool match = endpoint == GraphEndpoint::src   ? src == value
+                       : endpoint == GraphEndpoint::dst ? dst == value
+                                                        : true;
+    if (match) line = at;
+    return true;
   }
 };
 
@@ -199,7 +207,7 @@ EdgeList parse_snap(const std::string& path, std::string_view text, std::int64_t
                     EdgeLineQuery* query = nullptr) {
   if (num_nodes < 0) throw std::invalid_argument(fmt::format("load_snap: negative num_nodes {}", num_nodes));
   EdgeBuffers edges;
-  edges.reserve(count_lines(text), false);
+  if (!query) edges.reserve(count_lines(text), false);
   std::int64_t max_id = -1, extra_lines = 0, first_extra = 0;
   Lines lines(text);
   std::string_view line;
@@ -213,16 +221,19 @@ EdgeList parse_snap(const std::string& path, std::string_view text, std::int64_t
     if (!next_token(rest).empty() && extra_lines++ == 0) first_extra = lines.number();
     const std::int64_t u = snap_id(a, line, path, lines.number(), num_nodes);
     const std::int64_t v = snap_id(b, line, path, lines.number(), num_nodes);
+    if (query) {
+      if (query->visit(u, v, lines.number())) return {};
+      continue;
+    }
     edges.src.push_back(u);
     edges.dst.push_back(v);
-    if (query && query->answered(edges, lines.number())) return {};
     max_id = std::max({max_id, u, v});
     // Inferred, the node count is the largest id + 1, which must be an int64 too.
     if (num_nodes == 0 && max_id == std::numeric_limits<std::int64_t>::max())
       throw ParseError(path, lines.number(),
                        fmt::format("node id {} leaves no room for a node count (the largest id + 1)", max_id));
   }
-  if (extra_lines > 0)
+  if (extra_lines > 0 && !query)  // said at the load already
     PIPELINK_LOG_WARN("'{}': {} line(s), the first line {}, have columns after the two node ids; they are ignored "
                       "(a SNAP edge list carries no weights: give them as a .npy, or use a Matrix Market file)",
                       path, extra_lines, first_extra);
@@ -334,7 +345,7 @@ EdgeList parse_matrix_market(const std::string& path, std::string_view text, std
   EdgeBuffers edges;
   // The declared count is a claim, not a promise: cap the reservation by what the file can hold.
   const auto claimed = std::size_t(std::min<std::int64_t>(size.entries, std::int64_t(count_lines(lines.rest()))));
-  edges.reserve(h.symmetric ? 2 * claimed : claimed, weighted);
+  if (!query) edges.reserve(h.symmetric ? 2 * claimed : claimed, weighted);
   const std::string expect = weighted ? "'row column value'" : "'row column'";
   std::int64_t found = 0;
   while (lines.next(line)) {
@@ -356,6 +367,12 @@ EdgeList parse_matrix_market(const std::string& path, std::string_view text, std
     if (++found > size.entries)
       throw ParseError(path, lines.number(), fmt::format("more entries than the declared {}", size.entries));
     // Row i is the destination (y = A·x sums row i over columns j).
+    if (query) {
+      if (query->visit(j - 1, i - 1, lines.number()) ||
+          (h.symmetric && i != j && query->visit(i - 1, j - 1, lines.number())))
+        return {};
+      continue;
+    }
     edges.src.push_back(j - 1);
     edges.dst.push_back(i - 1);
     if (weighted) edges.weight.push_back(value);
@@ -364,7 +381,6 @@ EdgeList parse_matrix_market(const std::string& path, std::string_view text, std
       edges.dst.push_back(j - 1);
       if (weighted) edges.weight.push_back(value);
     }
-    if (query && query->answered(edges, lines.number())) return {};
   }
   if (found != size.entries)
     throw ParseError(path, size.line, fmt::format("declared {} entries, found {}", size.entries, found));
@@ -388,15 +404,19 @@ EdgeList load_graph(const std::string& path, std::int64_t num_nodes) {
   return parse_snap(path, text, num_nodes);
 }
 
-std::int64_t graph_edge_line(const std::string& path, std::int64_t edge) {
+std::int64_t graph_edge_line(const std::string& path, std::int64_t edge, GraphEndpoint endpoint, std::int64_t value) {
   if (edge < 0) return 0;
-  EdgeLineQuery query{edge};
+  // Regular files only: a FIFO's second open would wait for a writer that is gone (a review,
+  // session 52), and a pipe's content cannot be read again anyway.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+  EdgeLineQuery query{edge, endpoint, value};
   try {
     const std::string text = read_whole_file(path);
     if (has_banner(text)) (void)parse_matrix_market(path, text, 0, &query);
     else (void)parse_snap(path, text, 0, &query);
-  } catch (const Error&) {
-    return 0;  // the file changed since it was loaded, or is gone: no line to name
+  } catch (const std::exception&) {
+    return 0;  // the file changed since it was loaded, or is gone: no line, and the caller's error stands
   }
   return query.line;
 }

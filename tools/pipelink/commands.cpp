@@ -127,9 +127,12 @@ void with_file_context(const AggregateFileOptions& o, std::int64_t N, F&& run) {
   } catch (const IndexOutOfRangeError& e) {
     // The op knows the edge's index; the reader of a 10^8-line file needs its line (a newcomer's
     // review, session 51), found by reading the file again up to it: the error path only.
-    const std::int64_t line = e.port() == "src" || e.port() == "dst" ? graph_edge_line(o.graph, e.position()) : 0;
+    const GraphEndpoint end = e.port() == "src" ? GraphEndpoint::src : GraphEndpoint::dst;
+    const std::int64_t line =
+        e.port() == "src" || e.port() == "dst" ? graph_edge_line(o.graph, e.position(), end, e.value()) : 0;
     throw Error(fmt::format("{}\n  the edges come from '{}'{}; N = {} is the number of rows of '{}'", e.what(), o.graph,
-                            line > 0 ? fmt::format(" (edge {} is its line {})", e.position(), line) : "", N, o.x));
+                            line > 0 ? fmt::format(" (edge {}, counting from 0, is its line {})", e.position(), line) : "",
+                            N, o.x));
   } catch (const ContractViolationError& e) {
     const std::string& file = e.port() == "x" ? o.x : e.port() == "w" ? o.w : e.port() == "out" ? o.out : o.graph;
     throw Error(fmt::format("{}\n  port '{}' comes from '{}'", e.what(), e.port(),
