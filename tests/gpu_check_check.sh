@@ -60,5 +60,13 @@ ENV_ARGS=(SKIP_CTEST=1 SKIP_MEMCHECK=1 SKIP_PYTEST=1 SKIP_BENCH=1 DEADLINE_S=60 
 check pieces_skip_whole 0 "racecheck test_cuda_aggregate +SKIPPED \(RACECHECK_PIECES given" "racecheck test_cuda_runtime +ok"
 ENV_ARGS=(SKIP_CTEST=1 SKIP_MEMCHECK=1 SKIP_PYTEST=1 SKIP_BENCH=1 DEADLINE_S=60 PIECE_S=5 "RACECHECK_PIECES=*Some*" RACECHECK_WHOLE=1)
 check pieces_and_whole 0 "racecheck test_cuda_aggregate +ok" "!RACECHECK_PIECES given"
-[ "$fails" -eq 0 ] && echo "gpu_check_check: 7 cases ok"
+# BENCH_ARGS reach the main benchmark's command line, split into words (session 52's sampler A/B).
+mkdir -p "$tmp/repo/build/gpu/tools/pipelink"
+printf '#!/usr/bin/env bash\necho "pipelink $*"\n' >"$tmp/repo/build/gpu/tools/pipelink/pipelink"
+chmod +x "$tmp/repo/build/gpu/tools/pipelink/pipelink"
+ENV_ARGS=(SKIP_CTEST=1 SKIP_MEMCHECK=1 SKIP_PYTEST=1 SKIP_RACECHECK=1 WORKLOADS=products-like "BENCH_ARGS=--free-sample-us 0 --no-null-test")
+check bench_args 0 "^bench products-like random +ok"
+grep -q -- "pipelink bench aggregate --workload products-like --device cuda --order random --free-sample-us 0 --no-null-test --json" \
+  "$tmp/out-bench_args/bench.log" || { echo "FAIL bench_args: the options did not reach the bench:"; cat "$tmp/out-bench_args/bench.log"; fails=$((fails + 1)); }
+[ "$fails" -eq 0 ] && echo "gpu_check_check: 8 cases ok"
 exit $((fails > 0))
