@@ -662,15 +662,22 @@ def acceptance(results: list, ratios: dict, overhead: Optional[dict], edges: int
     Extra memory is over the inputs and the (caller-allocated) output: the larger of the PipeLink
     allocator's and the process-level peak during the call, plus, for the planned call, the plan
     it keeps (built before the call, by the plan-build row or untimed). The first (cold) call is judged, and a warm call beside it
-    on CUDA (with the plan as kept by then). The overhead criterion is defined on arxiv-like.
+    on CUDA (with the plan as kept by then). The issue defines the ratio and memory criteria on
+    products-like and the overhead criterion on arxiv-like: on another workload each is shown, not
+    judged (session 52's power-law run read "does not hold" for criteria power-law is not held to).
     """
     by = {v["name"]: v for v in results}
     checks = []
+    on_products = workload == "products-like"
+    where = "" if on_products else f" (judged on products-like; this run: {workload})"
+
+    def judge(ok: bool) -> Optional[bool]:
+        return ok if on_products else None
 
     def ratio(name: str, need: float) -> None:
         r = ratios.get(f"{name} vs compile-static")
-        checks.append({"criterion": f"{name} >= {need}x torch.compile (static)", "measured": r,
-                       "holds": None if r is None else r >= need})
+        checks.append({"criterion": f"{name} >= {need}x torch.compile (static){where}", "measured": r,
+                       "holds": None if r is None else judge(r >= need)})
 
     ratio("pipelink-planned", 4.0)
     ratio("pipelink-one-shot", 2.8)
@@ -678,8 +685,8 @@ def acceptance(results: list, ratios: dict, overhead: Optional[dict], edges: int
         rr = (round_ratios or {}).get(f"{name} vs compile-static")
         if rr:  # the same criterion on the median of the interleaved rounds (--rounds), beside the main pass's
             med = statistics.median(rr)
-            checks.append({"criterion": f"{name} >= {need}x torch.compile (static), median of {len(rr)} interleaved rounds",
-                           "measured": med, "holds": med >= need})
+            checks.append({"criterion": f"{name} >= {need}x torch.compile (static), median of {len(rr)} interleaved rounds{where}",
+                           "measured": med, "holds": judge(med >= need)})
     for name in ("pipelink-planned", "pipelink-one-shot", "pipelink-lean"):
         v = by.get(name)
         if not v or not v.get("memory"):  # the CPU run measures no device memory
@@ -689,15 +696,15 @@ def acceptance(results: list, ratios: dict, overhead: Optional[dict], edges: int
         if name == "pipelink-planned":
             extra += v.get("plan_bytes_before", by.get("pipelink-plan-build", {}).get("plan_bytes", 0))
         per_edge = extra / edges if edges else 0.0
-        checks.append({"criterion": f"{name}: extra peak memory <= 12 B/edge plus the output",
-                       "measured": per_edge, "holds": per_edge <= 12.0})
+        checks.append({"criterion": f"{name}: extra peak memory <= 12 B/edge plus the output{where}",
+                       "measured": per_edge, "holds": judge(per_edge <= 12.0)})
         warm = v.get("memory_warm")
         if warm:  # the same, for a warm call: the plan as kept by then, plus the call's own peak
             extra = max(warm.get("pipelink_allocator_peak_extra") or 0, warm.get("process_extra") or 0)
             extra += v.get("plan_bytes_after", 0)
             per_edge = extra / edges if edges else 0.0
-            checks.append({"criterion": f"{name}, a warm call: extra peak memory <= 12 B/edge plus the output",
-                           "measured": per_edge, "holds": per_edge <= 12.0})
+            checks.append({"criterion": f"{name}, a warm call: extra peak memory <= 12 B/edge plus the output{where}",
+                           "measured": per_edge, "holds": judge(per_edge <= 12.0)})
     if overhead:  # judged on arxiv-like only, as the issue defines it; elsewhere shown, not judged
         checks.append({"criterion": f"Python call overhead <= 10 us over C++ (judged on arxiv-like; this run: {workload})",
                        "measured": overhead["overhead_us"],

@@ -553,6 +553,15 @@ def test_compare_torch_acceptance_counts_the_plan_either_way():
     assert judged(untimed) == 17.0
     built = [{"name": "pipelink-plan-build", "plan_bytes": 9 * E}, {"name": "pipelink-planned", "memory": call}]
     assert judged(built) == 17.0
+    # Issue 4 holds the ratios and memory to products-like: elsewhere they are shown, not judged
+    # (session 52's power-law table read "does not hold" for them).
+    ratios = {"pipelink-planned vs compile-static": 2.8, "pipelink-one-shot vs compile-static": 2.1}
+    on = ct.acceptance(built, ratios, None, E, "products-like")
+    off = ct.acceptance(built, ratios, None, E, "power-law")
+    assert [c["holds"] for c in on] == [False, False, False]  # 2.8x, 2.1x, 17 B/edge
+    assert [c["holds"] for c in off] == [None, None, None]
+    assert all(c["criterion"].endswith("(judged on products-like; this run: power-law)") for c in off)
+    assert [c["measured"] for c in off] == [c["measured"] for c in on]
     # Broken on purpose once (the old line, `extra += by["pipelink-plan-build"]["plan_bytes"]` only):
     # the untimed case then judged 8.0 and this test failed.
 
