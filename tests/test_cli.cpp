@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "test_util.hpp"
 
@@ -91,6 +93,27 @@ TEST_F(Cli, BenchOutputsThatCannotBeWrittenFailBeforeTheRun) {
     EXPECT_EQ(r.output.find("[bench"), std::string::npos);
   }
   EXPECT_FALSE(std::filesystem::exists(path("ok.json"))) << "a probe left the sweep's other file";
+  // A directory, and one file for both outputs (the second write replaced the first: a sweep's
+  // JSON came out as Markdown), are refused before the run too (a review, session 52).
+  fs::create_directories(path("adir"));
+  const std::pair<std::string, std::string> before[] = {
+      {"bench aggregate --workload arxiv-like --device cpu --quiet --json " + path("adir"),
+       "--json: cannot write '" + path("adir") + "': it is a directory"},
+      {"bench sweep --workload arxiv-like --device cpu --quiet --json " + path("s.json") + " --markdown " + path("adir"),
+       "--markdown: cannot write '" + path("adir") + "': it is a directory"},
+      {"bench aggregate --workload arxiv-like --device cpu --quiet --json " + path("same") + " --markdown " + path("same"),
+       "--json and --markdown name the same file"},
+      {"bench sweep --workload arxiv-like --device cpu --quiet --json " + path("same") + " --markdown " + path("adir") + "/../same",
+       "--json and --markdown name the same file"}};
+  for (const auto& [args, message] : before) {
+    SCOPED_TRACE(args);
+    const CliRun r = run_cli(args);
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("[bench"), std::string::npos) << "the run went first";
+  }
+  EXPECT_FALSE(fs::exists(path("same")));
+  EXPECT_FALSE(fs::exists(path("s.json")));
 }
 
 TEST_F(Cli, DemoTakesADeviceAndSaysWhenItIsNotThere) {
@@ -172,6 +195,16 @@ TEST_F(Cli, MalformedInputsAreClearErrors) {
   r = run_cli("inspect " + path("g.txt"));
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.output.find("is not a .npy file"), std::string::npos) << r.output;
+  // A contract error names the port's file, not where the tool made the tensor ("tensor made at
+  // .../commands.cpp:154 (int pipelink::tools::cmd_aggregate(...))": a review, session 52).
+  Tensor xi = TensorBuilder().shape({4, 2}).dtype(DType::i32).build();
+  for (std::int64_t i = 0; i < 8; ++i) xi.data_as<std::int32_t>()[i] = std::int32_t(i);
+  write_npy(path("xi.npy"), xi);
+  r = run_cli("aggregate --graph " + path("g.txt") + " --x " + path("xi.npy") + " --out " + path("y.npy"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("port 'x' comes from '" + path("xi.npy") + "'"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("tensor made at"), std::string::npos) << r.output;
+  EXPECT_FALSE(fs::exists(path("y.npy")));
 }
 
 // `--out x.npy` once replaced the input with the output and exited 0 (a review, session 46).
@@ -232,6 +265,20 @@ TEST_F(Cli, WeightsThatAreNotOneFloatAnEdgeAreRefused) {
             std::string::npos)
       << r.output;
   EXPECT_FALSE(fs::exists(path("z.npy")));
+  // NaN and inf weights pass through the op (its contract), so their rows come out NaN: said on
+  // stderr, once, with the first one (silent before, with "within_tolerance=true": session 52).
+  Tensor wn = random_tensor({3}, DType::f32, fresh_seed());
+  wn.data_as<float>()[1] = std::numeric_limits<float>::quiet_NaN();
+  wn.data_as<float>()[2] = std::numeric_limits<float>::infinity();
+  write_npy(path("wn.npy"), wn);
+  r = run_cli("aggregate --graph " + path("g.txt") + " --x " + path("x.npy") + " --w " + path("wn.npy") + " --out " +
+              path("n.npy") + " --check");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("note: '" + path("wn.npy") + "' holds 2 non-finite weight(s) (the first, element 1, is nan)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_TRUE(std::isnan(read_npy(path("n.npy")).data_as<float>()[2 * 3]));  // edge 1 -> 2 reaches row 2
+  EXPECT_EQ(r.output.find("non-finite value(s)"), std::string::npos) << "x is finite: " << r.output;
 }
 
 TEST_F(Cli, BenchOptionsOutOfRangeAreRefused) {
@@ -240,11 +287,21 @@ TEST_F(Cli, BenchOptionsOutOfRangeAreRefused) {
                            "bench aggregate --edge-scale 1e300 --quiet",  // ran at E = 1 before (session 46)
                            "bench aggregate --free-sample-us -1 --quiet", "bench aggregate --free-sample-us x --quiet",
                            "demo --repeats -1", "bench sweep --repeats -3 --json /dev/null --quiet",
-                           "bench sweep --start-edges 0 --json /dev/null --quiet"}) {
+                           "bench sweep --start-edges 0 --json /dev/null --quiet",
+                           // -1 wrapped to 2^64 - 1 and 10^20 saturated to it (session 52)
+                           "bench aggregate --seed -1 --quiet", "bench aggregate --seed 99999999999999999999 --quiet"}) {
     CliRun r = run_cli(args);
-    EXPECT_NE(r.status, 0) << args << "\n" << r.output;
+    EXPECT_EQ(r.status, 2) << args << "\n" << r.output;  // CLI11's own codes (105-114) before session 52
     EXPECT_EQ(r.output.find("median"), std::string::npos) << args << ": it ran\n" << r.output;
   }
+  // Messages a reader can act on: "Value -5 not in range 0.000000 to 17976931348623157081...".
+  EXPECT_NE(run_cli("bench aggregate --edge-scale -5 --quiet").output.find("must be a positive number, got '-5'"),
+            std::string::npos);
+  EXPECT_NE(run_cli("bench aggregate --repeats 0 --quiet").output.find("must be a positive integer, got '0'"),
+            std::string::npos);
+  EXPECT_NE(run_cli("bench aggregate --seed -1 --quiet").output.find("must be an integer in [0, 2^64 - 1], got '-1'"),
+            std::string::npos);
+  EXPECT_EQ(run_cli("bench aggregate --help").status, 0);
 }
 
 TEST_F(Cli, BenchWritesVersionedJsonAndMarkdown) {

@@ -140,6 +140,27 @@ void with_file_context(const AggregateFileOptions& o, std::int64_t N, F&& run) {
   }
 }
 
+// Non-finite values in a float input pass through the op (NaN stays NaN: the contract), so the rows
+// they reach come out NaN or inf, and --check agrees with an oracle that does the same. Said on
+// stderr, once per file: a NaN weight gave a NaN row and "within_tolerance=true" without a word,
+// while a float64 weight past float32's range is refused (a review, session 52).
+void note_non_finite(const Tensor& t, const std::string& file, const char* what) {
+  std::int64_t count = 0, first = -1;
+  double first_value = 0;
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    const double v = t.dtype() == DType::f64 ? t.data_as<double>()[i] : double(t.data_as<float>()[i]);
+    if (std::isfinite(v)) continue;
+    if (count++ == 0) {
+      first = i;
+      first_value = v;
+    }
+  }
+  if (count > 0)
+    std::cerr << fmt::format("note: '{}' holds {} non-finite {} (the first, element {}, is {}); they pass through the op, "
+                             "so the output rows they reach are NaN or inf\n",
+                             file, count, what, first, first_value);
+}
+
 }  // namespace
 
 int cmd_aggregate(const AggregateFileOptions& o) {
@@ -183,12 +204,18 @@ int cmd_aggregate(const AggregateFileOptions& o) {
     }
     return c;
   }();
+  note_non_finite(x, o.x, "value(s)");
+  if (w.defined()) note_non_finite(w, o.w.empty() ? o.graph : o.w, "weight(s)");
+  // The op's contract errors name a tensor's origin, "made at commands.cpp:154 (int
+  // pipelink::tools::cmd_aggregate(...))" here, which tells a command-line user nothing: left out
+  // (nameless views), and with_file_context names the port's file instead (a review, session 52).
+  auto nameless = [](const Tensor& t) { return t.view().with_origin({}); };
   std::optional<TensorView> wv;
-  if (w.defined()) wv = w.view();
+  if (w.defined()) wv = nameless(w);
   Tensor out = TensorBuilder().shape({N, x.dim(1)}).dtype(x.dtype()).build();
   with_file_context(o, N, [&] {
     if (dev.kind == DeviceKind::cpu) {
-      aggregate(x.view().with_layout(Layout::rows), g.src, g.dst, wv, out, opts);
+      aggregate(nameless(x).with_layout(Layout::rows), nameless(g.src), nameless(g.dst), wv, out, opts);
     } else {
       Tensor xd = to_device(x, dev), sd = to_device(g.src, dev), dd = to_device(g.dst, dev);
       Tensor od = TensorBuilder().shape({N, x.dim(1)}).dtype(x.dtype()).device(dev).build();
@@ -196,9 +223,9 @@ int cmd_aggregate(const AggregateFileOptions& o) {
       std::optional<TensorView> wdv;
       if (wv) {
         wd = to_device(*wv, dev);
-        wdv = wd->view();
+        wdv = nameless(*wd);
       }
-      aggregate(xd, sd, dd, wdv, od, opts);
+      aggregate(nameless(xd), nameless(sd), nameless(dd), wdv, od, opts);
       out = to_device(od, Device::cpu());
     }
   });

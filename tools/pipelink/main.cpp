@@ -4,7 +4,10 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <charconv>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -39,10 +42,50 @@ bool regular_or_new(const std::string& p) {
 // An output path the run could not write is said before the run, not after it: a bench into a
 // missing folder ran its whole benchmark first (a newcomer's review, session 51). The probe
 // makes AtomicFile's temporary file next to the target and removes it; the target is untouched.
+// A directory is refused here too: it was found only after the run (a review, session 52).
 void check_writable(const std::string& p, const char* option) {
+  std::error_code ec;
+  if (!p.empty() && std::filesystem::is_directory(p, ec))
+    throw pipelink::Error(fmt::format("{}: cannot write '{}': it is a directory", option, p));
   if (p.empty() || !regular_or_new(p)) return;
   const pipelink::AtomicFile probe(p, option);
 }
+
+// --json and --markdown naming one file: the second write replaced the first, and a sweep's JSON
+// came out as Markdown (a review, session 52). Compared as absolute, normalized paths, or as the
+// same file where both exist (a link).
+void check_distinct(const std::string& json, const std::string& md) {
+  if (json.empty() || md.empty()) return;
+  std::error_code ec;
+  const bool same = std::filesystem::weakly_canonical(json, ec) == std::filesystem::weakly_canonical(md, ec) ||
+                    std::filesystem::equivalent(json, md, ec);
+  if (same) throw pipelink::Error(fmt::format("--json and --markdown name the same file '{}'", json));
+}
+
+// Numeric options' checks with messages a reader can act on: CLI11's own said "Value -1 not in
+// range 0.000000 to 1797693134862315708...368.000000" (a review, session 52).
+CLI::Validator positive(const char* what) {
+  return CLI::Validator(
+      [what](std::string& s) -> std::string {
+        try {
+          std::size_t used = 0;
+          const double v = std::stod(s, &used);
+          if (used == s.size() && v > 0 && std::isfinite(v)) return {};
+        } catch (const std::exception&) {
+        }
+        return fmt::format("must be a positive {}, got '{}'", what, s);
+      },
+      fmt::format("positive {}", what));
+}
+// A 64-bit seed as written: "-1" wrapped to 2^64 - 1 and 10^20 saturated to it before.
+const CLI::Validator kSeed(
+    [](std::string& s) -> std::string {
+      std::uint64_t v = 0;
+      const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+      if (ec == std::errc() && p == s.data() + s.size()) return {};
+      return fmt::format("must be an integer in [0, 2^64 - 1], got '{}'", s);
+    },
+    "0..2^64-1");
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,7 +106,7 @@ int main(int argc, char** argv) {
   auto* demo = app.add_subcommand("demo", "The main job: the fused aggregate on an embedded workload, checked and "
                                           "compared with the materialized three-op path");
   demo->add_option("--workload", demo_opts.workload, "Named workload")->capture_default_str();
-  demo->add_option("--repeats", demo_opts.repeats, "Timed repeats")->capture_default_str()->check(CLI::PositiveNumber);
+  demo->add_option("--repeats", demo_opts.repeats, "Timed repeats")->capture_default_str()->check(positive("integer"));
   demo->add_option("--device", demo_opts.device, "auto (the GPU where one answers, else the CPU), cpu or cuda[:N]")
       ->capture_default_str();
 
@@ -90,10 +133,10 @@ int main(int argc, char** argv) {
   bagg->add_option("--device", device, "cpu (cuda with the CUDA backend)")->capture_default_str();
   bagg->add_option("--repeats", bopt.repeats, "Timed repeats (>= 10 for the protocol)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  bagg->add_option("--seed", bopt.seed, "Workload seed")->capture_default_str();
+      ->check(positive("integer"));
+  bagg->add_option("--seed", bopt.seed, "Workload seed")->capture_default_str()->check(kSeed);
   bagg->add_option("--edge-scale", bopt.edge_scale, "Scale the workload's edge count (1 = as registered)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive("number"));
   bagg->add_flag("--relabel", bopt.relabel,
                  "Rename the nodes by a random permutation after generation (power-law's hubs at random ids "
                  "instead of R-MAT's low ones)");
@@ -130,10 +173,10 @@ int main(int argc, char** argv) {
   auto* bsweep = bench->add_subcommand("sweep", "Edge-count sweep: E doubles until each path runs out of memory");
   bsweep->add_option("--workload", sweep.workload, "Named workload giving N and F (edges drawn uniformly)")->capture_default_str();
   bsweep->add_option("--device", sweep_device, "cpu|cuda[:N]")->capture_default_str();
-  bsweep->add_option("--start-edges", sweep.start_edges, "First edge count")->capture_default_str()->check(CLI::PositiveNumber);
+  bsweep->add_option("--start-edges", sweep.start_edges, "First edge count")->capture_default_str()->check(positive("integer"));
   bsweep->add_option("--max-edges", sweep.max_edges, "Stop after this edge count (0: until every path fails; CPU caps at 2^26)")
       ->check(CLI::NonNegativeNumber);
-  bsweep->add_option("--repeats", sweep.repeats, "Timed repeats per point")->capture_default_str()->check(CLI::PositiveNumber);
+  bsweep->add_option("--repeats", sweep.repeats, "Timed repeats per point")->capture_default_str()->check(positive("integer"));
   bsweep->add_option("--json", sweep_json, "Write the JSON here (plot with bench/plot_sweep.py)")->required();
   bsweep->add_option("--markdown", sweep_markdown, "Also write a Markdown table here");
   bsweep->add_option("--index-dtype", sweep_index, "int32|int64: src and dst (the named workloads' own are int64)")
@@ -146,7 +189,14 @@ int main(int argc, char** argv) {
   auto* insp = app.add_subcommand("inspect", "Describe a .npy file or a debug_dump prefix");
   insp->add_option("path", inspect_path, "file.npy or dump prefix")->required();
 
-  CLI11_PARSE(app, argc, argv);
+  // A command line the parser refuses exits 2, as the tool's own errors do (CLI11's codes were
+  // 105-114, a review, session 52); --help exits 0.
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 2;
+  }
   try {
     if (!log_level.empty()) set_log_level(parse_log_level(log_level));
     if (*ops) return tools::cmd_ops(ops_opts);
@@ -169,6 +219,7 @@ int main(int argc, char** argv) {
       if (!sweep_quiet) sweep.progress = progress_printer("sweep");
       int disagreements = 0;
       sweep.index_dtype = sweep_index == "int64" ? DType::i64 : DType::i32;
+      check_distinct(sweep_json, sweep_markdown);
       check_writable(sweep_json, "--json");
       check_writable(sweep_markdown, "--markdown");
       // Each size's points on disk as they are done (marked partial), replaced by the whole at the
@@ -198,6 +249,7 @@ int main(int argc, char** argv) {
       bopt.device = Device::parse(device);
       if (!quiet) bopt.progress = progress_printer("bench");
       if (cold_processes) bopt.cold_process_exe = std::filesystem::read_symlink("/proc/self/exe").string();
+      check_distinct(json_path, md_path);
       check_writable(json_path, "--json");
       check_writable(md_path, "--markdown");
       bench::AggregateBenchResult r = bench::run_aggregate_bench(bopt);
