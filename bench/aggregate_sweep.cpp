@@ -65,7 +65,12 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
   const std::int64_t N = spec.num_nodes, F = spec.features;
   const bool gpu = o.device.kind == DeviceKind::cuda;
   const std::int64_t cap = o.max_edges > 0 ? o.max_edges : (gpu ? std::int64_t(1) << 40 : std::int64_t(1) << 26);
-  if (o.start_edges < 1 || o.start_edges > cap) throw std::invalid_argument("sweep: need 1 <= start edges <= max edges");
+  // The cap named as the user knows it: "need 1 <= start edges <= max edges" was printed where no
+  // --max-edges was given and the CPU's own cap stopped it (a review, session 52).
+  if (o.start_edges < 1 || o.start_edges > cap)
+    throw std::invalid_argument(fmt::format(
+        "sweep: --start-edges {} must be in [1, {}] ({})", o.start_edges, cap,
+        o.max_edges > 0 ? "--max-edges" : gpu ? "the GPU's cap of 2^40 edges" : "the CPU's cap of 2^26 edges; give --max-edges to go further"));
   if (o.repeats < 1) throw std::invalid_argument("sweep: --repeats must be >= 1");
   if (o.index_dtype != DType::i32 && o.index_dtype != DType::i64)
     throw std::invalid_argument("sweep: the index dtype must be int32 or int64");

@@ -147,6 +147,15 @@ TEST_F(Cli, AggregateOnFilesMatchesTheLibrary) {
       << r.output;
   // SNAP "a b": a message from a to b, so row 1 gets tanh(x[0]) + tanh(x[3]) and row 0 stays 0 except 2->0.
   EXPECT_NEAR(y.data_as<float>()[1 * F], std::tanh(x.data_as<float>()[0]) + std::tanh(x.data_as<float>()[3 * F]), 1e-6);
+  // A Matrix Market entry's extra columns are ignored and said so too (silent before: session 52).
+  std::ofstream(path("m.mtx")) << "%%MatrixMarket matrix coordinate real general\n40 40 3\n2 1 0.5\n3 2 1.5 x\n4 3 2 y z\n";
+  r = run_cli("aggregate --graph " + path("m.mtx") + " --x " + path("x.npy") + " --out " + path("m.npy") + " --check");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("2 entry line(s), the first line 4, have columns after the entry's row, column and value; "
+                          "they are ignored"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("within_tolerance=true"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, BadIndexLeavesNoOutputAndKeepsAnOldOne) {
@@ -302,6 +311,13 @@ TEST_F(Cli, BenchOptionsOutOfRangeAreRefused) {
   EXPECT_NE(run_cli("bench aggregate --seed -1 --quiet").output.find("must be an integer in [0, 2^64 - 1], got '-1'"),
             std::string::npos);
   EXPECT_EQ(run_cli("bench aggregate --help").status, 0);
+  // A start past the CPU's own cap names that cap, not a --max-edges nobody gave.
+  const CliRun big = run_cli("bench sweep --workload arxiv-like --device cpu --start-edges 100000000 --json " +
+                             path("s.json") + " --quiet");
+  EXPECT_EQ(big.status, 2) << big.output;
+  EXPECT_NE(big.output.find("--start-edges 100000000 must be in [1, 67108864] (the CPU's cap of 2^26 edges"),
+            std::string::npos)
+      << big.output;
 }
 
 TEST_F(Cli, BenchWritesVersionedJsonAndMarkdown) {

@@ -306,13 +306,18 @@ MatrixMarketSize parse_mm_size(const std::string& path, Lines& lines, bool symme
 }
 
 // Parses "row column [value]" into edge (column-1 -> row-1); false when the line is malformed.
+// `extra`: tokens follow the entry (ignored, and said once per file by the caller).
 bool parse_mm_entry(std::string_view line, MatrixMarketHeader::Field field, std::int64_t& i,
-                    std::int64_t& j, float& value) {
+                    std::int64_t& j, float& value, bool& extra) {
   std::string_view rest = line;
   if (parse_int(next_token(rest), i) != IntParse::ok || parse_int(next_token(rest), j) != IntParse::ok)
     return false;
-  if (field == MatrixMarketHeader::Field::pattern) return true;
+  if (field == MatrixMarketHeader::Field::pattern) {
+    extra = !next_token(rest).empty();
+    return true;
+  }
   const std::string_view tok = next_token(rest);
+  extra = !next_token(rest).empty();
   const char* end = tok.data() + tok.size();
   if (field == MatrixMarketHeader::Field::integer) {
     std::int64_t n = 0;
@@ -347,14 +352,15 @@ EdgeList parse_matrix_market(const std::string& path, std::string_view text, std
   const auto claimed = std::size_t(std::min<std::int64_t>(size.entries, std::int64_t(count_lines(lines.rest()))));
   if (!query) edges.reserve(h.symmetric ? 2 * claimed : claimed, weighted);
   const std::string expect = weighted ? "'row column value'" : "'row column'";
-  std::int64_t found = 0;
+  std::int64_t found = 0, extra_lines = 0, first_extra = 0;
   while (lines.next(line)) {
     std::string_view rest = line;
     const std::string_view first = next_token(rest);
     if (first.empty() || first.front() == '%') continue;
     std::int64_t i = 0, j = 0;
     float value = 0;
-    if (!parse_mm_entry(line, h.field, i, j, value))
+    bool extra = false;
+    if (!parse_mm_entry(line, h.field, i, j, value, extra))
       throw ParseError(
           path, lines.number(),
           fmt::format("expected an entry {}{}, got {}", expect,
@@ -366,6 +372,8 @@ EdgeList parse_matrix_market(const std::string& path, std::string_view text, std
                                                          j, size.rows, size.cols));
     if (++found > size.entries)
       throw ParseError(path, lines.number(), fmt::format("more entries than the declared {}", size.entries));
+    // As for SNAP files: ignored, but not silently (a review, session 52).
+    if (extra && extra_lines++ == 0) first_extra = lines.number();
     // Row i is the destination (y = A·x sums row i over columns j).
     if (query) {
       if (query->visit(j - 1, i - 1, lines.number()) ||
@@ -384,6 +392,10 @@ EdgeList parse_matrix_market(const std::string& path, std::string_view text, std
   }
   if (found != size.entries)
     throw ParseError(path, size.line, fmt::format("declared {} entries, found {}", size.entries, found));
+  if (extra_lines > 0)
+    PIPELINK_LOG_WARN("'{}': {} entry line(s), the first line {}, have columns after the entry's {}; they are ignored",
+                      path, extra_lines, first_extra,
+                      weighted ? "row, column and value" : "row and column (a pattern file carries no values)");
   return edges.to_edge_list(std::max(num_nodes, dims), weighted);
 }
 
