@@ -70,7 +70,7 @@ std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {
   if (o.start_edges < 1 || o.start_edges > cap)
     throw std::invalid_argument(fmt::format(
         "sweep: --start-edges {} must be in [1, {}] ({})", o.start_edges, cap,
-        o.max_edges > 0 ? "--max-edges" : gpu ? "the GPU's cap of 2^40 edges" : "the CPU's cap of 2^26 edges; give --max-edges to go further"));
+        o.max_edges > 0 ? "the --max-edges given" : gpu ? "the GPU's cap of 2^40 edges" : "the CPU's cap of 2^26 edges; give --max-edges to go further"));
   if (o.repeats < 1) throw std::invalid_argument("sweep: --repeats must be >= 1");
   if (o.index_dtype != DType::i32 && o.index_dtype != DType::i64)
     throw std::invalid_argument("sweep: the index dtype must be int32 or int64");

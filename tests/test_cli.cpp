@@ -298,7 +298,10 @@ TEST_F(Cli, BenchOptionsOutOfRangeAreRefused) {
                            "demo --repeats -1", "bench sweep --repeats -3 --json /dev/null --quiet",
                            "bench sweep --start-edges 0 --json /dev/null --quiet",
                            // -1 wrapped to 2^64 - 1 and 10^20 saturated to it (session 52)
-                           "bench aggregate --seed -1 --quiet", "bench aggregate --seed 99999999999999999999 --quiet"}) {
+                           "bench aggregate --seed -1 --quiet", "bench aggregate --seed 99999999999999999999 --quiet",
+                           // base 0 took 0x10 as 16 (a second review, session 52)
+                           "bench aggregate --seed 0x10 --quiet", "bench aggregate --repeats 0x10 --quiet",
+                           "bench aggregate --repeats 1.5 --quiet"}) {
     CliRun r = run_cli(args);
     EXPECT_EQ(r.status, 2) << args << "\n" << r.output;  // CLI11's own codes (105-114) before session 52
     EXPECT_EQ(r.output.find("median"), std::string::npos) << args << ": it ran\n" << r.output;
@@ -321,8 +324,9 @@ TEST_F(Cli, BenchOptionsOutOfRangeAreRefused) {
 }
 
 TEST_F(Cli, BenchWritesVersionedJsonAndMarkdown) {
-  CliRun r = run_cli("bench aggregate --workload arxiv-like --device cpu --edge-scale 0.01 --repeats 3 --quiet --json " +
-                  path("b.json") + " --markdown " + path("b.md"));
+  // "010" is ten: CLI11 reads integers with base 0 (eight), so the tool writes them back in decimal.
+  CliRun r = run_cli("bench aggregate --workload arxiv-like --device cpu --edge-scale 0.01 --repeats 3 --seed 010 "
+                     "--quiet --json " + path("b.json") + " --markdown " + path("b.md"));
   ASSERT_EQ(r.status, 0) << r.output;
   std::ifstream f(path("b.json"));
   std::string json((std::istreambuf_iterator<char>(f)), {});
@@ -334,7 +338,8 @@ TEST_F(Cli, BenchWritesVersionedJsonAndMarkdown) {
                           "\"copy_bandwidth_samples_gbs\"", "\"copy_bandwidth_counts\"",
                           "\"repeats_meet_protocol\": false", "\"extra_peak_includes_output\": true", "\"sms\"",
                           // session 47: CUDA's versions and the rated clocks (0 on the CPU), the compiler
-                          "\"cuda_driver_version\": 0", "\"sm_clock_peak_khz\": 0", "\"compiler\": \""})
+                          "\"cuda_driver_version\": 0", "\"sm_clock_peak_khz\": 0", "\"compiler\": \"",
+                          "\"seed\": 10,"})
     EXPECT_NE(json.find(key), std::string::npos) << key;
   EXPECT_TRUE(fs::exists(path("b.md")));
   {

@@ -392,7 +392,7 @@ EdgeList parse_matrix_market(const std::string& path, std::string_view text, std
   }
   if (found != size.entries)
     throw ParseError(path, size.line, fmt::format("declared {} entries, found {}", size.entries, found));
-  if (extra_lines > 0)
+  if (extra_lines > 0 && !query)  // said at the load already
     PIPELINK_LOG_WARN("'{}': {} entry line(s), the first line {}, have columns after the entry's {}; they are ignored",
                       path, extra_lines, first_extra,
                       weighted ? "row, column and value" : "row and column (a pattern file carries no values)");

@@ -145,6 +145,7 @@ void with_file_context(const AggregateFileOptions& o, std::int64_t N, F&& run) {
 // stderr, once per file: a NaN weight gave a NaN row and "within_tolerance=true" without a word,
 // while a float64 weight past float32's range is refused (a review, session 52).
 void note_non_finite(const Tensor& t, const std::string& file, const char* what) {
+  if (t.dtype() != DType::f32 && t.dtype() != DType::f64) return;  // the op refuses it next (read as float, it overran)
   std::int64_t count = 0, first = -1;
   double first_value = 0;
   for (std::int64_t i = 0; i < t.numel(); ++i) {
@@ -157,7 +158,7 @@ void note_non_finite(const Tensor& t, const std::string& file, const char* what)
   }
   if (count > 0)
     std::cerr << fmt::format("note: '{}' holds {} non-finite {} (the first, element {}, is {}); they pass through the op, "
-                             "so the output rows they reach are NaN or inf\n",
+                             "so the output rows they reach may be NaN or inf (NaN stays NaN; tanh or sigmoid of an inf x is finite)\n",
                              file, count, what, first, first_value);
 }
 

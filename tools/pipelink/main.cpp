@@ -13,6 +13,8 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <limits>
+#include <optional>
 
 #include "aggregate_bench.hpp"
 #include "aggregate_sweep.hpp"
@@ -54,38 +56,66 @@ void check_writable(const std::string& p, const char* option) {
 // --json and --markdown naming one file: the second write replaced the first, and a sweep's JSON
 // came out as Markdown (a review, session 52). Compared as absolute, normalized paths, or as the
 // same file where both exist (a link).
+// Regular or new files only: /dev/null twice is fine. A path that cannot be resolved counts as
+// distinct (two unresolvable paths once compared equal as two empty ones: a second review).
 void check_distinct(const std::string& json, const std::string& md) {
-  if (json.empty() || md.empty()) return;
+  if (json.empty() || md.empty() || !regular_or_new(json) || !regular_or_new(md)) return;
+  namespace fs = std::filesystem;
+  auto resolved = [](const std::string& p) -> std::optional<fs::path> {
+    std::error_code ec;
+    const fs::path a = fs::absolute(p, ec);  // "same" and "./same" alike (weakly_canonical kept the first relative)
+    if (ec) return std::nullopt;
+    fs::path c = fs::weakly_canonical(a, ec);
+    if (ec) return std::nullopt;
+    return c;
+  };
+  const auto a = resolved(json), b = resolved(md);
   std::error_code ec;
-  const bool same = std::filesystem::weakly_canonical(json, ec) == std::filesystem::weakly_canonical(md, ec) ||
-                    std::filesystem::equivalent(json, md, ec);
+  const bool same = (a && b && *a == *b) || fs::equivalent(json, md, ec);
   if (same) throw pipelink::Error(fmt::format("--json and --markdown name the same file '{}'", json));
 }
 
 // Numeric options' checks with messages a reader can act on: CLI11's own said "Value -1 not in
 // range 0.000000 to 1797693134862315708...368.000000" (a review, session 52).
-CLI::Validator positive(const char* what) {
+CLI::Validator positive_number() {
   return CLI::Validator(
-      [what](std::string& s) -> std::string {
+      [](std::string& s) -> std::string {
         try {
           std::size_t used = 0;
           const double v = std::stod(s, &used);
           if (used == s.size() && v > 0 && std::isfinite(v)) return {};
         } catch (const std::exception&) {
         }
-        return fmt::format("must be a positive {}, got '{}'", what, s);
+        return fmt::format("must be a positive number, got '{}'", s);
       },
-      fmt::format("positive {}", what));
+      "positive number");
+}
+// Integers as decimal digits, in [lo, hi], written back in canonical form: CLI11 converts with
+// base 0, so "010" ran 8 repeats and seed 8, and "0x10" passed as 16 (a second review). Given with
+// ->transform(), not ->check(): a check's changes to the string are dropped.
+template <class T>
+CLI::Validator decimal_integer(T lo, T hi, std::string what) {
+  return CLI::Validator(
+      [lo, hi, what](std::string& s) -> std::string {
+        T v{};
+        const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        if (ec == std::errc() && p == s.data() + s.size() && v >= lo && v <= hi) {
+          s = std::to_string(v);
+          return {};
+        }
+        return fmt::format("must be {}, got '{}'", what, s);
+      },
+      what);
+}
+CLI::Validator positive_int() {
+  return decimal_integer<std::int64_t>(1, std::numeric_limits<int>::max(), "a positive integer");
+}
+CLI::Validator positive_int64() {
+  return decimal_integer<std::int64_t>(1, std::numeric_limits<std::int64_t>::max(), "a positive integer");
 }
 // A 64-bit seed as written: "-1" wrapped to 2^64 - 1 and 10^20 saturated to it before.
-const CLI::Validator kSeed(
-    [](std::string& s) -> std::string {
-      std::uint64_t v = 0;
-      const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-      if (ec == std::errc() && p == s.data() + s.size()) return {};
-      return fmt::format("must be an integer in [0, 2^64 - 1], got '{}'", s);
-    },
-    "0..2^64-1");
+const CLI::Validator kSeed = decimal_integer<std::uint64_t>(0, std::numeric_limits<std::uint64_t>::max(),
+                                                            "an integer in [0, 2^64 - 1]");
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -106,7 +136,7 @@ int main(int argc, char** argv) {
   auto* demo = app.add_subcommand("demo", "The main job: the fused aggregate on an embedded workload, checked and "
                                           "compared with the materialized three-op path");
   demo->add_option("--workload", demo_opts.workload, "Named workload")->capture_default_str();
-  demo->add_option("--repeats", demo_opts.repeats, "Timed repeats")->capture_default_str()->check(positive("integer"));
+  demo->add_option("--repeats", demo_opts.repeats, "Timed repeats")->capture_default_str()->transform(positive_int());
   demo->add_option("--device", demo_opts.device, "auto (the GPU where one answers, else the CPU), cpu or cuda[:N]")
       ->capture_default_str();
 
@@ -133,10 +163,10 @@ int main(int argc, char** argv) {
   bagg->add_option("--device", device, "cpu (cuda with the CUDA backend)")->capture_default_str();
   bagg->add_option("--repeats", bopt.repeats, "Timed repeats (>= 10 for the protocol)")
       ->capture_default_str()
-      ->check(positive("integer"));
-  bagg->add_option("--seed", bopt.seed, "Workload seed")->capture_default_str()->check(kSeed);
+      ->transform(positive_int());
+  bagg->add_option("--seed", bopt.seed, "Workload seed")->capture_default_str()->transform(kSeed);
   bagg->add_option("--edge-scale", bopt.edge_scale, "Scale the workload's edge count (1 = as registered)")
-      ->check(positive("number"));
+      ->check(positive_number());
   bagg->add_flag("--relabel", bopt.relabel,
                  "Rename the nodes by a random permutation after generation (power-law's hubs at random ids "
                  "instead of R-MAT's low ones)");
@@ -173,10 +203,10 @@ int main(int argc, char** argv) {
   auto* bsweep = bench->add_subcommand("sweep", "Edge-count sweep: E doubles until each path runs out of memory");
   bsweep->add_option("--workload", sweep.workload, "Named workload giving N and F (edges drawn uniformly)")->capture_default_str();
   bsweep->add_option("--device", sweep_device, "cpu|cuda[:N]")->capture_default_str();
-  bsweep->add_option("--start-edges", sweep.start_edges, "First edge count")->capture_default_str()->check(positive("integer"));
+  bsweep->add_option("--start-edges", sweep.start_edges, "First edge count")->capture_default_str()->transform(positive_int64());
   bsweep->add_option("--max-edges", sweep.max_edges, "Stop after this edge count (0: until every path fails; CPU caps at 2^26)")
-      ->check(CLI::NonNegativeNumber);
-  bsweep->add_option("--repeats", sweep.repeats, "Timed repeats per point")->capture_default_str()->check(positive("integer"));
+      ->transform(decimal_integer<std::int64_t>(0, std::numeric_limits<std::int64_t>::max(), "a non-negative integer"));
+  bsweep->add_option("--repeats", sweep.repeats, "Timed repeats per point")->capture_default_str()->transform(positive_int());
   bsweep->add_option("--json", sweep_json, "Write the JSON here (plot with bench/plot_sweep.py)")->required();
   bsweep->add_option("--markdown", sweep_markdown, "Also write a Markdown table here");
   bsweep->add_option("--index-dtype", sweep_index, "int32|int64: src and dst (the named workloads' own are int64)")
