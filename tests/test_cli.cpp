@@ -207,12 +207,13 @@ TEST_F(Cli, MalformedInputsAreClearErrors) {
   // A contract error names the port's file, not where the tool made the tensor ("tensor made at
   // .../commands.cpp:154 (int pipelink::tools::cmd_aggregate(...))": a review, session 52).
   Tensor xi = TensorBuilder().shape({4, 2}).dtype(DType::i32).build();
-  for (std::int64_t i = 0; i < 8; ++i) xi.data_as<std::int32_t>()[i] = std::int32_t(i);
+  for (std::int64_t i = 0; i < 8; ++i) xi.data_as<std::int32_t>()[i] = 0x7fc00000;  // a float NaN's bits
   write_npy(path("xi.npy"), xi);
   r = run_cli("aggregate --graph " + path("g.txt") + " --x " + path("xi.npy") + " --out " + path("y.npy"));
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.output.find("port 'x' comes from '" + path("xi.npy") + "'"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("tensor made at"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("non-finite"), std::string::npos) << "an int x read as float: " << r.output;
   EXPECT_FALSE(fs::exists(path("y.npy")));
 }
 
