@@ -217,6 +217,26 @@ TEST_F(Cli, MalformedInputsAreClearErrors) {
   EXPECT_FALSE(fs::exists(path("y.npy")));
 }
 
+TEST_F(Cli, UnknownCommandsAndEmptyPathsAreNamed) {
+  // A bad-input probe, session 52: "A subcommand is required" for a misspelt command, ".json:
+  // cannot open dump metadata" for `inspect ''`, and `--json ''` ran and wrote nothing.
+  const std::pair<std::string, std::string> runs[] = {
+      {"bogus", "unknown command 'bogus' (commands: ops, demo, aggregate, bench, inspect"},
+      {"bench bogus", "unknown command 'bench bogus' (commands of bench: aggregate, sweep"},
+      {"inspect ''", "inspect: an empty path"},
+      {"bench aggregate --device cpu --quiet --json ''", "--json: an empty path"},
+      {"bench sweep --device cpu --quiet --json " + path("s.json") + " --markdown ''", "--markdown: an empty path"}};
+  for (const auto& [args, message] : runs) {
+    SCOPED_TRACE(args);
+    const CliRun r = run_cli(args);
+    EXPECT_EQ(r.status, 2) << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("[bench"), std::string::npos) << "the run went first: " << r.output;
+  }
+  EXPECT_FALSE(fs::exists(path("s.json")));
+  EXPECT_EQ(run_cli("ops").status, 0);
+}
+
 // `--out x.npy` once replaced the input with the output and exited 0 (a review, session 46).
 TEST_F(Cli, OutputThatIsAnInputIsRefused) {
   std::ofstream(path("g.txt")) << "0 1\n1 2\n";

@@ -15,6 +15,8 @@
 #include <iostream>
 #include <limits>
 #include <optional>
+#include <string_view>
+#include <tuple>
 
 #include "aggregate_bench.hpp"
 #include "aggregate_sweep.hpp"
@@ -219,6 +221,21 @@ int main(int argc, char** argv) {
   auto* insp = app.add_subcommand("inspect", "Describe a .npy file or a debug_dump prefix");
   insp->add_option("path", inspect_path, "file.npy or dump prefix")->required();
 
+  // An unknown command is named as one: CLI11 said "A subcommand is required" for `pipelink bogus`
+  // and `pipelink bench bogus` (a bad-input probe, session 52).
+  for (auto [parent, at] : {std::pair{&app, 1}, std::pair{bench, 2}}) {
+    if (argc <= at || argv[at][0] == '-' || (at == 2 && std::string_view(argv[1]) != "bench")) continue;
+    std::string names;
+    bool known = false;
+    for (const auto* sub : parent->get_subcommands({})) {
+      known = known || sub->get_name() == argv[at];
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (known) continue;
+    std::cerr << fmt::format("pipelink: unknown command '{}{}' (commands{}: {}; --help lists them)\n",
+                             at == 2 ? "bench " : "", argv[at], at == 2 ? " of bench" : "", names);
+    return 2;
+  }
   // A command line the parser refuses exits 2, as the tool's own errors do (CLI11's codes were
   // 105-114, a review, session 52); --help exits 0.
   try {
@@ -232,7 +249,13 @@ int main(int argc, char** argv) {
     if (*ops) return tools::cmd_ops(ops_opts);
     if (*demo) return tools::cmd_demo(demo_opts);
     if (*aggc) return tools::cmd_aggregate(agg);
+    // An output option given as '' wrote nothing, without a word (a bad-input probe, session 52).
+    for (auto [sub, name, value] : {std::tuple{bagg, "--json", &json_path}, std::tuple{bagg, "--markdown", &md_path},
+                                    std::tuple{bsweep, "--json", &sweep_json}, std::tuple{bsweep, "--markdown", &sweep_markdown}})
+      if (*sub && sub->get_option(name)->count() > 0 && value->empty())
+        throw Error(fmt::format("{}: an empty path (leave the option out to write no file)", name));
     if (*insp) {
+      if (inspect_path.empty()) throw Error("inspect: an empty path; give a .npy file or a debug_dump prefix");
       // Neither a .npy nor a dump prefix: said so, rather than "graph.txt.json: cannot open dump
       // metadata" (a newcomer's review, session 46).
       if (!inspect_path.ends_with(".npy") && !std::filesystem::exists(inspect_path + ".json") &&
