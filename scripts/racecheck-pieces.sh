@@ -25,7 +25,8 @@
 #   Two of them split a case further with PIPELINK_TEST_VARIANTS=i (OneShotInEdgeRanges: 4 variants;
 #   OneShotMsdSortGivesTheOneSortsBits: 2 feature widths), given after the cases:
 #   '*OneShotInEdgeRanges*|PIPELINK_TEST_CASES=1,PIPELINK_TEST_VARIANTS=0' (each prints
-#   "[  CASE    ] PIPELINK_TEST_VARIANTS i starts at T s").
+#   "[  CASE    ] PIPELINK_TEST_VARIANTS i starts at T s"). The MSD test splits a width once more
+#   with PIPELINK_TEST_PARTS=0 (its one-shot forms) or 1 (the rest), given after the variants.
 #   SEGV=1 preloads scripts/segv-backtrace.c (a host backtrace if the test dies of SIGSEGV).
 #   PIPELINK_TEST_SEED is passed through, so a piece can be rerun on the seed that failed.
 #   RACECHECK_PARALLEL=k (default 1): up to k pieces at once, each its own process on the one GPU. Whether

@@ -6,7 +6,8 @@
 #   usage: tests/racecheck_lists_check.sh TEST_BINARY LIST...
 # Each piece's filter must match at least one test. A piece with PIPELINK_TEST_CASES must match
 # exactly one (the knob reaches every test of the piece; racecheck-pieces.sh says why), and its case
-# indices must be non-negative integers (and PIPELINK_TEST_VARIANTS's, where a piece gives it).
+# indices must be non-negative integers (and PIPELINK_TEST_VARIANTS's and PIPELINK_TEST_PARTS's,
+# where a piece gives them).
 set -uo pipefail
 bin=$1; shift
 [ -x "$bin" ] || { echo "no test binary $bin"; exit 2; }
@@ -34,12 +35,13 @@ for list in "$@"; do
         echo "FAIL: $list:$n: PIPELINK_TEST_CASES='$cases' is not a list of case indices"; bad=1
       fi
     fi
-    if [[ ${knobs:-} == *PIPELINK_TEST_VARIANTS=* ]]; then
-      variants=${knobs#*PIPELINK_TEST_VARIANTS=}; variants=${variants%%,[A-Z]*}
-      if ! [[ $variants =~ ^[0-9]+(,[0-9]+)*$ ]]; then
-        echo "FAIL: $list:$n: PIPELINK_TEST_VARIANTS='$variants' is not a list of indices"; bad=1
+    for knob in PIPELINK_TEST_VARIANTS PIPELINK_TEST_PARTS; do
+      [[ ${knobs:-} == *$knob=* ]] || continue
+      picks=${knobs#*"$knob"=}; picks=${picks%%,[A-Z]*}
+      if ! [[ $picks =~ ^[0-9]+(,[0-9]+)*$ ]]; then
+        echo "FAIL: $list:$n: $knob='$picks' is not a list of indices"; bad=1
       fi
-    fi
+    done
   done <"$list"
 done
 [ "$pieces" -gt 0 ] || { echo "FAIL: no piece in $*"; bad=1; }
