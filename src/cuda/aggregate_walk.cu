@@ -59,13 +59,16 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
     P rbeg = 0, rend = __shfl_sync(gm, my_end, 0, lpe);
     T part[CH][VEC];
     double acc[CH][VEC];
+    auto reset = [&] {  // a row's sums start at 0 (here, and after each row is written)
 #pragma unroll
-    for (int j = 0; j < CH; ++j)
+      for (int j = 0; j < CH; ++j)
 #pragma unroll
-      for (int q = 0; q < VEC; ++q) {
-        part[j][q] = T(0);
-        acc[j][q] = 0.0;
-      }
+        for (int q = 0; q < VEC; ++q) {
+          part[j][q] = T(0);
+          acc[j][q] = 0.0;
+        }
+    };
+    reset();
     auto next_row = [&] {
       ++r;
       if (r - rbase >= lpe) {
@@ -91,13 +94,7 @@ __global__ void __launch_bounds__(256) csr_rows_kernel(const P* __restrict__ row
           }
         }
       }
-#pragma unroll
-      for (int j = 0; j < CH; ++j)
-#pragma unroll
-        for (int q = 0; q < VEC; ++q) {
-          part[j][q] = T(0);
-          acc[j][q] = 0.0;
-        }
+      reset();
     };
     auto settle = [&] {  // past empty rows (written) and long rows (left to segments_kernel)
       while (r < r1 && (rend == rbeg || std::int64_t(rend - rbeg) > long_row)) {
