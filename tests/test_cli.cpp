@@ -316,6 +316,7 @@ TEST_F(Cli, BenchOptionsOutOfRangeAreRefused) {
                            "bench aggregate --edge-scale nan --quiet", "bench aggregate --repeats 0 --quiet",
                            "bench aggregate --edge-scale 1e300 --quiet",  // ran at E = 1 before (session 46)
                            "bench aggregate --free-sample-us -1 --quiet", "bench aggregate --free-sample-us x --quiet",
+                           "bench aggregate --free-sample-us 0x10 --quiet",
                            "demo --repeats -1", "bench sweep --repeats -3 --json /dev/null --quiet",
                            "bench sweep --start-edges 0 --json /dev/null --quiet",
                            // -1 wrapped to 2^64 - 1 and 10^20 saturated to it (session 52)

@@ -194,7 +194,7 @@ int main(int argc, char** argv) {
                    "CUDA: how often the cold call's process-level memory sampler asks the driver for free memory, in "
                    "microseconds (0: no sampler and no process figure; to see what the sampler costs the cold call)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1000000));
+      ->transform(decimal_integer<std::int64_t>(0, 1000000, "an integer in [0, 1000000]"));
   bagg->add_option("--json", json_path, "Write the versioned JSON result here");
   bagg->add_option("--markdown", md_path, "Write the Markdown table here");
   bagg->add_flag("--quiet", quiet, "No progress lines on stderr");
