@@ -16,7 +16,6 @@
 #include <limits>
 #include <optional>
 #include <string_view>
-#include <tuple>
 
 #include "aggregate_bench.hpp"
 #include "aggregate_sweep.hpp"
@@ -75,6 +74,17 @@ void check_distinct(const std::string& json, const std::string& md) {
   std::error_code ec;
   const bool same = (a && b && *a == *b) || fs::equivalent(json, md, ec);
   if (same) throw pipelink::Error(fmt::format("--json and --markdown name the same file '{}'", json));
+}
+
+// A bench command's two outputs, before its run: neither given as '' (that wrote nothing, without
+// a word: a bad-input probe, session 52), not one file for both, each writable.
+void check_outputs(const CLI::App& cmd, const std::string& json, const std::string& md) {
+  for (auto [name, value] : {std::pair{"--json", &json}, std::pair{"--markdown", &md}})
+    if (cmd.get_option(name)->count() > 0 && value->empty())
+      throw pipelink::Error(fmt::format("{}: an empty path (leave the option out to write no file)", name));
+  check_distinct(json, md);
+  check_writable(json, "--json");
+  check_writable(md, "--markdown");
 }
 
 // Numeric options' checks with messages a reader can act on: CLI11's own said "Value -1 not in
@@ -249,11 +259,6 @@ int main(int argc, char** argv) {
     if (*ops) return tools::cmd_ops(ops_opts);
     if (*demo) return tools::cmd_demo(demo_opts);
     if (*aggc) return tools::cmd_aggregate(agg);
-    // An output option given as '' wrote nothing, without a word (a bad-input probe, session 52).
-    for (auto [sub, name, value] : {std::tuple{bagg, "--json", &json_path}, std::tuple{bagg, "--markdown", &md_path},
-                                    std::tuple{bsweep, "--json", &sweep_json}, std::tuple{bsweep, "--markdown", &sweep_markdown}})
-      if (*sub && sub->get_option(name)->count() > 0 && value->empty())
-        throw Error(fmt::format("{}: an empty path (leave the option out to write no file)", name));
     if (*insp) {
       if (inspect_path.empty()) throw Error("inspect: an empty path; give a .npy file or a debug_dump prefix");
       // Neither a .npy nor a dump prefix: said so, rather than "graph.txt.json: cannot open dump
@@ -272,9 +277,7 @@ int main(int argc, char** argv) {
       if (!sweep_quiet) sweep.progress = progress_printer("sweep");
       int disagreements = 0;
       sweep.index_dtype = sweep_index == "int64" ? DType::i64 : DType::i32;
-      check_distinct(sweep_json, sweep_markdown);
-      check_writable(sweep_json, "--json");
-      check_writable(sweep_markdown, "--markdown");
+      check_outputs(*bsweep, sweep_json, sweep_markdown);
       // Each size's points on disk as they are done (marked partial), replaced by the whole at the
       // end; into regular (or new) files only (regular_or_new).
       if (regular_or_new(sweep_json)) {
@@ -302,9 +305,7 @@ int main(int argc, char** argv) {
       bopt.device = Device::parse(device);
       if (!quiet) bopt.progress = progress_printer("bench");
       if (cold_processes) bopt.cold_process_exe = std::filesystem::read_symlink("/proc/self/exe").string();
-      check_distinct(json_path, md_path);
-      check_writable(json_path, "--json");
-      check_writable(md_path, "--markdown");
+      check_outputs(*bagg, json_path, md_path);
       bench::AggregateBenchResult r = bench::run_aggregate_bench(bopt);
       if (!bopt.cold_call.empty()) {  // the child's one answer, for its parent to read
         std::cout << fmt::format("{{\"cold_call\": \"{}\", \"cold_ms\": {:.17g}}}\n", r.variants.at(0).name,
