@@ -141,7 +141,7 @@ void with_file_context(const AggregateFileOptions& o, std::int64_t N, F&& run) {
 }
 
 // Non-finite values in a float input pass through the op (NaN stays NaN: the contract), so the rows
-// they reach come out NaN or inf, and --check agrees with an oracle that does the same. Said on
+// they reach may come out NaN or inf, and --check agrees with an oracle that does the same. Said on
 // stderr, once per file: a NaN weight gave a NaN row and "within_tolerance=true" without a word,
 // while a float64 weight past float32's range is refused (a review, session 52).
 void note_non_finite(const Tensor& t, const std::string& file, const char* what) {
