@@ -47,14 +47,17 @@ OneShotOnePlan::~OneShotOnePlan() {
 }
 
 std::string OneShotOnePlan::means() const {
-  // As the library reads it (an integer 0..4096; anything else is refused at the first call).
-  long long k = -1;
-  if (!value_.empty() && value_.size() <= 4 && value_.find_first_not_of("0123456789") == std::string::npos)
-    k = std::stoll(value_);
-  if (k == 1) return "one plan (destination ranges where its sort does not fit; out of memory past that)";
-  if (k == 0) return "the library's default: edge ranges from the free memory where one plan does not fit";
-  if (k >= 2 && k <= 4096) return "forced edge ranges (" + value_ + " a call)";
-  return "not a value the library takes (an integer 0..4096): the one-shot calls fail";
+  // The library's own reading of the knob (aggregate_knobs, the list the bench pre-registers), not
+  // a second parser here that could drift from it (session 53). It checks the knobs whole, so any
+  // knob it refuses reads as that error: the one-shot calls would fail on it all the same.
+  std::string read;
+  for (const auto& [name, v] : cuda::aggregate_knobs())
+    if (name == kKnob) read = v;
+  if (read.rfind("error: ", 0) == 0) return "the library refuses it (" + read.substr(7) + "): the one-shot calls fail";
+  read = read.substr(0, read.find(' '));  // "<value> (set)" or "<value> (default)"
+  if (read == "1") return "one plan (destination ranges where its sort does not fit; out of memory past that)";
+  if (read == "0") return "the library's default: edge ranges from the free memory where one plan does not fit";
+  return "forced edge ranges (" + read + " a call)";
 }
 
 std::string run_aggregate_sweep(const SweepOptions& o, int* disagreements) {

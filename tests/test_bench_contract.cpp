@@ -234,7 +234,15 @@ TEST(BenchContract, SweepOneShotRunsOnePlanAndSaysSo) {
     const ScopedEnv def({{"PIPELINK_AGG_ONESHOT_CHUNKS", "0"}});
     EXPECT_NE(bench::OneShotOnePlan().means().find("the library's default"), std::string::npos);
     const ScopedEnv bad({{"PIPELINK_AGG_ONESHOT_CHUNKS", "x"}});
-    EXPECT_NE(bench::OneShotOnePlan().means().find("not a value the library takes"), std::string::npos);
+    const std::string m = bench::OneShotOnePlan().means();
+    EXPECT_NE(m.find("the library refuses it"), std::string::npos) << m;
+    EXPECT_NE(m.find("PIPELINK_AGG_ONESHOT_CHUNKS"), std::string::npos) << m;  // the library's own message
+  }
+  {
+    // Read as the library reads it: "007" is 7 ranges there, so it is here.
+    const ScopedEnv padded({{"PIPELINK_AGG_ONESHOT_CHUNKS", "007"}});
+    EXPECT_NE(bench::OneShotOnePlan().means().find("forced edge ranges (7 a call)"), std::string::npos)
+        << bench::OneShotOnePlan().means();
   }
   {
     const ScopedEnv forced({{"PIPELINK_AGG_ONESHOT_CHUNKS", "3"}});
