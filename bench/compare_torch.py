@@ -33,6 +33,7 @@ import torch  # noqa: E402
 
 import pipelink  # noqa: E402
 from pipelink import _pipelink  # noqa: E402
+from pipelink.torch import reference  # noqa: E402  (the 17-line reference, eager and compiled)
 
 # 2 (session 50): must_move_bytes counts src and dst at their dtype (int64), as the C++ bench does;
 # 1 counted them as int32 (now protocol_floor_bytes_int32_csr).
@@ -105,14 +106,6 @@ def settle(device: torch.device, idle_w: float | None, max_s: float) -> dict:
             recent.append(q)
         p = q
     return {"power_w_before_settle": first, "power_w_at_start": p, "settle_s": time.perf_counter() - t0}
-
-
-def reference(node_features, source, destination, edge_weight):
-    messages = node_features[source] * edge_weight[:, None]
-    transformed = torch.tanh(messages)
-    output = torch.zeros_like(node_features)
-    output.index_add_(0, destination, transformed)
-    return output
 
 
 def reference_chunked(x, src, dst, w, chunk):

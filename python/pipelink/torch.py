@@ -20,7 +20,21 @@ import torch
 from . import ContractViolationError
 from . import aggregate as _aggregate
 
-__all__ = ["aggregate"]
+__all__ = ["aggregate", "reference"]
+
+
+def reference(node_features: torch.Tensor, source: torch.Tensor, destination: torch.Tensor,
+              edge_weight: torch.Tensor) -> torch.Tensor:
+    """The reference itself, as users run it today (three ops, two ``[E, F]`` temporaries).
+
+    Here so that a comparison needs no copy of it: the tests and ``bench/compare_torch.py``
+    (eager and under ``torch.compile``) time and check against this one.
+    """
+    messages = node_features[source] * edge_weight[:, None]
+    transformed = torch.tanh(messages)
+    output = torch.zeros_like(node_features)
+    output.index_add_(0, destination, transformed)
+    return output
 
 
 def aggregate(node_features: torch.Tensor, source: torch.Tensor, destination: torch.Tensor,

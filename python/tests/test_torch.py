@@ -12,16 +12,8 @@ torch = pytest.importorskip("torch")
 
 import pipelink  # noqa: E402
 import pipelink.torch as pt  # noqa: E402
+from pipelink.torch import reference  # noqa: E402  (the seed's reference, verbatim in behaviour)
 from conftest import assert_within, oracle  # noqa: E402
-
-
-def reference(node_features, source, destination, edge_weight):
-    """The seed's 17-line reference, verbatim in behaviour."""
-    messages = node_features[source] * edge_weight[:, None]
-    transformed = torch.tanh(messages)
-    output = torch.zeros_like(node_features)
-    output.index_add_(0, destination, transformed)
-    return output
 
 
 def graph(rng, n, e, f, device="cpu", index=torch.int64):
