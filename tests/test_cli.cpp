@@ -128,6 +128,34 @@ TEST_F(Cli, DemoTakesADeviceAndSaysWhenItIsNotThere) {
   EXPECT_NE(r.output.find("invalid device 'gpu'"), std::string::npos) << r.output;
 }
 
+TEST_F(Cli, AggregateCheckOutsideTheToleranceExits1AndWritesNothing) {
+  // A correct op can fail its check: two messages of 3e38 into one row overflow float32's sum to
+  // inf, where the float64 oracle reads 6e38. A failed verification exits 1, as the demo's and
+  // the bench's do (2, as an error, until session 53), and an existing output is not replaced.
+  std::ofstream(path("g.txt")) << "0 2\n1 2\n";
+  Tensor x = TensorBuilder().shape({3, 4}).dtype(DType::f32).build();
+  std::fill_n(x.data_as<float>(), x.numel(), 3e38f);
+  write_npy(path("x.npy"), x);
+  std::ofstream(path("y.npy")) << "kept";
+  CliRun r = run_cli("aggregate --graph " + path("g.txt") + " --x " + path("x.npy") + " --out " + path("y.npy") +
+                     " --transform identity --check");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("within_tolerance=false"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("check failed: the output is outside the PROTOCOL.md tolerance; nothing written to " +
+                          path("y.npy")),
+            std::string::npos)
+      << r.output;
+  std::ifstream in(path("y.npy"));
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "kept") << "the failed check's output replaced the file";
+  // The same run with the values in range passes and writes.
+  std::fill_n(x.data_as<float>(), x.numel(), 3.0f);
+  write_npy(path("x.npy"), x);
+  r = run_cli("aggregate --graph " + path("g.txt") + " --x " + path("x.npy") + " --out " + path("y.npy") +
+              " --transform identity --check");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(read_npy(path("y.npy")).data_as<float>()[2 * 4], 6.0f);
+}
+
 TEST_F(Cli, AggregateOnFilesMatchesTheLibrary) {
   const std::int64_t N = 40, F = 5;
   std::ofstream(path("g.txt")) << "# a SNAP graph\n0 1\n1 2\n2\t0\n5 39\n39 5\n7 7\n3 1 extra-column\n";
