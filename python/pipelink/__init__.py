@@ -48,8 +48,14 @@ _MODES = ("auto", "one_shot", "lean")
 
 
 def _framework(a: Any) -> str:
-    mod = type(a).__module__.split(".")[0]
+    full = type(a).__module__
+    mod = full.split(".")[0]
     if mod in ("torch", "numpy", "cupy"):
+        if full == "numpy.ma.core":
+            # Its buffer is the values under the mask too: they were summed as if unmasked (a
+            # probe, session 53).
+            raise TypeError("pipelink: a NumPy masked array's mask would be ignored; pass m.filled(value), "
+                            "or m.data for every value as it is")
         return mod
     # Subclasses (a torch.Tensor subclass defined in the user's module) by their base: taken for
     # bare DLPack producers they skipped torch's steps, and a negative-bit view was read with the
@@ -172,11 +178,20 @@ def _native(a: Any, fw: str, port: str = "") -> Any:
     try:
         return _TORCH_EXPORT(a)
     except RuntimeError:
-        # torch.bool and other dtypes DLPack cannot carry: named by port. Other refusals (a sparse
-        # tensor, say) keep torch's own error.
+        # What DLPack cannot carry, named by port: a sparse tensor, one on torch's meta device (or
+        # another without memory PipeLink can read), torch.bool and other dtypes. Torch's own
+        # errors named no port (a probe, session 53).
+        op = "pipelink" if port == "t" else "aggregate"
+        if a.layout != _torch().strided:
+            raise ContractViolationError(
+                f"{op}: port '{port}' is a {a.layout} tensor; pass a dense one (.to_dense())", op=op, port=port,
+                field="layout", expected="a dense (strided) tensor", actual=str(a.layout)) from None
+        if a.device.type not in ("cpu", "cuda"):
+            raise ContractViolationError(
+                f"{op}: port '{port}' is on torch's {a.device.type!r} device; PipeLink reads CPU and CUDA memory",
+                op=op, port=port, field="device", expected="cpu or cuda", actual=str(a.device)) from None
         if str(a.dtype).rsplit(".", 1)[-1] in ("float32", "float64", "int32", "int64", "uint8"):
             raise
-        op = "pipelink" if port == "t" else "aggregate"
         raise ContractViolationError(
             f"{op}: port '{port}' has dtype {a.dtype}, which cannot be passed", op=op, port=port,
             field="dtype", expected="float32 or float64 values, int32 or int64 indices", actual=str(a.dtype)) from None
@@ -251,6 +266,13 @@ def _check_numpy(port: str, a: Any, out: bool = False) -> None:
     """
     if not hasattr(getattr(a, "dtype", None), "isnative") or not hasattr(a, "flags"):
         return
+    kind, size = a.dtype.kind, a.dtype.itemsize
+    if kind not in "biufc" or (kind == "f" and size > 8) or (kind == "c" and size > 16):
+        # object, datetime, string, structured or long double: no DLPack type for them, and
+        # nanobind's refusal named no port (a probe, session 53).
+        raise ContractViolationError(
+            f"aggregate: port '{port}' has dtype {a.dtype}, which cannot be passed", op="aggregate", port=port,
+            field="dtype", expected="float32 or float64 values, int32 or int64 indices", actual=str(a.dtype))
     if not a.dtype.isnative:
         raise ContractViolationError(
             f"aggregate: port '{port}' is {a.dtype.str} (byte-swapped); pass a native-order array "
@@ -262,13 +284,34 @@ def _check_numpy(port: str, a: Any, out: bool = False) -> None:
             field="access", expected="a writable array", actual="read-only")
 
 
-def _explain_numpy(*ports: tuple) -> None:
-    """After the binding refused an argument: the NumPy ones checked, so that the error names
-    the port (a byte-swapped w beside a torch x got nanobind's "incompatible function arguments":
-    a review, session 46). Only on the error path: the checks cost ~0.3 us a call up front."""
+def _explain_refusal(*ports: tuple, transform: Any = "tanh", w: Any = None) -> None:
+    """After the binding refused an argument (nanobind's "incompatible function arguments", which
+    names no port): the arguments checked, so that the error names what is wrong. NumPy arrays
+    (a byte-swapped w beside a torch x: a review, session 46), bare DLPack producers whose
+    ``__dlpack__`` fails, a transform that is not a string, PlanWeights made by hand (a probe,
+    session 53). Only on the error path: the checks cost ~0.3 us a call up front."""
     for port, a in ports:
-        if a is not None and not isinstance(a, PlanWeights) and _framework_or_none(a) == "numpy":
+        if a is None or isinstance(a, PlanWeights):
+            continue
+        fw = _framework_or_none(a)
+        if fw == "numpy":
             _check_numpy(port, a)
+        elif fw == "dlpack":
+            try:
+                capsule = a.__dlpack__()
+            except Exception as e:
+                raise TypeError(f"aggregate: port '{port}': its __dlpack__() raised {type(e).__name__}: {e}") from e
+            if type(capsule).__name__ != "PyCapsule":
+                raise TypeError(f"aggregate: port '{port}': its __dlpack__() returned a {type(capsule).__name__}, "
+                                "not a DLPack capsule")
+    if not isinstance(transform, str):
+        raise ContractViolationError(
+            f"aggregate: attribute 'transform' must be a string, one of identity|tanh|relu|sigmoid; got {transform!r}",
+            op="aggregate", port="transform", field="attribute", expected="one of identity|tanh|relu|sigmoid",
+            actual=repr(transform))
+    if isinstance(w, PlanWeights) and not isinstance(w._impl, _pipelink.PlanWeights):
+        raise TypeError("aggregate: these PlanWeights were not made by AggregatePlan.permute_weights "
+                        "(make them with plan.permute_weights(w))")
 
 
 def _framework_or_none(a: Any) -> Optional[str]:
@@ -332,7 +375,11 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
         # Other flags (numpy.bool_, 1, a 0-d tensor) are taken as bool() takes them, as before.
         if isinstance(accumulate, (str, bytes)) or accumulate is None:
             raise TypeError(f"aggregate: accumulate must be True or False, got {accumulate!r}")
-        accumulate = bool(accumulate)
+        try:
+            accumulate = bool(accumulate)
+        except (ValueError, TypeError):  # an array of several flags (a probe, session 53)
+            raise TypeError(f"aggregate: accumulate must be True or False, got {type(accumulate).__name__} "
+                            f"{accumulate!r}") from None
     fw = _framework(x)
     _refuse_autograd(x, w, out)
     if plan is not None and (src is not None or dst is not None):
@@ -340,6 +387,8 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
         # review, session 43), so a call with another graph gave the plan's graph's sums.
         raise ValueError("aggregate: with plan=, pass src=None and dst=None (the plan holds the graph it was "
                          "built from; build another plan for another graph)")
+    if plan is not None and not isinstance(plan, AggregatePlan):
+        raise TypeError(f"aggregate: plan must be an AggregatePlan, got {type(plan).__name__}")
     if plan is not None and mode != "auto":
         raise ValueError(f"aggregate: mode={mode!r} applies to calls without a plan (a plan's run is "
                          "deterministic, no atomics)")
@@ -370,7 +419,7 @@ def aggregate(x: Any, src: Any, dst: Any, w: Optional[Any] = None, *, transform:
                                 _native(w, fw if w is None else _framework(w), "w"), _native(out, ofw, "out"),
                                 transform, accumulate, mode, stream)
     except TypeError:
-        _explain_numpy(("x", x), ("src", src), ("dst", dst), ("w", w))
+        _explain_refusal(("x", x), ("src", src), ("dst", dst), ("w", w), ("out", out), transform=transform, w=w)
         raise
     if given and ofw == "torch":
         _bump_version(out)
@@ -395,11 +444,18 @@ class AggregatePlan:
         if isinstance(num_nodes, bool):
             raise TypeError("AggregatePlan: num_nodes must be an integer, got a bool")
         num_nodes = operator.index(num_nodes)
+        if not -(1 << 63) <= num_nodes < (1 << 63):
+            # Past int64 the binding refused it with "incompatible function arguments" (a probe,
+            # session 53); the range is the library's own check, in its words.
+            raise ContractViolationError(
+                f"contract violation in op 'aggregate_plan', attribute 'num_nodes': expected a count in [0, 2^60), "
+                f"got {num_nodes}", op="aggregate_plan", port="num_nodes", field="attribute",
+                expected="a count in [0, 2^60)", actual=str(num_nodes))
         try:
             self._impl = _pipelink.build_plan(_native(src, fw, "src"), _native(dst, _framework(dst), "dst"),
                                               num_nodes, _stream_of(src, fw))
         except TypeError:
-            _explain_numpy(("src", src), ("dst", dst))
+            _explain_refusal(("src", src), ("dst", dst))
             raise
         if prepare_weights:
             self.prepare_weights()
@@ -558,6 +614,8 @@ def workload(name: str, *, order: str = "random", seed: int = 42, edge_scale: fl
     twice, float32 ``[E]``. Made on the host (products-like: about 2 GB)."""
     if order not in ("random", "dst-sorted"):
         raise ValueError(f"workload: order must be 'random' or 'dst-sorted', got {order!r}")
+    if isinstance(seed, bool) or not 0 <= operator.index(seed) < (1 << 64):
+        raise ValueError(f"workload: seed must be an integer in [0, 2^64), got {seed!r}")
     return tuple(_pipelink.workload(str(name), order, int(seed), float(edge_scale), bool(relabel)))
 
 

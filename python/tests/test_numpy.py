@@ -224,6 +224,65 @@ def test_unsupported_inputs_get_clear_errors(rng):
         pipelink.aggregate(x, src.tolist(), dst)
 
 
+def test_what_the_binding_refused_unnamed_is_named(rng):
+    # Each of these got nanobind's "incompatible function arguments", naming no port, or an
+    # error from elsewhere (a probe of 287 inputs, session 53).
+    x, src, dst = _inputs(rng)
+    for port, args in (("x", (x.astype(object), src, dst)), ("x", (x.astype(np.longdouble), src, dst)),
+                       ("src", (x, src.astype("M8[s]"), dst)), ("dst", (x, src, dst.astype("U3")))):
+        with pytest.raises(pipelink.ContractViolationError, match="cannot be passed") as ei:
+            pipelink.aggregate(*args)
+        assert ei.value.port == port and ei.value.field == "dtype", (port, str(ei.value))
+    with pytest.raises(pipelink.ContractViolationError, match="cannot be passed") as ei:
+        pipelink.AggregatePlan(src.astype(object), dst, x.shape[0])
+    assert ei.value.port == "src"
+    for bad in (None, b"tanh", 3):
+        with pytest.raises(pipelink.ContractViolationError, match="'transform' must be a string") as ei:
+            pipelink.aggregate(x, src, dst, transform=bad)
+        assert ei.value.field == "attribute"
+    with pytest.raises(TypeError, match="plan must be an AggregatePlan, got str"):
+        pipelink.aggregate(x, None, None, plan="p")
+    out = np.zeros(x.shape, np.float32)
+    with pytest.raises(TypeError, match="accumulate must be True or False, got ndarray"):
+        pipelink.aggregate(x, src, dst, out=out, accumulate=np.array([True, False]))
+    plan = pipelink.AggregatePlan(src, dst, x.shape[0])
+    with pytest.raises(TypeError, match="not made by AggregatePlan.permute_weights"):
+        plan(x, pipelink.PlanWeights(np.ones(len(src), np.float32), None))
+    for n in (2**63, np.uint64(2**63), -(2**63) - 1):
+        with pytest.raises(pipelink.ContractViolationError, match=r"num_nodes.*\[0, 2\^60\), got " + str(int(n))):
+            pipelink.AggregatePlan(src, dst, n)
+    for seed in (-1, 2**64, True):
+        with pytest.raises(ValueError, match="seed must be an integer"):
+            pipelink.workload("arxiv-like", edge_scale=0.001, seed=seed)
+
+    class Boom:
+        def __dlpack__(self, **kw):
+            raise RuntimeError("boom")
+
+        def __dlpack_device__(self):
+            return (1, 0)
+
+    class Answer(Boom):
+        def __dlpack__(self, **kw):
+            return 42
+
+    with pytest.raises(TypeError, match="port 'x': its __dlpack__\\(\\) raised RuntimeError: boom"):
+        pipelink.aggregate(Boom(), src, dst, out=out)
+    with pytest.raises(TypeError, match="port 'x': its __dlpack__\\(\\) returned a int"):
+        pipelink.aggregate(Answer(), src, dst, out=out)
+
+
+def test_masked_arrays_are_refused(rng):
+    # The mask was ignored: the values under it were summed (a probe, session 53).
+    x, src, dst = _inputs(rng)
+    m = np.ma.masked_array(x, mask=np.ones_like(x, bool))
+    with pytest.raises(TypeError, match="masked array's mask would be ignored"):
+        pipelink.aggregate(m, src, dst)
+    with pytest.raises(TypeError, match="masked array"):
+        pipelink.aggregate(x, np.ma.masked_array(src), dst)
+    np.testing.assert_array_equal(pipelink.aggregate(m.filled(0), src, dst), pipelink.aggregate(np.zeros_like(x), src, dst))
+
+
 def test_read_only_and_byte_swapped_arrays_are_named(rng):
     # nanobind refused both with "incompatible function arguments", naming no argument.
     x, src, dst = _inputs(rng)

@@ -494,6 +494,18 @@ def test_readme_example_runs():
     assert scope["output"].shape == (169_343, 64) and bool(torch.isfinite(scope["output"]).all())
 
 
+def test_sparse_and_meta_tensors_are_named_by_port(rng):
+    # Torch's own errors ("Could not run 'aten::as_strided' ... SparseCPU", "Cannot pack tensors on
+    # meta") named no port (a probe, session 53).
+    x, src, dst, w = graph(rng, 50, 500, 8)
+    with pytest.raises(pipelink.ContractViolationError, match="port 'x' is a torch.sparse_coo tensor") as ei:
+        pipelink.aggregate(x.to_sparse(), src, dst, w)
+    assert ei.value.field == "layout"
+    with pytest.raises(pipelink.ContractViolationError, match="port 'src' is on torch's 'meta' device") as ei:
+        pipelink.aggregate(x, src.to("meta"), dst, w)
+    assert ei.value.field == "device"
+
+
 def test_tensors_that_want_gradients_are_refused(rng):
     x, src, dst, w = graph(rng, 50, 500, 8)
     x.requires_grad_(True)
