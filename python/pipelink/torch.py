@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from . import ContractViolationError
+from . import ContractViolationError, IndexOutOfRangeError
 from . import aggregate as _aggregate
 
 __all__ = ["aggregate", "reference"]
@@ -42,12 +42,35 @@ def aggregate(node_features: torch.Tensor, source: torch.Tensor, destination: to
     """``zeros_like(node_features).index_add_(0, destination, tanh(node_features[source] * edge_weight[:, None]))``, fused.
 
     Takes what the reference takes: weights broadcast from one value (``torch.ones(1).expand(E)``),
-    strided indices, int32 beside int64 indices, and float32 weights with float64 features (the
-    reference's product is float64 then, like its output).
+    strided indices, int32 beside int64 indices, float32 weights with float64 features (the
+    reference's product is float64 then, like its output), a column-strided ``node_features``
+    (a transposed view), and sources from ``-N`` to ``-1``, read as ``N`` less (Python's indexing,
+    as the reference's ``node_features[source]`` reads them). Each of these costs a copy.
     """
     try:
         return _aggregate(node_features, source, destination, edge_weight, transform="tanh")
+    except IndexOutOfRangeError as e:
+        # The reference reads node_features[source], which takes -N <= s < 0 as s + N (Python's
+        # indexing), where the op's contract is [0, N); its index_add_ refuses a negative
+        # destination, as the op does. Nothing was written: wrap them (a copy) and go again. Off
+        # the common path, like the fallback below (a probe, session 53).
+        n = node_features.shape[0]
+        if e.port != "src" or not -n <= e.value < 0:
+            raise
+        below = torch.nonzero(source < -n)
+        if below.numel():  # past -N the reference raises too: that source named, not the first negative one
+            i = int(below[0, 0])
+            v = int(source[i])
+            raise IndexOutOfRangeError(
+                f"op 'aggregate': index out of range in port 'src': element {i} is {v}, valid range is [{-n}, {n}) "
+                "(the reference's, with negative sources read as N less)", op="aggregate", port="src", position=i,
+                value=v, bound=n) from None
+        return aggregate(node_features, torch.where(source < 0, source + n, source), destination, edge_weight)
     except ContractViolationError as e:
+        if e.port == "x" and e.field == "contiguity" and node_features.dim() == 2:
+            # A column-strided x (a transposed view, say): the reference gathers rows from it as
+            # from any tensor; the op reads rows with unit inner stride. A copy, as above.
+            return aggregate(node_features.contiguous(), source, destination, edge_weight)
         # The fused op's contract is narrower than the reference's on these three ports; the
         # error came before anything ran, so bring them into its form (copies) and go again. Off
         # the common path: a call that fits the contract pays nothing for this.

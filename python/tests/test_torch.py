@@ -723,6 +723,25 @@ def test_drop_in_takes_what_the_reference_takes(rng):
     # Float indices stay refused (the reference raises; .to(int64) would truncate them).
     with pytest.raises(pipelink.ContractViolationError, match="port 'src'"):
         pt.aggregate(x, src.float() + 0.9, dst, w)
+    # A transposed x and negative sources, which the reference reads (a probe, session 53).
+    xt = x.t().contiguous().t()
+    assert not xt.is_contiguous()
+    np.testing.assert_allclose(pt.aggregate(xt, src, dst, w).numpy(), reference(x, src, dst, w).numpy(),
+                               rtol=1e-5, atol=1e-5)
+    neg = torch.where(src % 2 == 0, src - 60, src)
+    assert int(neg.min()) < 0
+    np.testing.assert_allclose(pt.aggregate(x, neg, dst, w).numpy(), reference(x, neg, dst, w).numpy(),
+                               rtol=1e-5, atol=1e-5)
+    # Past -N, or a negative destination, both raise, as in the reference.
+    past = neg.clone()
+    past[7] = -61
+    with pytest.raises(pipelink.IndexOutOfRangeError, match=r"element 7 is -61, valid range is \[-60, 60\)") as ei:
+        pt.aggregate(x, past, dst, w)
+    assert (ei.value.position, ei.value.value) == (7, -61)
+    with pytest.raises(IndexError):
+        reference(x, past, dst, w)
+    with pytest.raises(IndexError):
+        pt.aggregate(x, src, dst - 60, w)
     y = pt.aggregate(x.double(), src, dst, w)  # float32 weights, float64 features: float64 out
     assert y.dtype == torch.float64
     np.testing.assert_allclose(y.numpy(), reference(x.double(), src, dst, w).numpy(), rtol=1e-12, atol=1e-12)
