@@ -53,7 +53,8 @@ std::string OneShotOnePlan::means() const {
   std::string read;
   for (const auto& [name, v] : cuda::aggregate_knobs())
     if (name == kKnob) read = v;
-  if (read.rfind("error: ", 0) == 0) return "the library refuses it (" + read.substr(7) + "): the one-shot calls fail";
+  if (read.rfind("error: ", 0) == 0)
+    return "the library refuses the knobs (" + read.substr(7) + "): the one-shot calls fail";
   read = read.substr(0, read.find(' '));  // "<value> (set)" or "<value> (default)"
   if (read == "1") return "one plan (destination ranges where its sort does not fit; out of memory past that)";
   if (read == "0") return "the library's default: edge ranges from the free memory where one plan does not fit";

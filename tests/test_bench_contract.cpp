@@ -235,8 +235,14 @@ TEST(BenchContract, SweepOneShotRunsOnePlanAndSaysSo) {
     EXPECT_NE(bench::OneShotOnePlan().means().find("the library's default"), std::string::npos);
     const ScopedEnv bad({{"PIPELINK_AGG_ONESHOT_CHUNKS", "x"}});
     const std::string m = bench::OneShotOnePlan().means();
-    EXPECT_NE(m.find("the library refuses it"), std::string::npos) << m;
+    EXPECT_NE(m.find("the library refuses the knobs"), std::string::npos) << m;
     EXPECT_NE(m.find("PIPELINK_AGG_ONESHOT_CHUNKS"), std::string::npos) << m;  // the library's own message
+  }
+  {
+    // Another knob's error reads as the knobs', not as this one's (a review, session 53).
+    const ScopedEnv other({{"PIPELINK_AGG_ONESHOT_CHUNKS", nullptr}, {"PIPELINK_AGG_SEGMENT", "bad"}});
+    const std::string m = bench::OneShotOnePlan().means();
+    EXPECT_NE(m.find("the library refuses the knobs (aggregate: PIPELINK_AGG_SEGMENT='bad'"), std::string::npos) << m;
   }
   {
     // Read as the library reads it: "007" is 7 ranges there, so it is here.

@@ -251,9 +251,16 @@ def test_what_the_binding_refused_unnamed_is_named(rng):
     for n in (2**63, np.uint64(2**63), -(2**63) - 1):
         with pytest.raises(pipelink.ContractViolationError, match=r"num_nodes.*\[0, 2\^60\), got " + str(int(n))):
             pipelink.AggregatePlan(src, dst, n)
-    for seed in (-1, 2**64, True):
-        with pytest.raises(ValueError, match="seed must be an integer"):
+    for seed in (-1, 2**64):
+        with pytest.raises(ValueError, match="workload: seed must be an integer"):
             pipelink.workload("arxiv-like", edge_scale=0.001, seed=seed)
+    for seed in (True, 42.0, "42"):
+        with pytest.raises(TypeError, match="workload: seed must be an integer"):
+            pipelink.workload("arxiv-like", edge_scale=0.001, seed=seed)
+    # The refusal replaces nanobind's, rather than printing after it.
+    with pytest.raises(pipelink.ContractViolationError) as ei:
+        pipelink.aggregate(x, src, dst, transform=None)
+    assert ei.value.__suppress_context__ and ei.value.__cause__ is None
 
     class Boom:
         def __dlpack__(self, **kw):
@@ -280,6 +287,12 @@ def test_masked_arrays_are_refused(rng):
         pipelink.aggregate(m, src, dst)
     with pytest.raises(TypeError, match="masked array"):
         pipelink.aggregate(x, np.ma.masked_array(src), dst)
+
+    class Mine(np.ma.MaskedArray):  # a subclass of the caller's own module
+        pass
+
+    with pytest.raises(TypeError, match="masked array"):
+        pipelink.aggregate(m.view(Mine), src, dst)
     np.testing.assert_array_equal(pipelink.aggregate(m.filled(0), src, dst), pipelink.aggregate(np.zeros_like(x), src, dst))
 
 

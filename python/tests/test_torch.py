@@ -504,6 +504,8 @@ def test_sparse_and_meta_tensors_are_named_by_port(rng):
     with pytest.raises(pipelink.ContractViolationError, match="port 'src' is on torch's 'meta' device") as ei:
         pipelink.aggregate(x, src.to("meta"), dst, w)
     assert ei.value.field == "device"
+    with pytest.raises(TypeError, match="accumulate must be True or False, got Tensor"):
+        pipelink.aggregate(x, src, dst, w, out=torch.zeros_like(x), accumulate=torch.tensor([True, False]))
 
 
 def test_tensors_that_want_gradients_are_refused(rng):
@@ -732,12 +734,22 @@ def test_drop_in_takes_what_the_reference_takes(rng):
     assert int(neg.min()) < 0
     np.testing.assert_allclose(pt.aggregate(x, neg, dst, w).numpy(), reference(x, neg, dst, w).numpy(),
                                rtol=1e-5, atol=1e-5)
+    # Negative sources where the other fallback copies too: strided sources, broadcast weights,
+    # float64 x with float32 w, int64 sources with int32 destinations (a review, session 53).
+    strided_neg = torch.stack([neg, neg], 1)[:, 0]
+    for args in ((x, strided_neg, dst, w), (x, neg, dst, ones), (x.double(), neg, dst, w), (x, neg, dst.int(), w)):
+        np.testing.assert_allclose(pt.aggregate(*args).numpy(), reference(*args).numpy(), rtol=1e-5, atol=1e-5)
     # Past -N, or a negative destination, both raise, as in the reference.
     past = neg.clone()
     past[7] = -61
     with pytest.raises(pipelink.IndexOutOfRangeError, match=r"element 7 is -61, valid range is \[-60, 60\)") as ei:
         pt.aggregate(x, past, dst, w)
     assert (ei.value.position, ei.value.value) == (7, -61)
+    past[0] = -61  # the first bad source past -N: named in the drop-in's range too
+    with pytest.raises(pipelink.IndexOutOfRangeError, match=r"element 0 is -61, valid range is \[-60, 60\)"):
+        pt.aggregate(x, past, dst, w)
+    with pytest.raises(pipelink.IndexOutOfRangeError, match=r"element 3 is 60, valid range is \[-60, 60\)"):
+        pt.aggregate(x, torch.where(torch.arange(500) == 3, 60, src), dst, w)
     with pytest.raises(IndexError):
         reference(x, past, dst, w)
     with pytest.raises(IndexError):
