@@ -55,6 +55,12 @@ TEST(Registry, BuiltinOpsAreRegisteredStatically) {
   const std::size_t blocks = std::size_t(std::min(omp_get_max_threads(), 3));
   EXPECT_EQ(agg.exec.workspace_bytes({{"N", 1000}, {"E", 200000}, {"F", 4}}, {}),
             8 * 1001 + 8 * 200000 + blocks * 8 * 1000);
+  // Past 8M nodes the histograms' budget is 4 bytes an edge: 16M nodes and 66M edges get 2
+  // blocks (256 MB of histograms, under 4E = 264 MB), where 64 MiB alone gave one (session 53).
+  const std::int64_t N = 16'000'000, E = 66'000'000;
+  const std::size_t big_blocks = std::size_t(std::min(omp_get_max_threads(), 2));
+  EXPECT_EQ(agg.exec.workspace_bytes({{"N", N}, {"E", E}, {"F", 64}}, {}),
+            8 * std::size_t(N + 1) + 8 * std::size_t(E) + big_blocks * 8 * std::size_t(N));
 }
 
 TEST(ShapePattern, SymbolsAreIdentifiers) {

@@ -32,8 +32,8 @@ struct EdgeSlot {
 };
 
 /// How many per-block histograms (8 N bytes each) a build of N nodes and E edges uses with
-/// `threads` threads: as many as fit in ~64 MiB, but always one, and no more than E / 65536 (no
-/// threads for tiny graphs). The build and the op's workspace formula both ask here.
+/// `threads` threads: as many as fit in 64 MiB or 4 bytes an edge, whichever is more, but always
+/// one, and no more than E / 65536 (no threads for tiny graphs). The build and the op's workspace formula both ask here.
 int build_chunks(std::int64_t N, std::int64_t E, int threads);
 
 struct AggregatePlan {

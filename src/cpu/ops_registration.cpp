@@ -40,7 +40,7 @@ PIPELINK_REGISTER_OP(aggregate) {
   e.deterministic = true;
   // The CPU plan: row_ptr (8 B/node), (src, edge id) slots (8 B/edge, 16 when N or E needs 64
   // bits), and its build's 8 B/node histograms, one per block (one counted before session 46:
-  // a build may hold up to its thread count's, within ~64 MiB).
+  // a build may hold up to its thread count's, within 64 MiB or 4 bytes an edge).
   e.workspace_bytes = [](const ShapeBindings& d, const Attrs&) {
     const std::int64_t N = d.at("N"), E = d.at("E");
     const std::int64_t slot = (N >= (std::int64_t(1) << 31) || E >= (std::int64_t(1) << 31)) ? 16 : 8;
