@@ -729,6 +729,45 @@ TEST(AggregatePlanWeights, EachContractFieldOnce) {
   }
   EXPECT_TRUE(bitwise_equal(out, out_before)) << "a refused permute wrote";
   EXPECT_EQ(AggregatePlan().id(), 0u);
+  // An AggregatePath outside its values ran as automatic; a default view as w read "1 elements
+  // at a null address" (a probe, session 53).
+  {
+    Tensor xs = random_tensor({50, 8}, DType::f32, seed + 20), o = TensorBuilder().shape({50, 8}).build();
+    AggregateOptions bad_path;
+    bad_path.path = static_cast<AggregatePath>(7);
+    try {
+      aggregate(xs, g.src, g.dst, std::nullopt, o, bad_path);
+      ADD_FAILURE() << "no error";
+    } catch (const ContractViolationError& e) {
+      EXPECT_EQ(e.field(), "attribute");
+      EXPECT_NE(std::string(e.what()).find("one of automatic|one_shot|lean"), std::string::npos) << e.what();
+    }
+    try {
+      aggregate(xs, g.src, g.dst, TensorView{}, o);
+      ADD_FAILURE() << "no error";
+    } catch (const ContractViolationError& e) {
+      EXPECT_NE(std::string(e.what()).find("an empty (default-constructed) view"), std::string::npos) << e.what();
+    }
+  }
+  // An empty plan's accessors read through a null pointer (a probe, session 53).
+  for (const auto& [what, call] : std::vector<std::pair<std::string, std::function<void()>>>{
+           {"AggregatePlan::num_nodes", [] { (void)AggregatePlan().num_nodes(); }},
+           {"AggregatePlan::num_edges", [] { (void)AggregatePlan().num_edges(); }},
+           {"AggregatePlan::bytes", [] { (void)AggregatePlan().bytes(); }},
+           {"AggregatePlan::device", [] { (void)AggregatePlan().device(); }}}) {
+    try {
+      call();
+      ADD_FAILURE() << what << ": no error";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), what + ": the plan is empty (default-constructed or moved from)");
+    }
+  }
+  {
+    AggregatePlan moved = AggregatePlan::build(g.src, g.dst, 50);
+    const AggregatePlan taken = std::move(moved);
+    EXPECT_EQ(taken.num_nodes(), 50);
+    EXPECT_THROW((void)moved.num_edges(), std::invalid_argument);  // NOLINT(bugprone-use-after-move): the point
+  }
   try {
     (void)AggregatePlan().permute_weights(w.view(), out.view());
     ADD_FAILURE() << "no error";

@@ -358,6 +358,31 @@ TEST_F(DebugDump, NegativeDimension) {
   }
 }
 
+TEST_F(DebugDump, HugeShapeAfterAZeroNamesTheFile) {
+  // [0, 2^62, 2^62]: the product stayed 0, and TensorBuilder said "shape overflows 64-bit sizes"
+  // without the file's name (a probe, session 53); read_npy's rule now: the nonzero dims must fit.
+  const auto p = dump_and_edit_json("huge", "\"shape\": [\n    2,\n    3\n  ]",
+                                    "\"shape\": [0, 4611686018427387904, 4611686018427387904]");
+  try {
+    debug_load(p);
+    ADD_FAILURE() << "no ParseError";
+  } catch (const ParseError& e) {
+    EXPECT_EQ(e.path(), p + ".json");
+    EXPECT_TRUE(contains(e.what(), "is too large")) << e.what();
+  }
+}
+
+TEST_F(DebugDump, AFolderForTheMetadataSaysSo) {
+  // "read error" alone before (a probe, session 53).
+  fs::create_directories(prefix("dir") + ".json");
+  try {
+    debug_load(prefix("dir"));
+    ADD_FAILURE() << "no ParseError";
+  } catch (const ParseError& e) {
+    EXPECT_TRUE(contains(e.what(), "Is a directory")) << e.what();
+  }
+}
+
 TEST_F(DebugDump, NbytesDisagreesWithShape) {
   EXPECT_THROW(debug_load(dump_and_edit_json("nb", "\"nbytes\": 24", "\"nbytes\": 20")), ParseError);
 }

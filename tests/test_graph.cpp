@@ -216,6 +216,29 @@ TEST(SortByDestination, OutOfRangeDestinationThrows) {
   EXPECT_EQ(values(g.dst), before);  // untouched
 }
 
+// Past memory, relabel_nodes and sort_by_destination name themselves and num_nodes: a std::vector
+// threw length_error ("cannot create std::vector larger than max_size()") or a bare bad_alloc (a
+// probe, session 53). The edges stay as they were.
+TEST(RelabelNodes, NodeCountsPastMemorySayWhoseAndHowLarge) {
+  for (const std::int64_t n : {std::int64_t(1) << 62, std::int64_t(1) << 42}) {
+    EdgeList g;
+    g.src = TensorBuilder().shape({1}).dtype(DType::i64).zeros();
+    g.dst = TensorBuilder().shape({1}).dtype(DType::i64).zeros();
+    g.num_nodes = n;
+    for (const std::string who : {"relabel_nodes", "sort_by_destination"}) {
+      try {
+        if (who == "relabel_nodes") relabel_nodes(g, 1);
+        else sort_by_destination(g);
+        ADD_FAILURE() << who << " at " << n << ": no error";
+      } catch (const OutOfMemoryError& e) {
+        EXPECT_EQ(std::string(e.what()).rfind(who + ": num_nodes = " + std::to_string(n), 0), 0u) << e.what();
+      }
+      EXPECT_EQ(values(g.src), std::vector<std::int64_t>{0});
+      EXPECT_EQ(values(g.dst), std::vector<std::int64_t>{0});
+    }
+  }
+}
+
 // relabel_nodes: one permutation for src and dst (an edge's ends map through the same bijection,
 // so the in- and out-degree multisets stay), deterministic per seed, and R-MAT's hub moved off
 // id 0 (the point of it: hubs at random ids, as in real graphs).
@@ -636,6 +659,27 @@ TEST_F(GraphFiles, MatrixMarketPatternGeneral) {
   EXPECT_EQ(edges_of(g), (Edges{{1, 0}, {4, 3}, {2, 2}}));
   EXPECT_EQ(edges_of(load_graph(p)), edges_of(g));
   EXPECT_EQ(load_graph(p, 9).num_nodes, 9);
+}
+
+TEST_F(GraphFiles, MatrixMarketValuesBelowFloat32AreWarned) {
+  // 1e-50 loaded as 0 without a word, where 1e39 is refused (a probe, session 53).
+  const auto p = write("u.mtx",
+                       "%%MatrixMarket matrix coordinate real general\n"
+                       "3 3 3\n"
+                       "1 2 1e-50\n"
+                       "2 3 1e-40\n"
+                       "3 1 -1e-60\n");
+  testing::internal::CaptureStderr();
+  const auto g = load_matrix_market(p);
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("'" + p + "': 2 entry value(s), the first on line 3, are nonzero but below float32's range; "
+                     "they load as 0"),
+            std::string::npos)
+      << log;
+  const float* w = g.weight.data_as<float>();
+  EXPECT_EQ(w[0], 0.0f);
+  EXPECT_GT(w[1], 0.0f);  // a subnormal float32 stays, and is not counted
+  EXPECT_EQ(w[2], 0.0f);
 }
 
 TEST_F(GraphFiles, MatrixMarketRealSymmetric) {

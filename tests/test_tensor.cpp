@@ -152,9 +152,34 @@ TEST(TensorBuilder, RejectsBadSpecsAndMissingBackend) {
   EXPECT_THROW(TensorBuilder().shape({3, std::int64_t(1) << 61}).dtype(DType::f64).pitched_rows(64).build(),
                std::invalid_argument);
   EXPECT_THROW(TensorBuilder().shape({2, (std::int64_t(1) << 62) - 1}).pitched_rows(64).build(), std::invalid_argument);
+  // A pitch past 2^63 - 1: the row-bytes check underflowed, the stride wrapped to 0, and a fill
+  // wrote 800 bytes into 64 (a probe, session 53).
+  EXPECT_THROW(TensorBuilder().shape({2, 100}).pitched_rows(SIZE_MAX - 3).build(), std::invalid_argument);
+  EXPECT_THROW(TensorBuilder().shape({2, 100}).pitched_rows(std::size_t(1) << 63).build(), std::invalid_argument);
+  // Hooks with a null function: a jump to address 0 at the first device tensor (the same probe).
+  EXPECT_THROW(set_device_allocator_hooks(DeviceKind::cuda, {}), std::invalid_argument);
   if (!device_allocator_hooks(DeviceKind::cuda)) {
     EXPECT_THROW(TensorBuilder().shape({2}).device(Device::cuda(0)).build(), BackendUnavailableError);
   }
+}
+
+TEST(TensorView, AxesOutsideTheRankAreRefused) {
+  // dim(-3) of a rank-2 view read shape_[-1] (UBSan: index 2^64 - 1): a probe, session 53.
+  Tensor t = TensorBuilder().shape({3, 4}).build();
+  EXPECT_EQ(t.view().dim(-1), 4);
+  EXPECT_EQ(t.view().dim(-2), 3);
+  EXPECT_EQ(t.view().stride(-2), 4);
+  for (int bad : {-3, 2, 6, -7}) {
+    EXPECT_THROW((void)t.view().dim(bad), std::out_of_range) << bad;
+    EXPECT_THROW((void)t.view().stride(bad), std::out_of_range) << bad;
+    EXPECT_THROW((void)t.dim(bad), std::out_of_range) << bad;
+  }
+  try {
+    (void)t.view().dim(-3);
+  } catch (const std::out_of_range& e) {
+    EXPECT_STREQ(e.what(), "TensorView: axis -3 of a rank-2 view (valid: -2 to 1)");
+  }
+  EXPECT_THROW((void)TensorView().dim(0), std::out_of_range);  // rank 0: no axis at all
 }
 
 TEST(TensorView, SelfOverlapAndEmptyViews) {

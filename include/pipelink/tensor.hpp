@@ -21,6 +21,11 @@ namespace pipelink {
 
 inline constexpr int kMaxRank = 6;
 
+namespace detail {
+/// std::out_of_range naming the axis and the rank (dim/stride's check, out of line).
+[[noreturn]] void throw_bad_axis(int axis, int rank);
+}  // namespace detail
+
 class TensorView {
  public:
   TensorView() = default;
@@ -44,8 +49,10 @@ class TensorView {
   int rank() const noexcept { return rank_; }
   std::span<const std::int64_t> shape() const noexcept { return {shape_.data(), std::size_t(rank_)}; }
   std::span<const std::int64_t> strides() const noexcept { return {strides_.data(), std::size_t(rank_)}; }
-  std::int64_t dim(int i) const noexcept { return shape_[std::size_t(i < 0 ? i + rank_ : i)]; }
-  std::int64_t stride(int i) const noexcept { return strides_[std::size_t(i < 0 ? i + rank_ : i)]; }
+  /// Axis i in [-rank, rank), negative from the end; std::out_of_range otherwise (it read past
+  /// the arrays: a probe, session 53).
+  std::int64_t dim(int i) const { return shape_[axis(i)]; }
+  std::int64_t stride(int i) const { return strides_[axis(i)]; }
   std::int64_t byte_offset() const noexcept { return byte_offset_; }
   std::size_t itemsize() const noexcept { return dtype_size(dtype_); }
   std::int64_t numel() const noexcept;
@@ -68,6 +75,10 @@ class TensorView {
   std::string shape_str() const;  // "[169343, 64]"
 
  private:
+  std::size_t axis(int i) const {
+    if (i < -rank_ || i >= rank_) detail::throw_bad_axis(i, rank_);
+    return std::size_t(i < 0 ? i + rank_ : i);
+  }
   void* base_ = nullptr;
   DType dtype_ = DType::f32;
   Device device_{};
@@ -94,7 +105,7 @@ class Tensor {
   DType dtype() const noexcept { return view_.dtype(); }
   Device device() const noexcept { return view_.device(); }
   std::int64_t numel() const noexcept { return view_.numel(); }
-  std::int64_t dim(int i) const noexcept { return view_.dim(i); }
+  std::int64_t dim(int i) const { return view_.dim(i); }
   int rank() const noexcept { return view_.rank(); }
   std::size_t storage_bytes() const noexcept { return storage_bytes_; }
 

@@ -41,6 +41,10 @@ void aggregate(const TensorView& x, const TensorView& src, const TensorView& dst
   // by zero (a review, session 46).
   if (x.rank() == 2 && x.dim(0) >= (std::int64_t(1) << 60))
     throw ContractViolationError("aggregate", "x", field::shape, "[N, F] with N < 2^60", x.shape_str(), x.origin());
+  // An AggregatePath outside its three values ran as automatic (a probe, session 53).
+  if (opts.path != AggregatePath::automatic && opts.path != AggregatePath::one_shot && opts.path != AggregatePath::lean)
+    throw ContractViolationError("aggregate", "path", field::attribute, "one of automatic|one_shot|lean",
+                                 std::to_string(int(opts.path)));
   PortMap ports{{"x", x}, {"src", src}, {"dst", dst}, {"out", out}};
   if (w) ports.emplace("w", *w);
   InvokeOptions io;
@@ -80,16 +84,34 @@ AggregatePlan AggregatePlan::build(const TensorView& src, const TensorView& dst,
   return AggregatePlan(std::move(impl));
 }
 
-Device AggregatePlan::device() const { return impl_->device; }
-std::int64_t AggregatePlan::num_nodes() const { return impl_->num_nodes; }
-std::int64_t AggregatePlan::num_edges() const { return impl_->num_edges; }
-std::size_t AggregatePlan::bytes() const { return impl_->bytes; }
+namespace {
+void require_plan(const AggregatePlan& plan, const char* what) {
+  if (!plan.defined())
+    throw std::invalid_argument(std::string(what) + ": the plan is empty (default-constructed or moved from)");
+}
+}  // namespace
+
+// An empty plan's accessors read through a null impl_ (a probe, session 53): they say so, as
+// aggregate() and permute_weights() do. id() stays 0 there: the weights' check compares it.
+Device AggregatePlan::device() const {
+  require_plan(*this, "AggregatePlan::device");
+  return impl_->device;
+}
+std::int64_t AggregatePlan::num_nodes() const {
+  require_plan(*this, "AggregatePlan::num_nodes");
+  return impl_->num_nodes;
+}
+std::int64_t AggregatePlan::num_edges() const {
+  require_plan(*this, "AggregatePlan::num_edges");
+  return impl_->num_edges;
+}
+std::size_t AggregatePlan::bytes() const {
+  require_plan(*this, "AggregatePlan::bytes");
+  return impl_->bytes;
+}
 std::uint64_t AggregatePlan::id() const { return impl_ ? impl_->id : 0; }
 
 namespace {
-void require_plan(const AggregatePlan& plan, const char* what) {
-  if (!plan.defined()) throw std::invalid_argument(std::string(what) + ": the plan is empty (default-constructed)");
-}
 
 // An edge-value vector of the plan: aggregate's own `w` port contract (rank 1, float, contiguous,
 // storage), then the plan's E and device.

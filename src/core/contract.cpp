@@ -136,8 +136,12 @@ CheckResult check_contract(const std::string& op, const std::vector<PortContract
     const TensorView& v = it->second;
     // data: a view of elements must point at them. A null x passed every field below (address 0
     // is aligned to anything) and the kernel crashed (a review, session 46).
+    // A default-constructed view is rank 0 (one element) at a null address: named as what it is,
+    // not as "1 elements" (a probe, session 53).
     if (v.numel() > 0 && v.data() == nullptr)
-      throw violation(p, field::presence, "a tensor with data", fmt::format("{} elements at a null address", v.numel()),
+      throw violation(p, field::presence, "a tensor with data",
+                      v.rank() == 0 ? std::string("an empty (default-constructed) view")
+                                    : fmt::format("{} elements at a null address", v.numel()),
                       &v);
 
     // rank

@@ -137,8 +137,9 @@ std::string read_text_file(const std::string& path) {
   std::size_t n = 0;
   while ((n = std::fread(buf.data(), 1, buf.size(), f)) > 0) text.append(buf.data(), n);
   const bool bad = std::ferror(f) != 0;
+  const int err = errno;  // a folder opens and fails at its first read: EISDIR, said (a probe, session 53)
   std::fclose(f);
-  if (bad) parse_fail(path, "read error");
+  if (bad) parse_fail(path, fmt::format("read error: {}", std::strerror(err)));
   return text;
 }
 
@@ -308,16 +309,19 @@ Tensor debug_load(const std::string& path) {
   if (shape_j.size() > std::size_t(kMaxRank))
     parse_fail(meta_path, fmt::format("rank {} exceeds the maximum {}", shape_j.size(), kMaxRank));
   std::vector<std::int64_t> shape;
-  std::int64_t numel = 1;
-  bool overflow = false;
+  // The nonzero dimensions must fit on their own, as read_npy asks: with a zero first the product
+  // stayed 0, and [0, 2^62, 2^62] failed later in TensorBuilder without the file's name (a probe,
+  // session 53).
+  std::int64_t nonzero_bytes = std::int64_t(dtype_size(*dtype));
+  bool overflow = false, empty = false;
   for (std::size_t i = 0; i < shape_j.size(); ++i) {
     const auto n = get_size(shape_j[i], meta_path, fmt::format("shape[{}]", i));
     shape.push_back(n);
-    overflow = overflow || __builtin_mul_overflow(numel, n, &numel);
+    if (n == 0) empty = true;
+    else overflow = overflow || __builtin_mul_overflow(nonzero_bytes, n, &nonzero_bytes);
   }
-  std::int64_t expect_bytes = 0;
-  if (overflow || __builtin_mul_overflow(numel, std::int64_t(dtype_size(*dtype)), &expect_bytes))
-    parse_fail(meta_path, fmt::format("shape {} is too large", shape_j.dump()));
+  if (overflow) parse_fail(meta_path, fmt::format("shape {} is too large", shape_j.dump()));
+  const std::int64_t expect_bytes = empty ? 0 : nonzero_bytes;
 
   if (auto it = meta.find("strides"); it != meta.end()) {
     // Informational (the payload is always contiguous), but a malformed value means a corrupt file.

@@ -5,6 +5,8 @@
 // seed, never on the number of OpenMP threads that happened to run.
 #include "pipelink/graph.hpp"
 
+#include "host_memory.hpp"
+
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -126,6 +128,23 @@ struct SortArrays {
   W* out_w;
 };
 
+// Host scratch for `count` elements of T, its failure named for `who` and num_nodes: a std::vector
+// of 2^62 nodes threw length_error ("cannot create std::vector larger than max_size()") and one of
+// 2^40 a bare bad_alloc, neither saying whose or how large (a probe, session 53).
+template <class T>
+T* node_scratch(detail::HostBuffer& buf, std::size_t count, const char* who, std::int64_t num_nodes) {
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(count, sizeof(T), &bytes))
+    throw OutOfMemoryError(std::numeric_limits<std::uint64_t>::max(), 0,
+                           fmt::format("{}: num_nodes = {} needs more than 2^64 bytes of host memory", who, num_nodes));
+  try {
+    buf = detail::allocate_host(bytes);
+  } catch (const OutOfMemoryError& e) {
+    throw OutOfMemoryError(e.requested(), e.free_bytes(), fmt::format("{}: num_nodes = {}: {}", who, num_nodes, e.what()));
+  }
+  return static_cast<T*>(buf.get());
+}
+
 // Threads beyond E/N each add a whole N-sized histogram for little work; cap them.
 int sort_threads(std::int64_t num_edges, std::int64_t num_nodes) {
   const std::int64_t by_work = num_edges / std::max<std::int64_t>(num_nodes, kEdgeBlock);
@@ -137,7 +156,12 @@ void counting_sort(const SortArrays<T, W>& a, std::int64_t num_edges, std::int64
   // [thread][node]: the count, then that thread's next output slot. Allocated before the parallel
   // region because an exception must not escape it; the team may be smaller than asked for.
   const int max_threads = sort_threads(num_edges, num_nodes);
-  std::vector<std::int64_t> pos(std::size_t(max_threads) * std::size_t(num_nodes), 0);
+  detail::HostBuffer pos_buf;
+  std::size_t pos_count = 0;  // saturated: node_scratch then says the bytes pass 2^64
+  if (__builtin_mul_overflow(std::size_t(max_threads), std::size_t(num_nodes), &pos_count))
+    pos_count = std::numeric_limits<std::size_t>::max();
+  std::int64_t* const pos = node_scratch<std::int64_t>(pos_buf, pos_count, "sort_by_destination", num_nodes);
+  std::fill_n(pos, pos_count, std::int64_t(0));
   std::int64_t first_bad = num_edges;
   int nt = 1;
 #pragma omp parallel num_threads(max_threads)
@@ -146,7 +170,7 @@ void counting_sort(const SortArrays<T, W>& a, std::int64_t num_edges, std::int64
     nt = omp_get_num_threads();
     const int t = omp_get_thread_num();
     const std::int64_t lo = num_edges * t / nt, hi = num_edges * (t + 1) / nt;
-    std::int64_t* mine = pos.data() + std::int64_t(t) * num_nodes;
+    std::int64_t* mine = pos + std::int64_t(t) * num_nodes;
     std::int64_t bad = num_edges;
     for (std::int64_t e = lo; e < hi; ++e) {
       const auto d = std::int64_t(a.dst[e]);
@@ -345,8 +369,9 @@ void relabel_nodes(EdgeList& g, std::uint64_t seed) {
       for (std::int64_t i = 0; i < e; ++i)
         if (ends[k][i] < 0 || std::int64_t(ends[k][i]) >= n)
           throw IndexOutOfRangeError("relabel_nodes", ports[k], i, std::int64_t(ends[k][i]), n);
-    std::vector<T> perm(static_cast<std::size_t>(n));
-    std::iota(perm.begin(), perm.end(), T(0));
+    detail::HostBuffer perm_buf;
+    T* const perm = node_scratch<T>(perm_buf, std::size_t(n), "relabel_nodes", n);
+    std::iota(perm, perm + n, T(0));
     Rng rng(derive_seed(seed, 0x72656c6162656cull));  // Fisher-Yates
     for (std::int64_t i = n - 1; i > 0; --i) std::swap(perm[std::size_t(i)], perm[rng.below(std::uint64_t(i) + 1)]);
     for (T* v : ends) {

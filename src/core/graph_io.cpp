@@ -307,8 +307,9 @@ MatrixMarketSize parse_mm_size(const std::string& path, Lines& lines, bool symme
 
 // Parses "row column [value]" into edge (column-1 -> row-1); false when the line is malformed.
 // `extra`: tokens follow the entry (ignored, and said once per file by the caller).
+// `flushed`: a nonzero value below float32's range, which loads as 0.
 bool parse_mm_entry(std::string_view line, MatrixMarketHeader::Field field, std::int64_t& i,
-                    std::int64_t& j, float& value, bool& extra) {
+                    std::int64_t& j, float& value, bool& extra, bool& flushed) {
   std::string_view rest = line;
   if (parse_int(next_token(rest), i) != IntParse::ok || parse_int(next_token(rest), j) != IntParse::ok)
     return false;
@@ -328,6 +329,7 @@ bool parse_mm_entry(std::string_view line, MatrixMarketHeader::Field field, std:
   double d = 0;
   auto [p, ec] = std::from_chars(tok.data(), end, d);
   value = float(d);
+  flushed = d != 0 && value == 0;
   // A weight must be a finite float32: NaN, inf, and finite values past float's range (1e39
   // became inf) are refused as malformed (a review, session 43).
   return !tok.empty() && ec == std::errc() && p == end && std::isfinite(value);
@@ -352,15 +354,15 @@ EdgeList parse_matrix_market(const std::string& path, std::string_view text, std
   const auto claimed = std::size_t(std::min<std::int64_t>(size.entries, std::int64_t(count_lines(lines.rest()))));
   if (!query) edges.reserve(h.symmetric ? 2 * claimed : claimed, weighted);
   const std::string expect = weighted ? "'row column value'" : "'row column'";
-  std::int64_t found = 0, extra_lines = 0, first_extra = 0;
+  std::int64_t found = 0, extra_lines = 0, first_extra = 0, flushed_lines = 0, first_flushed = 0;
   while (lines.next(line)) {
     std::string_view rest = line;
     const std::string_view first = next_token(rest);
     if (first.empty() || first.front() == '%') continue;
     std::int64_t i = 0, j = 0;
     float value = 0;
-    bool extra = false;
-    if (!parse_mm_entry(line, h.field, i, j, value, extra))
+    bool extra = false, flushed = false;
+    if (!parse_mm_entry(line, h.field, i, j, value, extra, flushed))
       throw ParseError(
           path, lines.number(),
           fmt::format("expected an entry {}{}, got {}", expect,
@@ -374,6 +376,9 @@ EdgeList parse_matrix_market(const std::string& path, std::string_view text, std
       throw ParseError(path, lines.number(), fmt::format("more entries than the declared {}", size.entries));
     // As for SNAP files: ignored, but not silently (a review, session 52).
     if (extra && extra_lines++ == 0) first_extra = lines.number();
+    // 1e-50 loaded as 0 without a word, where 1e39 is refused (a probe, session 53): warned, as the
+    // value is still a weight the file gives, only one float32 cannot hold.
+    if (flushed && flushed_lines++ == 0) first_flushed = lines.number();
     // Row i is the destination (y = A·x sums row i over columns j).
     if (query) {
       if (query->visit(j - 1, i - 1, lines.number()) ||
@@ -396,6 +401,10 @@ EdgeList parse_matrix_market(const std::string& path, std::string_view text, std
     PIPELINK_LOG_WARN("'{}': {} entry line(s), the first line {}, have columns after the entry's {}; they are ignored",
                       path, extra_lines, first_extra,
                       weighted ? "row, column and value" : "row and column (a pattern file carries no values)");
+  if (flushed_lines > 0 && !query)
+    PIPELINK_LOG_WARN("'{}': {} entry value(s), the first on line {}, are nonzero but below float32's range; they "
+                      "load as 0",
+                      path, flushed_lines, first_flushed);
   return edges.to_edge_list(std::max(num_nodes, dims), weighted);
 }
 

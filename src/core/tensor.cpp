@@ -40,6 +40,10 @@ HostBuffer allocate_host(std::size_t bytes, std::size_t align, std::size_t* allo
   if (allocated) *allocated = n;
   return HostBuffer(p);
 }
+void throw_bad_axis(int axis, int rank) {
+  throw std::out_of_range(fmt::format("TensorView: axis {} of a rank-{} view (valid: {} to {})", axis, rank, -rank,
+                                      rank - 1));
+}
 }  // namespace detail
 
 TensorView::TensorView(void* base, DType dtype, Device device, std::span<const std::int64_t> shape,
@@ -179,6 +183,11 @@ std::size_t round_up(std::size_t n, std::size_t m) { return m ? (n + m - 1) / m 
 
 void set_device_allocator_hooks(DeviceKind kind, const DeviceAllocatorHooks& hooks) {
   if (kind != DeviceKind::cuda) throw std::invalid_argument("allocator hooks exist for cuda only");
+  // All five are called without a check: a null one was a jump to address 0 at the first device
+  // tensor (a probe, session 53).
+  if (!hooks.allocate || !hooks.deallocate || !hooks.copy || !hooks.memset_zero || !hooks.copy2d)
+    throw std::invalid_argument("set_device_allocator_hooks: every hook must be set (allocate, deallocate, copy, "
+                                "memset_zero, copy2d)");
   std::lock_guard lock(g_hooks_mu);
   g_cuda_hooks = hooks;
   g_cuda_hooks_set = true;
@@ -195,6 +204,10 @@ Tensor TensorBuilder::build(std::source_location loc) const {
   if (alignment_ == 0 || (alignment_ & (alignment_ - 1)) != 0)
     throw std::invalid_argument(fmt::format("TensorBuilder: alignment {} is not a power of two", alignment_));
   const std::size_t item = dtype_size(dtype_);
+  // Past 2^63 - 1 the row-bytes check below underflowed and the stride wrapped to 0: a 64-byte
+  // buffer for 800 bytes, and a fill wrote past it (a probe, session 53).
+  if (pitch_ > std::size_t(std::numeric_limits<std::int64_t>::max()))
+    throw std::invalid_argument(fmt::format("TensorBuilder: row pitch alignment {} exceeds 2^63 - 1 bytes", pitch_));
   if (pitch_ != 0 && pitch_ % item != 0)
     throw std::invalid_argument(fmt::format("TensorBuilder: row pitch alignment {} is not a multiple of the element size {}", pitch_, item));
   for (auto n : shape_)
