@@ -665,14 +665,15 @@ TEST_F(GraphFiles, MatrixMarketValuesBelowFloat32AreWarned) {
   // 1e-50 loaded as 0 without a word, where 1e39 is refused (a probe, session 53).
   const auto p = write("u.mtx",
                        "%%MatrixMarket matrix coordinate real general\n"
-                       "3 3 3\n"
+                       "3 3 4\n"
                        "1 2 1e-50\n"
                        "2 3 1e-40\n"
-                       "3 1 -1e-60\n");
+                       "3 1 -1e-60\n"
+                       "1 1 1e-400\n");  // past double's range too: flushed, not refused
   testing::internal::CaptureStderr();
   const auto g = load_matrix_market(p);
   const std::string log = testing::internal::GetCapturedStderr();
-  EXPECT_NE(log.find("'" + p + "': 2 entry value(s), the first on line 3, are nonzero but below float32's range; "
+  EXPECT_NE(log.find("'" + p + "': 3 entry value(s), the first on line 3, are nonzero but below float32's range; "
                      "they load as 0"),
             std::string::npos)
       << log;
@@ -680,6 +681,10 @@ TEST_F(GraphFiles, MatrixMarketValuesBelowFloat32AreWarned) {
   EXPECT_EQ(w[0], 0.0f);
   EXPECT_GT(w[1], 0.0f);  // a subnormal float32 stays, and is not counted
   EXPECT_EQ(w[2], 0.0f);
+  EXPECT_EQ(w[3], 0.0f);
+  // 1e400 stays refused: past float32's range on the other side.
+  EXPECT_THROW(load_matrix_market(write("o.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 1\n1 2 1e400\n")),
+               ParseError);
 }
 
 TEST_F(GraphFiles, MatrixMarketRealSymmetric) {

@@ -136,11 +136,11 @@ CheckResult check_contract(const std::string& op, const std::vector<PortContract
     const TensorView& v = it->second;
     // data: a view of elements must point at them. A null x passed every field below (address 0
     // is aligned to anything) and the kernel crashed (a review, session 46).
-    // A default-constructed view is rank 0 (one element) at a null address: named as what it is,
+    // A default-constructed view is rank 0 (one element) at a null address: named as likely that,
     // not as "1 elements" (a probe, session 53).
     if (v.numel() > 0 && v.data() == nullptr)
       throw violation(p, field::presence, "a tensor with data",
-                      v.rank() == 0 ? std::string("an empty (default-constructed) view")
+                      v.rank() == 0 ? std::string("a rank-0 view at a null address (default-constructed?)")
                                     : fmt::format("{} elements at a null address", v.numel()),
                       &v);
 

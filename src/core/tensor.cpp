@@ -41,6 +41,7 @@ HostBuffer allocate_host(std::size_t bytes, std::size_t align, std::size_t* allo
   return HostBuffer(p);
 }
 void throw_bad_axis(int axis, int rank) {
+  if (rank == 0) throw std::out_of_range(fmt::format("TensorView: axis {} of a rank-0 view, which has no axes", axis));
   throw std::out_of_range(fmt::format("TensorView: axis {} of a rank-{} view (valid: {} to {})", axis, rank, -rank,
                                       rank - 1));
 }

@@ -71,7 +71,8 @@ AggregateOracle aggregate_oracle(const TensorView& x_in, const TensorView& src_i
   Tensor hx, hs, hd, hw;
   const TensorView x = on_host(x_in, hx), src = on_host(src_in, hs), dst = on_host(dst_in, hd);
   const TensorView w = w_in ? on_host(*w_in, hw) : TensorView();
-  const std::int64_t N = x.dim(0), F = x.dim(1), E = src.numel();
+  // x's rank before its dims: dim(1) of a rank-1 x throws its own terser error (session 53).
+  const std::int64_t N = x.rank() == 2 ? x.dim(0) : 0, F = x.rank() == 2 ? x.dim(1) : 0, E = src.numel();
   // Lengths first: a w of 1 element for 4 edges was read past its end (a review, session 46).
   if (x.rank() != 2 || dst.numel() != E || (w.defined() && w.numel() != E) ||
       (initial && initial->numel() != N * F))
@@ -223,6 +224,7 @@ VerifyReport verify_aggregate_rows(const TensorView& y_in, const TensorView& x_i
   Tensor hy, hx, hs, hd, hw;
   const TensorView y = on_host(y_in, hy), x = on_host(x_in, hx), src = on_host(src_in, hs), dst = on_host(dst_in, hd);
   const TensorView w = w_in ? on_host(*w_in, hw) : TensorView();
+  if (x.rank() != 2) throw std::invalid_argument(fmt::format("verify_aggregate_rows: x must be [N, F], got {}", x.shape_str()));
   const std::int64_t N = x.dim(0), F = x.dim(1), E = src.numel(), R = std::int64_t(rows.size());
   if (y.numel() != N * F)
     throw std::invalid_argument(fmt::format("verify_aggregate_rows: output has {} elements, x {}", y.numel(), N * F));

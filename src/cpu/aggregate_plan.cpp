@@ -108,8 +108,9 @@ std::int64_t counting_sort(const I* src, const I* dst, std::int64_t E, std::int6
 
 int build_chunks(std::int64_t N, std::int64_t E, int threads) {
   // The histograms' budget: 64 MiB, or 4 bytes an edge where that is more (half the plan's 8-byte
-  // slots). With 64 MiB alone a graph past 8M nodes built on one thread, however many edges it
-  // had: products-like's 2.45M nodes got 3 of the GPU host's 16 (session 53). Measured here (2
+  // slots). With 64 MiB alone a graph of 4.2M nodes or more built on one thread, however many
+  // edges it had, and products-like's 2.45M nodes got 3 of the GPU host's 16 blocks (12 now;
+  // every thread wherever E >= 4 (N + 1) threads) (session 53). Measured here (2
   // cores, Python, 4 builds each): 16M nodes and 66M random int32 edges 1.98-3.37 s on one
   // block, 1.18-2.01 on two.
   // budget / 8 / (N + 1), in entries: 8 (N + 1) is 2^63 at N = 2^60 - 1 (a review, session 46).
