@@ -218,9 +218,11 @@ TEST(SortByDestination, OutOfRangeDestinationThrows) {
 
 // Past memory, relabel_nodes and sort_by_destination name themselves and num_nodes: a std::vector
 // threw length_error ("cannot create std::vector larger than max_size()") or a bare bad_alloc (a
-// probe, session 53). The edges stay as they were.
+// probe, session 53). The edges stay as they were. Only a count whose bytes pass 2^64: 2^42 nodes
+// (32 TB) were also tried, and the GPU host (memory overcommitted) granted them and the test was
+// killed filling them (H100, session 53).
 TEST(RelabelNodes, NodeCountsPastMemorySayWhoseAndHowLarge) {
-  for (const std::int64_t n : {std::int64_t(1) << 62, std::int64_t(1) << 42}) {
+  for (const std::int64_t n : {std::int64_t(1) << 62}) {
     EdgeList g;
     g.src = TensorBuilder().shape({1}).dtype(DType::i64).zeros();
     g.dst = TensorBuilder().shape({1}).dtype(DType::i64).zeros();

@@ -51,7 +51,7 @@ def _framework(a: Any) -> str:
     full = type(a).__module__
     mod = full.split(".")[0]
     if mod in ("torch", "numpy", "cupy"):
-        if full == "numpy.ma.core":
+        if full in ("numpy.ma", "numpy.ma.core"):  # NumPy 2 names the class's module "numpy.ma"
             # Its buffer is the values under the mask too: they were summed as if unmasked (a
             # probe, session 53).
             raise TypeError("pipelink: a NumPy masked array's mask would be ignored; pass m.filled(value), "
@@ -180,7 +180,7 @@ def _native(a: Any, fw: str, port: str = "") -> Any:
         return a
     try:
         return _TORCH_EXPORT(a)
-    except RuntimeError:
+    except (RuntimeError, BufferError):  # torch 2.11 raises BufferError for a meta tensor (H100, session 53)
         # What DLPack cannot carry, named by port: a sparse tensor, one on torch's meta device (or
         # another without memory PipeLink can read), torch.bool and other dtypes. Torch's own
         # errors named no port (a probe, session 53).
