@@ -47,6 +47,9 @@ __version__ = "0.1.0"
 _MODES = ("auto", "one_shot", "lean")
 
 
+_MASKED = "pipelink: a NumPy masked array's mask would be ignored; pass m.filled(value), or m.data for every value as it is"
+
+
 def _framework(a: Any) -> str:
     full = type(a).__module__
     mod = full.split(".")[0]
@@ -54,8 +57,7 @@ def _framework(a: Any) -> str:
         if full in ("numpy.ma", "numpy.ma.core"):  # NumPy 2 names the class's module "numpy.ma"
             # Its buffer is the values under the mask too: they were summed as if unmasked (a
             # probe, session 53).
-            raise TypeError("pipelink: a NumPy masked array's mask would be ignored; pass m.filled(value), "
-                            "or m.data for every value as it is")
+            raise TypeError(_MASKED)
         return mod
     # Subclasses (a torch.Tensor subclass defined in the user's module) by their base: taken for
     # bare DLPack producers they skipped torch's steps, and a negative-bit view was read with the
@@ -65,8 +67,7 @@ def _framework(a: Any) -> str:
         base = getattr(m, "Tensor" if name == "torch" else "ndarray", None) if m is not None else None
         if base is not None and isinstance(a, base):
             if name == "numpy" and isinstance(a, m.ma.MaskedArray):  # a subclass of its own
-                raise TypeError("pipelink: a NumPy masked array's mask would be ignored; pass m.filled(value), "
-                                "or m.data for every value as it is")
+                raise TypeError(_MASKED)
             return name
     if hasattr(a, "__dlpack__"):
         return "dlpack"
